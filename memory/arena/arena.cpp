@@ -1,0 +1,300 @@
+// Page-level arena work: chunks, best-fit page runs with split and coalesce,
+// large allocations, the spare chunk and purging of dirty pages.
+#include "arena/arena.h"
+
+#include <cstring>
+#include <new>
+
+#include "arena/base.h"
+#include "platform/os.h"
+#include "structures/chunk_registry.h"
+
+namespace runsel {
+
+Arena* Arena::create(unsigned index, std::size_t dirty_max_pages) {
+  void* memory = base::allocate(sizeof(Arena));
+  if (memory == nullptr) return nullptr;
+  Arena* arena = new (memory) Arena();
+  arena->index_ = index;
+  arena->dirty_max_pages_ = dirty_max_pages;
+  return arena;
+}
+
+// ---- chunks ---------------------------------------------------------------
+
+Chunk* Arena::new_chunk() {
+  if (Chunk* chunk = spare_) {
+    spare_ = nullptr;
+    free_runs_.insert(&chunk->map[kFirstUsablePage]);
+    return chunk;
+  }
+  void* memory = os::map_aligned(kChunkSize, kChunkSize);
+  if (memory == nullptr) return nullptr;
+  Chunk* chunk = static_cast<Chunk*>(memory);  // fresh mapping: all zero
+  if (!ChunkRegistry::set_range(chunk, kChunkSize, reinterpret_cast<std::uintptr_t>(chunk))) {
+    ChunkRegistry::set_range(chunk, kChunkSize, 0);
+    os::unmap(memory, kChunkSize);
+    return nullptr;
+  }
+  chunk->arena = this;
+  for (std::size_t i = 0; i < kFirstUsablePage; ++i) chunk->map[i].bits = kAllocated | kReserved;
+  os::protect_none(chunk->page_address(kChunkHeaderPages), kGuardPages * kPageSize);
+  set_free_run(chunk, kFirstUsablePage, kUsablePages);
+
+  chunk->next_in_arena = chunks_;
+  chunk->prev_in_arena = nullptr;
+  if (chunks_) chunks_->prev_in_arena = chunk;
+  chunks_ = chunk;
+  ++chunk_count_;
+  committed_pages_ += kChunkHeaderPages;
+  free_runs_.insert(&chunk->map[kFirstUsablePage]);
+  return chunk;
+}
+
+// A chunk whose usable pages are all free: keep one as the spare (its dirty
+// pages stay counted and purgeable), unmap any other.
+void Arena::retire_chunk(Chunk* chunk) {
+  if (spare_ == nullptr) {
+    spare_ = chunk;
+    return;
+  }
+  destroy_chunk(chunk);
+}
+
+void Arena::destroy_chunk(Chunk* chunk) {
+  if (chunk->in_dirty_list) unlink_dirty(chunk);
+  dirty_pages_ -= chunk->ndirty;
+  committed_pages_ -= kChunkHeaderPages + chunk->ndirty;
+  if (chunk->prev_in_arena) chunk->prev_in_arena->next_in_arena = chunk->next_in_arena;
+  else chunks_ = chunk->next_in_arena;
+  if (chunk->next_in_arena) chunk->next_in_arena->prev_in_arena = chunk->prev_in_arena;
+  --chunk_count_;
+  ChunkRegistry::set_range(chunk, kChunkSize, 0);
+  os::unmap(chunk, kChunkSize);
+}
+
+void Arena::link_dirty(Chunk* chunk) {
+  chunk->in_dirty_list = true;
+  chunk->next_dirty = nullptr;
+  chunk->prev_dirty = dirty_tail_;
+  if (dirty_tail_) dirty_tail_->next_dirty = chunk;
+  else dirty_chunks_ = chunk;
+  dirty_tail_ = chunk;
+}
+
+void Arena::unlink_dirty(Chunk* chunk) {
+  chunk->in_dirty_list = false;
+  if (chunk->prev_dirty) chunk->prev_dirty->next_dirty = chunk->next_dirty;
+  else dirty_chunks_ = chunk->next_dirty;
+  if (chunk->next_dirty) chunk->next_dirty->prev_dirty = chunk->prev_dirty;
+  else dirty_tail_ = chunk->prev_dirty;
+}
+
+// ---- page runs ------------------------------------------------------------
+
+void Arena::set_free_run(Chunk* chunk, std::size_t first, std::size_t pages) {
+  const std::uintptr_t size = pages << kPageShift;
+  PageMapEntry& head = chunk->map[first];
+  PageMapEntry& tail = chunk->map[first + pages - 1];
+  head.bits = (head.bits & kDirty) | size;
+  tail.bits = (tail.bits & kDirty) | size;
+}
+
+void Arena::carve(Chunk* chunk, std::size_t first, std::size_t run_pages, std::size_t pages) {
+  if (run_pages > pages) {
+    // The old head's size field must go: it is no longer a run boundary.
+    set_free_run(chunk, first + pages, run_pages - pages);
+    free_runs_.insert(&chunk->map[first + pages]);
+  }
+}
+
+void Arena::mark_allocated(Chunk* chunk, std::size_t first, std::size_t pages,
+                           std::uintptr_t head_bits, std::uintptr_t tail_bits, bool zero) {
+  std::size_t was_dirty = 0;
+  for (std::size_t i = first; i < first + pages; ++i) {
+    if (chunk->map[i].bits & kDirty) {
+      ++was_dirty;
+      if (zero) std::memset(chunk->page_address(i), 0, kPageSize);
+    }
+    chunk->map[i].bits = i == first ? head_bits : tail_bits;
+  }
+  chunk->ndirty -= was_dirty;
+  dirty_pages_ -= was_dirty;
+  committed_pages_ += pages - was_dirty;
+  if (chunk->ndirty == 0 && chunk->in_dirty_list) unlink_dirty(chunk);
+}
+
+char* Arena::allocate_pages(std::size_t pages, std::uintptr_t head_bits, std::uintptr_t tail_bits,
+                            bool zero) {
+  const std::size_t wanted = pages << kPageShift;
+  PageMapEntry* entry =
+      free_runs_.first_not_below([wanted](const PageMapEntry* e) { return e->size_bytes() < wanted; });
+  if (entry == nullptr) {
+    if (new_chunk() == nullptr) return nullptr;
+    entry = free_runs_.first_not_below(
+        [wanted](const PageMapEntry* e) { return e->size_bytes() < wanted; });
+  }
+  Chunk* chunk = Chunk::of(entry);
+  const std::size_t first = chunk->index_of(entry);
+  const std::size_t run_pages = entry->size_pages();
+  free_runs_.erase(entry);
+  carve(chunk, first, run_pages, pages);
+  char* run = chunk->page_address(first);
+  if ((head_bits & kLarge) == 0) {  // small run: every page names the run header
+    head_bits |= reinterpret_cast<std::uintptr_t>(run);
+    tail_bits |= reinterpret_cast<std::uintptr_t>(run);
+  }
+  mark_allocated(chunk, first, pages, head_bits, tail_bits, zero);
+  return run;
+}
+
+void Arena::free_pages(Chunk* chunk, std::size_t first, std::size_t pages) {
+  for (std::size_t i = first; i < first + pages; ++i) chunk->map[i].bits = kDirty;
+  chunk->ndirty += pages;
+  dirty_pages_ += pages;
+  if (!chunk->in_dirty_list) link_dirty(chunk);
+
+  // Coalesce with free neighbours; their old boundary entries lose their size.
+  if (first > kFirstUsablePage && !chunk->map[first - 1].allocated()) {
+    PageMapEntry& prev_tail = chunk->map[first - 1];
+    std::size_t prev_pages = prev_tail.size_pages();
+    std::size_t prev_first = first - prev_pages;
+    free_runs_.erase(&chunk->map[prev_first]);
+    prev_tail.bits &= kDirty;
+    chunk->map[prev_first].bits &= kDirty;
+    first = prev_first;
+    pages += prev_pages;
+  }
+  const std::size_t next = first + pages;
+  if (next < kPagesPerChunk && !chunk->map[next].allocated()) {
+    PageMapEntry& next_head = chunk->map[next];
+    std::size_t next_pages = next_head.size_pages();
+    free_runs_.erase(&next_head);
+    next_head.bits &= kDirty;
+    chunk->map[next + next_pages - 1].bits &= kDirty;
+    pages += next_pages;
+  }
+  set_free_run(chunk, first, pages);
+
+  if (pages == kUsablePages) {
+    retire_chunk(chunk);
+  } else {
+    free_runs_.insert(&chunk->map[first]);
+  }
+  if (dirty_pages_ > dirty_max_pages_) purge_down_to(dirty_max_pages_ / 2);
+}
+
+// Purges dirty free pages, oldest dirty chunk first, until at most
+// `target_pages` remain. Purged pages read as zero and stop being committed.
+void Arena::purge_down_to(std::size_t target_pages) {
+  while (dirty_pages_ > target_pages && dirty_chunks_ != nullptr) {
+    Chunk* chunk = dirty_chunks_;
+    for (std::size_t i = kFirstUsablePage; i < kPagesPerChunk && dirty_pages_ > target_pages;) {
+      if (chunk->map[i].allocated() || !chunk->map[i].dirty()) {
+        ++i;
+        continue;
+      }
+      std::size_t end = i;
+      while (end < kPagesPerChunk && !chunk->map[end].allocated() && chunk->map[end].dirty() &&
+             dirty_pages_ - (end - i) > target_pages) {
+        chunk->map[end].bits &= ~std::uintptr_t{kDirty};
+        ++end;
+      }
+      const std::size_t count = end - i;
+      os::purge(chunk->page_address(i), count << kPageShift);
+      ++purges_;
+      chunk->ndirty -= count;
+      dirty_pages_ -= count;
+      committed_pages_ -= count;
+      i = end;
+    }
+    if (chunk->ndirty == 0) unlink_dirty(chunk);
+    else if (dirty_pages_ > target_pages) unlink_dirty(chunk), link_dirty(chunk);
+  }
+}
+
+// ---- large allocations ----------------------------------------------------
+
+void* Arena::malloc_large(std::size_t size, bool zero) {
+  const std::size_t pages = size >> kPageShift;
+  LockGuard guard(lock);
+  char* run = allocate_pages(pages, size | kAllocated | kLarge, kAllocated | kLarge, zero);
+  if (run == nullptr) return nullptr;
+  large_allocated_ += size;
+  ++large_nmalloc_;
+  return run;
+}
+
+void* Arena::malloc_large_aligned(std::size_t size, std::size_t alignment) {
+  const std::size_t pages = size >> kPageShift;
+  const std::size_t total = pages + (alignment >> kPageShift) - 1;
+  LockGuard guard(lock);
+  char* run = allocate_pages(total, (total << kPageShift) | kAllocated | kLarge,
+                             kAllocated | kLarge, false);
+  if (run == nullptr) return nullptr;
+  Chunk* chunk = Chunk::of(run);
+  const std::size_t first = chunk->page_index(run);
+  const std::uintptr_t address = reinterpret_cast<std::uintptr_t>(run);
+  const std::size_t lead = (((address + alignment - 1) & ~(alignment - 1)) - address) >> kPageShift;
+  const std::size_t trail = total - lead - pages;
+  chunk->map[first + lead].bits = size | kAllocated | kLarge;
+  if (lead != 0) free_pages(chunk, first, lead);
+  if (trail != 0) free_pages(chunk, first + lead + pages, trail);
+  large_allocated_ += size;
+  ++large_nmalloc_;
+  return chunk->page_address(first + lead);
+}
+
+bool Arena::resize_large_in_place(Chunk* chunk, void* p, std::size_t old_size,
+                                  std::size_t new_size) {
+  const std::size_t old_pages = old_size >> kPageShift, new_pages = new_size >> kPageShift;
+  LockGuard guard(lock);
+  const std::size_t first = chunk->page_index(p);
+  if (new_pages < old_pages) {
+    chunk->map[first].bits = new_size | kAllocated | kLarge;
+    large_allocated_ -= old_size - new_size;
+    free_pages(chunk, first + new_pages, old_pages - new_pages);
+    return true;
+  }
+  const std::size_t next = first + old_pages;
+  const std::size_t extra = new_pages - old_pages;
+  if (next >= kPagesPerChunk || chunk->map[next].allocated()) return false;
+  const std::size_t next_pages = chunk->map[next].size_pages();
+  if (next_pages < extra) return false;
+  free_runs_.erase(&chunk->map[next]);
+  carve(chunk, next, next_pages, extra);
+  mark_allocated(chunk, next, extra, kAllocated | kLarge, kAllocated | kLarge, false);
+  chunk->map[first].bits = new_size | kAllocated | kLarge;
+  large_allocated_ += new_size - old_size;
+  return true;
+}
+
+// ---- freeing and sizes ----------------------------------------------------
+
+std::size_t Arena::usable_size(Chunk* chunk, const void* p, BadPointer* problem) {
+  *problem = BadPointer::kNone;
+  const std::size_t page = chunk->page_index(p);
+  LockGuard guard(lock);
+  const std::uintptr_t bits = chunk->map[page].bits;
+  if (bits & kReserved) return *problem = BadPointer::kInHeader, 0;
+  if (!(bits & kAllocated)) return *problem = BadPointer::kFreePage, 0;
+  if (bits & kLarge) {
+    if ((bits & ~kPageMask) == 0 || (reinterpret_cast<std::uintptr_t>(p) & kPageMask) != 0) {
+      return *problem = BadPointer::kInteriorLarge, 0;
+    }
+    return bits & ~kPageMask;
+  }
+  Run* run = reinterpret_cast<Run*>(bits & ~kPageMask);
+  const BinInfo& info = kBinInfo[static_cast<std::size_t>(run->bin - bins_)];
+  const std::uintptr_t reg0 = reinterpret_cast<std::uintptr_t>(run) + info.reg0_offset;
+  const std::uintptr_t address = reinterpret_cast<std::uintptr_t>(p);
+  if (address < reg0) return *problem = BadPointer::kInteriorSmall, 0;
+  const std::uint32_t index = info.region_index(address - reg0);
+  if (reg0 + std::size_t{index} * info.size != address) {
+    return *problem = BadPointer::kInteriorSmall, 0;
+  }
+  if (run->is_free(index)) return *problem = BadPointer::kDoubleFreeSmall, 0;
+  return info.size;
+}
+
+}  // namespace runsel

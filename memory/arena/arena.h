@@ -1,0 +1,143 @@
+// An arena: one lock, its chunks, a best-fit tree of free page runs, the 45
+// small bins, the spare chunk and the dirty-page budget. Every method that is
+// not marked otherwise expects the caller to hold `lock`.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "arena/chunk.h"
+#include "arena/run.h"
+#include "arena/size_classes.h"
+#include "containers/selected.h"
+#include "platform/lock.h"
+#include "structures/rb_tree.h"
+
+namespace runsel {
+
+using NonFullRuns = SelectedContainer<Run, RunHookAccess>;
+static_assert(NonFullRunSet<NonFullRuns, Run>);
+
+// A size class's runs. Only the bin touches its container.
+struct Bin {
+  NonFullRuns runs;                // runs with 0 < free regions < nregs
+  std::size_t run_count = 0;       // runs owned by the bin
+  std::size_t regions_in_use = 0;  // allocated regions in those runs
+  std::size_t free_regions = 0;    // free regions in those runs
+  std::uint64_t nmalloc = 0;
+  std::uint64_t nfree = 0;
+};
+
+// Orders free page runs by (size, address) for best-fit with lowest address.
+struct FreeRunOrder {
+  static RbLinks<PageMapEntry>& links(PageMapEntry* e) { return e->avail; }
+  static bool less(const PageMapEntry* a, const PageMapEntry* b) {
+    std::size_t sa = a->size_bytes(), sb = b->size_bytes();
+    if (sa != sb) return sa < sb;
+    return reinterpret_cast<std::uintptr_t>(a) < reinterpret_cast<std::uintptr_t>(b);
+  }
+};
+
+// Figures an arena contributes to runsel_stats, all in bytes.
+struct ArenaFigures {
+  std::size_t mapped = 0, committed = 0, allocated = 0, waste = 0, dirty = 0;
+  std::size_t bookkeeping = 0, bin_unused = 0, small_allocated = 0, large_allocated = 0;
+  std::size_t chunks = 0, nmalloc = 0, nfree = 0, purges = 0;
+  struct PerBin {
+    std::size_t runs = 0, nonfull_runs = 0, regions_in_use = 0, unused_bytes = 0;
+  } bins[kNumBins];
+};
+
+// Reason a pointer was refused; the front end turns it into the fatal message.
+enum class BadPointer {
+  kNone,
+  kDoubleFreeSmall,
+  kDoubleFreeLarge,
+  kFreePage,        // the page is free: a double free, or never allocated
+  kInteriorSmall,
+  kInteriorLarge,
+  kInHeader,        // chunk header or guard page
+};
+
+class Arena {
+ public:
+  static constexpr std::size_t kDefaultDirtyMaxPages = 256;  // mozjemalloc's main arena
+
+  Lock lock;
+
+  // Creates an arena in metadata memory (no lock needed).
+  static Arena* create(unsigned index, std::size_t dirty_max_pages);
+
+  unsigned index() const { return index_; }
+
+  // Small: `bin` from bin_index(). Returns nullptr when out of memory.
+  void* malloc_small(std::size_t bin);
+  // Large: `size` a page multiple in (0, kMaxLargeSize]. When `zero`, only the
+  // pages that were dirty are cleared (others are fresh or purged: zero).
+  void* malloc_large(std::size_t size, bool zero);
+  // Large with `alignment` a power of two > kPageSize.
+  void* malloc_large_aligned(std::size_t size, std::size_t alignment);
+
+  // Frees `p` in `chunk` (owned by this arena). Returns kNone or the problem.
+  BadPointer free(Chunk* chunk, void* p);
+  // Usable size of a live pointer, or 0 with *problem set.
+  std::size_t usable_size(Chunk* chunk, const void* p, BadPointer* problem);
+  // Resizes a large allocation in place; false if the neighbours do not allow it.
+  bool resize_large_in_place(Chunk* chunk, void* p, std::size_t old_size, std::size_t new_size);
+
+  void purge_all() { purge_down_to(0); }
+
+  ArenaFigures figures() const;
+  // Recomputes every figure by walking chunks, runs and containers; returns
+  // false and writes what differs to stderr.
+  bool walk_and_compare() const;
+
+  std::size_t dirty_max_pages() const { return dirty_max_pages_; }
+
+ private:
+  friend struct ArenaWalker;
+
+  Run* new_small_run(std::size_t bin);
+  void release_small_run(Run* run);
+  // Pick the run for the next small allocation: whatever the container says.
+  Run* pick_run(Bin& bin) { return bin.runs.peek(); }
+
+  // Page-level allocation: a run of `pages` from the best-fit free run.
+  // `head_bits` is written to the first page, `tail_bits` to the others.
+  char* allocate_pages(std::size_t pages, std::uintptr_t head_bits, std::uintptr_t tail_bits,
+                       bool zero);
+  // Takes the first `pages` pages of the free run starting at `first`
+  // (already removed from the tree); the remainder goes back to the tree.
+  void carve(Chunk* chunk, std::size_t first, std::size_t run_pages, std::size_t pages);
+  void mark_allocated(Chunk* chunk, std::size_t first, std::size_t pages, std::uintptr_t head_bits,
+                      std::uintptr_t tail_bits, bool zero);
+  void free_pages(Chunk* chunk, std::size_t first, std::size_t pages);
+  void set_free_run(Chunk* chunk, std::size_t first, std::size_t pages);
+
+  Chunk* new_chunk();
+  void retire_chunk(Chunk* chunk);
+  void destroy_chunk(Chunk* chunk);
+  void link_dirty(Chunk* chunk);
+  void unlink_dirty(Chunk* chunk);
+  void purge_down_to(std::size_t target_pages);
+  void check_container(const Bin& bin) const;
+
+  unsigned index_ = 0;
+  std::size_t dirty_max_pages_ = kDefaultDirtyMaxPages;
+  RbTree<PageMapEntry, FreeRunOrder> free_runs_;
+  Chunk* chunks_ = nullptr;       // every chunk, spare included
+  Chunk* dirty_chunks_ = nullptr; // chunks with dirty pages, oldest first
+  Chunk* dirty_tail_ = nullptr;
+  Chunk* spare_ = nullptr;
+
+  // Counters, each maintained at the place its quantity changes.
+  std::size_t chunk_count_ = 0;
+  std::size_t committed_pages_ = 0;  // header pages + allocated run pages + dirty pages
+  std::size_t dirty_pages_ = 0;
+  std::size_t large_allocated_ = 0;  // bytes
+  std::uint64_t large_nmalloc_ = 0, large_nfree_ = 0, purges_ = 0;
+
+  Bin bins_[kNumBins];
+};
+
+}  // namespace runsel

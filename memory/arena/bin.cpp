@@ -1,0 +1,118 @@
+// Small allocations: bins, runs and the container seam. The bin is the only
+// code that calls insert / erase / peek / touched on its NonFullRuns.
+#include <cstdlib>
+
+#include "arena/arena.h"
+#include "platform/os.h"
+
+namespace runsel {
+
+#if defined(RUNSEL_CHECKED)
+inline constexpr bool kChecked = true;
+#else
+inline constexpr bool kChecked = false;
+#endif
+
+void Arena::check_container(const Bin& bin) const {
+  if constexpr (kChecked) {
+    const char* why = nullptr;
+    if (!bin.runs.check(&why)) {
+      static const char kMessage[] = "runsel: checked build: run container invariant broken: ";
+      os::write_all(2, kMessage, sizeof(kMessage) - 1);
+      os::write_all(2, why, __builtin_strlen(why));
+      os::write_all(2, "\n", 1);
+      abort();
+    }
+  } else {
+    (void)bin;
+  }
+}
+
+Run* Arena::new_small_run(std::size_t bin_index) {
+  const BinInfo& info = kBinInfo[bin_index];
+  char* memory = allocate_pages(info.run_pages, kAllocated, kAllocated, false);
+  if (memory == nullptr) return nullptr;
+  Run* run = reinterpret_cast<Run*>(memory);
+  Bin& bin = bins_[bin_index];
+  run->init(&bin, info);
+  ++bin.run_count;
+  bin.free_regions += info.nregs;
+  return run;
+}
+
+void Arena::release_small_run(Run* run) {
+  Bin& bin = *run->bin;
+  const BinInfo& info = kBinInfo[static_cast<std::size_t>(&bin - bins_)];
+  --bin.run_count;
+  bin.free_regions -= info.nregs;
+  Chunk* chunk = Chunk::of(run);
+  free_pages(chunk, chunk->page_index(run), info.run_pages);
+}
+
+void* Arena::malloc_small(std::size_t bin_index) {
+  const BinInfo& info = kBinInfo[bin_index];
+  Bin& bin = bins_[bin_index];
+  LockGuard guard(lock);
+  Run* run = pick_run(bin);
+  if (run == nullptr) {
+    run = new_small_run(bin_index);
+    if (run == nullptr) return nullptr;
+    bin.runs.insert(run);
+  }
+  void* region = run->take(info);
+  ++bin.regions_in_use;
+  --bin.free_regions;
+  ++bin.nmalloc;
+  if (run->free_count == 0) bin.runs.erase(run);
+  else bin.runs.touched(run);
+  check_container(bin);
+  return region;
+}
+
+BadPointer Arena::free(Chunk* chunk, void* p) {
+  const std::size_t page = chunk->page_index(p);
+  const std::uintptr_t address = reinterpret_cast<std::uintptr_t>(p);
+  LockGuard guard(lock);
+  const std::uintptr_t bits = chunk->map[page].bits;
+  if (bits & kReserved) return BadPointer::kInHeader;
+  if (!(bits & kAllocated)) return BadPointer::kFreePage;
+
+  if (bits & kLarge) {
+    const std::size_t size = bits & ~kPageMask;
+    if (size == 0 || (address & kPageMask) != 0) return BadPointer::kInteriorLarge;
+    large_allocated_ -= size;
+    ++large_nfree_;
+    free_pages(chunk, page, size >> kPageShift);
+    return BadPointer::kNone;
+  }
+
+  Run* run = reinterpret_cast<Run*>(bits & ~kPageMask);
+  Bin& bin = *run->bin;
+  const BinInfo& info = kBinInfo[static_cast<std::size_t>(&bin - bins_)];
+  const std::uintptr_t reg0 = reinterpret_cast<std::uintptr_t>(run) + info.reg0_offset;
+  if (address < reg0) return BadPointer::kInteriorSmall;
+  const std::uint32_t index = info.region_index(address - reg0);
+  if (reg0 + std::size_t{index} * info.size != address) return BadPointer::kInteriorSmall;
+
+  const bool was_full = run->free_count == 0;
+  if (!run->give(index)) return BadPointer::kDoubleFreeSmall;
+  --bin.regions_in_use;
+  ++bin.free_regions;
+  ++bin.nfree;
+  if (run->free_count == info.nregs) {
+    // Empty: leave the set (a run always has >= 2 regions, so it was in it)
+    // and give its pages back to the arena as dirty pages.
+    bin.runs.erase(run);
+    check_container(bin);
+    release_small_run(run);
+  } else if (was_full) {
+    bin.runs.insert(run);
+    check_container(bin);
+  } else {
+    bin.runs.touched(run);
+    check_container(bin);
+  }
+  return BadPointer::kNone;
+}
+
+}  // namespace runsel

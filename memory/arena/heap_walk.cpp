@@ -1,0 +1,165 @@
+// Arena figures two ways: from the counters kept on the hot paths, and
+// recomputed by walking every chunk's page map, every run's bitmap and every
+// bin's container. Tests and checked builds compare the two.
+#include <cstdio>
+
+#include "arena/arena.h"
+#include "platform/os.h"
+
+namespace runsel {
+
+ArenaFigures Arena::figures() const {
+  ArenaFigures f;
+  f.chunks = chunk_count_;
+  f.mapped = chunk_count_ * kChunkSize;
+  f.committed = committed_pages_ * kPageSize;
+  f.dirty = dirty_pages_ * kPageSize;
+  f.large_allocated = large_allocated_;
+  f.bookkeeping = chunk_count_ * kChunkHeaderPages * kPageSize;
+  f.nmalloc = large_nmalloc_;
+  f.nfree = large_nfree_;
+  f.purges = purges_;
+  for (std::size_t i = 0; i < kNumBins; ++i) {
+    const Bin& bin = bins_[i];
+    const BinInfo& info = kBinInfo[i];
+    f.small_allocated += bin.regions_in_use * info.size;
+    f.waste += bin.run_count * info.tail_bytes;
+    f.bookkeeping += bin.run_count * info.header_bytes;
+    f.bin_unused += bin.free_regions * info.size;
+    f.nmalloc += bin.nmalloc;
+    f.nfree += bin.nfree;
+    f.bins[i].runs = bin.run_count;
+    f.bins[i].nonfull_runs = bin.runs.size();
+    f.bins[i].regions_in_use = bin.regions_in_use;
+    f.bins[i].unused_bytes = bin.free_regions * info.size;
+  }
+  f.allocated = f.small_allocated + f.large_allocated;
+  return f;
+}
+
+namespace {
+
+void report(const char* what, unsigned arena, std::size_t counted, std::size_t walked) {
+  char line[256];
+  int n = std::snprintf(line, sizeof(line),
+                        "runsel: check: arena %u: %s: counters say %zu, walk finds %zu\n", arena,
+                        what, counted, walked);
+  if (n > 0) os::write_all(2, line, static_cast<std::size_t>(n));
+}
+
+}  // namespace
+
+bool Arena::walk_and_compare() const {
+  ArenaFigures walked;
+  std::size_t bin_runs_in_set[kNumBins] = {};
+  std::size_t free_run_heads = 0;
+  bool ok = true;
+
+  for (Chunk* chunk = chunks_; chunk != nullptr; chunk = chunk->next_in_arena) {
+    ++walked.chunks;
+    walked.mapped += kChunkSize;
+    walked.committed += kChunkHeaderPages * kPageSize;
+    walked.bookkeeping += kChunkHeaderPages * kPageSize;
+    std::size_t chunk_dirty = 0;
+    for (std::size_t i = kFirstUsablePage; i < kPagesPerChunk;) {
+      const PageMapEntry& entry = chunk->map[i];
+      if (!entry.allocated()) {  // a free run: size at both ends, per-page dirty bits
+        const std::size_t pages = entry.size_pages();
+        if (pages == 0 || i + pages > kPagesPerChunk ||
+            chunk->map[i + pages - 1].size_pages() != pages) {
+          report("free run boundary sizes", index_, pages, 0);
+          return false;
+        }
+        if (chunk != spare_) ++free_run_heads;
+        for (std::size_t j = i; j < i + pages; ++j) {
+          if (chunk->map[j].allocated()) ok = false;
+          if (chunk->map[j].dirty()) ++chunk_dirty;
+        }
+        i += pages;
+      } else if (entry.bits & kLarge) {
+        const std::size_t pages = entry.size_pages();
+        if (pages == 0 || i + pages > kPagesPerChunk) {
+          report("large run head", index_, pages, 0);
+          return false;
+        }
+        walked.large_allocated += pages * kPageSize;
+        walked.committed += pages * kPageSize;
+        i += pages;
+      } else {
+        Run* run = reinterpret_cast<Run*>(entry.bits & ~kPageMask);
+        if (reinterpret_cast<char*>(run) != const_cast<Chunk*>(chunk)->page_address(i)) {
+          report("small run head", index_, i, 0);
+          return false;
+        }
+        const std::size_t bin_index = static_cast<std::size_t>(run->bin - bins_);
+        const BinInfo& info = kBinInfo[bin_index];
+        std::size_t free_regions = 0;
+        for (std::uint32_t w = 0; w < info.bitmap_words; ++w) {
+          free_regions += static_cast<std::size_t>(__builtin_popcountll(run->bitmap()[w]));
+        }
+        if (free_regions != run->free_count) {
+          report("run free count vs bitmap", index_, run->free_count, free_regions);
+          ok = false;
+        }
+        if (free_regions == 0 || free_regions == info.nregs) {
+          // full runs are outside the set; empty runs must not exist
+          if (free_regions == info.nregs) ok = false;
+        } else {
+          ++bin_runs_in_set[bin_index];
+        }
+        walked.committed += info.run_bytes();
+        walked.bookkeeping += info.header_bytes;
+        walked.waste += info.tail_bytes;
+        walked.small_allocated += (info.nregs - free_regions) * info.size;
+        walked.bin_unused += free_regions * info.size;
+        ++walked.bins[bin_index].runs;
+        walked.bins[bin_index].regions_in_use += info.nregs - free_regions;
+        for (std::size_t j = i; j < i + info.run_pages; ++j) {
+          if ((chunk->map[j].bits & ~kPageMask) != reinterpret_cast<std::uintptr_t>(run)) ok = false;
+        }
+        i += info.run_pages;
+      }
+    }
+    if (chunk_dirty != chunk->ndirty) report("chunk dirty pages", index_, chunk->ndirty, chunk_dirty);
+    if (chunk_dirty != chunk->ndirty) ok = false;
+    if ((chunk->ndirty != 0) != chunk->in_dirty_list) ok = false;
+    walked.dirty += chunk_dirty * kPageSize;
+    walked.committed += chunk_dirty * kPageSize;
+  }
+  walked.allocated = walked.small_allocated + walked.large_allocated;
+
+  const ArenaFigures counted = figures();
+  auto compare = [&](const char* what, std::size_t c, std::size_t w) {
+    if (c != w) {
+      report(what, index_, c, w);
+      ok = false;
+    }
+  };
+  compare("chunks", counted.chunks, walked.chunks);
+  compare("mapped", counted.mapped, walked.mapped);
+  compare("committed", counted.committed, walked.committed);
+  compare("allocated", counted.allocated, walked.allocated);
+  compare("large allocated", counted.large_allocated, walked.large_allocated);
+  compare("waste", counted.waste, walked.waste);
+  compare("dirty", counted.dirty, walked.dirty);
+  compare("bookkeeping", counted.bookkeeping, walked.bookkeeping);
+  compare("bin_unused", counted.bin_unused, walked.bin_unused);
+  compare("free runs in the best-fit tree", free_runs_.size(), free_run_heads);
+  const char* why = nullptr;
+  if (!free_runs_.check(&why)) {
+    report(why, index_, 0, 0);
+    ok = false;
+  }
+  for (std::size_t b = 0; b < kNumBins; ++b) {
+    compare("bin runs", counted.bins[b].runs, walked.bins[b].runs);
+    compare("bin regions in use", counted.bins[b].regions_in_use, walked.bins[b].regions_in_use);
+    compare("bin non-full runs", bins_[b].runs.size(), bin_runs_in_set[b]);
+    if (!bins_[b].runs.check(&why)) {
+      report(why, index_, b, 0);
+      ok = false;
+    }
+  }
+  return ok;
+}
+
+}  // namespace runsel

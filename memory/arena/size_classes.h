@@ -1,0 +1,87 @@
+// Per-bin geometry, computed at compile time: run size, regions per run,
+// header and tail bytes, and the reciprocal that turns a region offset into
+// an index with a multiply and a shift.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+#include "arena/layout.h"
+
+namespace runsel {
+
+// Bytes of a small run header before its bitmap: bin pointer, 24-byte
+// container hook, free count and first-free-word hint (checked in run.h).
+inline constexpr std::size_t kRunHeaderFixedBytes = 40;
+inline constexpr std::size_t kMaxSmallRunPages = 64;
+
+struct BinInfo {
+  std::uint32_t size;          // region size
+  std::uint32_t nregs;         // regions per run (>= 2)
+  std::uint32_t run_pages;     // run size in pages
+  std::uint32_t bitmap_words;  // 64-bit words, one bit per region (1 = free)
+  std::uint32_t header_bytes;  // run header + bitmap: bookkeeping
+  std::uint32_t reg0_offset;   // regions sit at the end of the run, so power-of-two
+                               // sizes are naturally aligned
+  std::uint32_t tail_bytes;    // reg0_offset - header_bytes: waste
+  std::uint32_t reciprocal;    // floor(2^32 / size) + 1: index = (offset * reciprocal) >> 32
+
+  constexpr std::size_t run_bytes() const { return std::size_t{run_pages} * kPageSize; }
+  // Exact for every offset inside a run (proved exhaustively by a unit test).
+  constexpr std::uint32_t region_index(std::size_t offset) const {
+    return static_cast<std::uint32_t>((offset * reciprocal) >> 32);
+  }
+};
+
+constexpr std::size_t run_header_bytes(std::size_t nregs) {
+  return kRunHeaderFixedBytes + 8 * ((nregs + 63) / 64);
+}
+
+// Grows the run page by page until header-plus-tail overhead is at most 1.6 %
+// of the run, or 2.4 % when that overhead already exceeds one region (where a
+// bigger run cannot do much better), with at least two regions.
+constexpr BinInfo compute_bin_info(std::size_t index) {
+  const std::size_t size = bin_size(index);
+  for (std::size_t pages = 1; pages <= kMaxSmallRunPages; ++pages) {
+    const std::size_t run = pages * kPageSize;
+    std::size_t nregs = (run - kRunHeaderFixedBytes) / size;
+    while (nregs > 0 && run_header_bytes(nregs) + nregs * size > run) --nregs;
+    const std::size_t overhead = run - nregs * size;
+    const bool good = overhead * 1000 <= 16 * run || (overhead > size && overhead * 1000 <= 24 * run);
+    if (nregs >= 2 && (good || pages == kMaxSmallRunPages)) {
+      BinInfo info{};
+      info.size = static_cast<std::uint32_t>(size);
+      info.nregs = static_cast<std::uint32_t>(nregs);
+      info.run_pages = static_cast<std::uint32_t>(pages);
+      info.bitmap_words = static_cast<std::uint32_t>((nregs + 63) / 64);
+      info.header_bytes = static_cast<std::uint32_t>(run_header_bytes(nregs));
+      info.reg0_offset = static_cast<std::uint32_t>(run - nregs * size);
+      info.tail_bytes = info.reg0_offset - info.header_bytes;
+      info.reciprocal = static_cast<std::uint32_t>((std::uint64_t{1} << 32) / size + 1);
+      return info;
+    }
+  }
+  return BinInfo{};
+}
+
+constexpr std::array<BinInfo, kNumBins> compute_bin_table() {
+  std::array<BinInfo, kNumBins> table{};
+  for (std::size_t i = 0; i < kNumBins; ++i) table[i] = compute_bin_info(i);
+  return table;
+}
+
+inline constexpr std::array<BinInfo, kNumBins> kBinInfo = compute_bin_table();
+
+constexpr bool bin_table_is_sound() {
+  for (const BinInfo& info : kBinInfo) {
+    if (info.nregs < 2) return false;
+    if (std::size_t{info.reg0_offset} * 1000 > 24 * info.run_bytes()) return false;
+    if (info.header_bytes > info.reg0_offset) return false;
+    if (info.reg0_offset % kQuantum != 0) return false;
+  }
+  return true;
+}
+static_assert(bin_table_is_sound(), "every class: >= 2 regions, <= 2.4 % overhead");
+
+}  // namespace runsel

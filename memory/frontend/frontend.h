@@ -1,0 +1,22 @@
+// Front-end internals shared by the C API files: arena choice and the
+// fatal-error path.
+#pragma once
+
+#include <cstddef>
+
+#include "arena/arena.h"
+
+namespace runsel {
+
+inline constexpr std::size_t kMaxArenas = 64;
+
+// The calling thread's arena (assigned round-robin on first use).
+Arena* thread_arena();
+// Arenas created so far; entries past arena_count() are null.
+std::size_t arena_count();
+Arena* arena_at(std::size_t index);
+
+// Writes "runsel: FUNCTION(POINTER): PROBLEM" on stderr and aborts.
+[[noreturn]] void fatal_pointer(const char* function, const void* pointer, const char* problem);
+
+}  // namespace runsel

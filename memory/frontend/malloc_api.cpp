@@ -1,0 +1,255 @@
+// The C allocation API. Sizes are routed to small bins, large page runs or
+// huge mappings; pointers are validated through the chunk registry before
+// anything touches the memory they point to.
+#include <errno.h>
+#include <stdint.h>
+
+#include <cstring>
+
+#include "arena/huge.h"
+#include "frontend/frontend.h"
+#include "runsel.h"
+#include "structures/chunk_registry.h"
+
+#define RUNSEL_EXPORT extern "C" __attribute__((visibility("default")))
+
+namespace runsel {
+
+namespace {
+
+constexpr std::size_t kMaxRequest = PTRDIFF_MAX;
+
+const char* describe(BadPointer problem) {
+  switch (problem) {
+    case BadPointer::kDoubleFreeSmall: return "double free of a small region";
+    case BadPointer::kDoubleFreeLarge: return "double free of a large allocation";
+    case BadPointer::kFreePage: return "double free, or free of memory never allocated (the page is free)";
+    case BadPointer::kInteriorSmall: return "not the start of a small region (interior pointer)";
+    case BadPointer::kInteriorLarge: return "not the start of a large allocation (interior pointer)";
+    case BadPointer::kInHeader: return "not allocated by runsel (points into a chunk header)";
+    case BadPointer::kNone: break;
+  }
+  return "invalid pointer";
+}
+
+[[noreturn]] void fatal_huge(const char* function, const void* p, huge::Problem problem) {
+  switch (problem) {
+    case huge::Problem::kDoubleFree: fatal_pointer(function, p, "double free of a huge allocation");
+    case huge::Problem::kInterior:
+      fatal_pointer(function, p, "not the start of a huge allocation (interior pointer)");
+    default: break;
+  }
+  fatal_pointer(function, p, "not allocated by runsel (foreign pointer)");
+}
+
+[[noreturn]] void fatal_unregistered(const char* function, const void* p) {
+  if (huge::recently_freed(p)) fatal_huge(function, p, huge::Problem::kDoubleFree);
+  fatal_huge(function, p, huge::Problem::kUnknown);
+}
+
+void* allocate(std::size_t size, bool zero) {
+  void* p;
+  if (size <= kMaxSmallClass) {
+    Arena* arena = thread_arena();
+    p = arena ? arena->malloc_small(bin_index(size)) : nullptr;
+    if (zero && p) std::memset(p, 0, size);
+  } else if (size <= kMaxLargeSize) {
+    Arena* arena = thread_arena();
+    p = arena ? arena->malloc_large(page_ceiling(size), zero) : nullptr;
+  } else if (size <= kMaxRequest) {
+    p = huge::allocate(size, kChunkSize);  // fresh mappings are zero
+  } else {
+    p = nullptr;
+  }
+  if (p == nullptr) errno = ENOMEM;
+  return p;
+}
+
+// `alignment` is a power of two.
+void* allocate_aligned(std::size_t alignment, std::size_t size) {
+  if (alignment <= kQuantum) return allocate(size, false);
+  if (size > kMaxRequest || alignment > kMaxRequest) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  if (size == 0) size = 1;
+  if (alignment < kPageSize) {
+    // Regions of a class whose size is a multiple of the alignment are
+    // aligned, because regions are packed against the page-aligned run end.
+    std::size_t wanted = (size + alignment - 1) & ~(alignment - 1);
+    if (wanted <= kMaxSmallClass) {
+      std::size_t bin = bin_index(wanted);
+      while (bin < kNumBins && bin_size(bin) % alignment != 0) ++bin;
+      if (bin < kNumBins) return allocate(bin_size(bin), false);
+    }
+    return allocate(size > kMaxSmallClass ? size : kMaxSmallClass + 1, false);
+  }
+  const std::size_t psize = page_ceiling(size);
+  if (alignment == kPageSize && psize <= kMaxLargeSize) {
+    Arena* arena = thread_arena();
+    void* p = arena ? arena->malloc_large(psize, false) : nullptr;
+    if (p == nullptr) errno = ENOMEM;
+    return p;
+  }
+  if (alignment < kChunkSize && psize + alignment - kPageSize <= kMaxLargeSize) {
+    Arena* arena = thread_arena();
+    void* p = arena ? arena->malloc_large_aligned(psize, alignment) : nullptr;
+    if (p == nullptr) errno = ENOMEM;
+    return p;
+  }
+  void* p = huge::allocate(size, alignment > kChunkSize ? alignment : kChunkSize);
+  if (p == nullptr) errno = ENOMEM;
+  return p;
+}
+
+void deallocate(void* p, const char* function) {
+  if (p == nullptr) return;
+  std::uintptr_t owner = ChunkRegistry::lookup(p);
+  if (owner == 0) fatal_unregistered(function, p);
+  if (owner & 1) {
+    huge::Problem problem = huge::release(p);
+    if (problem != huge::Problem::kNone) fatal_huge(function, p, problem);
+    return;
+  }
+  Chunk* chunk = reinterpret_cast<Chunk*>(owner);
+  BadPointer problem = chunk->arena->free(chunk, p);
+  if (problem != BadPointer::kNone) fatal_pointer(function, p, describe(problem));
+}
+
+// Usable size of a pointer the caller claims is live; aborts if it is not.
+std::size_t usable_size_checked(const void* p, const char* function) {
+  std::uintptr_t owner = ChunkRegistry::lookup(p);
+  if (owner == 0) fatal_unregistered(function, p);
+  if (owner & 1) {
+    huge::Problem problem;
+    std::size_t size = huge::usable_size(p, &problem);
+    if (problem != huge::Problem::kNone) fatal_huge(function, p, problem);
+    return size;
+  }
+  Chunk* chunk = reinterpret_cast<Chunk*>(owner);
+  BadPointer problem;
+  std::size_t size = chunk->arena->usable_size(chunk, p, &problem);
+  if (problem != BadPointer::kNone) fatal_pointer(function, p, describe(problem));
+  return size;
+}
+
+bool resize_in_place(void* p, std::size_t old_size, std::size_t size) {
+  if (old_size <= kMaxSmallClass) {
+    return size <= kMaxSmallClass && bin_index(size) == bin_index(old_size);
+  }
+  if (old_size <= kMaxLargeSize) {
+    if (size <= kMaxSmallClass || size > kMaxLargeSize) return false;
+    const std::size_t psize = page_ceiling(size);
+    if (psize == old_size) return true;
+    Chunk* chunk = Chunk::of(p);
+    return chunk->arena->resize_large_in_place(chunk, p, old_size, psize);
+  }
+  return size > kMaxLargeSize && huge::resize_in_place(p, old_size, size);
+}
+
+void* reallocate(void* p, std::size_t size) {
+  if (p == nullptr) return allocate(size, false);
+  if (size == 0) size = 1;  // like mozjemalloc: a minimal allocation, not a free
+  if (size > kMaxRequest) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  const std::size_t old_size = usable_size_checked(p, "realloc");
+  if (resize_in_place(p, old_size, size)) return p;
+  void* q = allocate(size, false);
+  if (q == nullptr) return nullptr;
+  std::memcpy(q, p, old_size < size ? old_size : size);
+  deallocate(p, "realloc");
+  return q;
+}
+
+bool is_power_of_two(std::size_t x) { return x != 0 && (x & (x - 1)) == 0; }
+
+}  // namespace
+
+std::size_t good_size(std::size_t size) {
+  if (size <= kMaxSmallClass) return bin_size(bin_index(size));
+  if (size <= kMaxRequest) return page_ceiling(size);
+  return 0;
+}
+
+}  // namespace runsel
+
+using namespace runsel;
+
+RUNSEL_EXPORT void* malloc(size_t size) noexcept { return allocate(size, false); }
+
+RUNSEL_EXPORT void free(void* p) noexcept { deallocate(p, "free"); }
+
+RUNSEL_EXPORT void* calloc(size_t count, size_t size) noexcept {
+  size_t total;
+  if (__builtin_mul_overflow(count, size, &total)) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  return allocate(total, true);
+}
+
+RUNSEL_EXPORT void* realloc(void* p, size_t size) noexcept { return reallocate(p, size); }
+
+RUNSEL_EXPORT void* reallocarray(void* p, size_t count, size_t size) noexcept {
+  size_t total;
+  if (__builtin_mul_overflow(count, size, &total)) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  return reallocate(p, total);
+}
+
+RUNSEL_EXPORT int posix_memalign(void** result, size_t alignment, size_t size) noexcept {
+  if (!is_power_of_two(alignment) || alignment < sizeof(void*)) return EINVAL;
+  const int saved = errno;
+  void* p = allocate_aligned(alignment, size);
+  errno = saved;  // posix_memalign reports through its return value only
+  if (p == nullptr) return ENOMEM;
+  *result = p;
+  return 0;
+}
+
+RUNSEL_EXPORT void* aligned_alloc(size_t alignment, size_t size) noexcept {
+  if (!is_power_of_two(alignment)) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  return allocate_aligned(alignment, size);
+}
+
+RUNSEL_EXPORT void* memalign(size_t alignment, size_t size) noexcept {
+  if (!is_power_of_two(alignment)) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  return allocate_aligned(alignment, size);
+}
+
+RUNSEL_EXPORT void* valloc(size_t size) noexcept { return allocate_aligned(kPageSize, size); }
+
+RUNSEL_EXPORT void* pvalloc(size_t size) noexcept {
+  if (size > kMaxRequest) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  return allocate_aligned(kPageSize, size == 0 ? kPageSize : page_ceiling(size));
+}
+
+RUNSEL_EXPORT size_t malloc_usable_size(void* p) noexcept {
+  if (p == nullptr) return 0;
+  std::uintptr_t owner = ChunkRegistry::lookup(p);
+  if (owner == 0) return 0;
+  if (owner & 1) {
+    huge::Problem problem;
+    return huge::usable_size(p, &problem);
+  }
+  Chunk* chunk = reinterpret_cast<Chunk*>(owner);
+  BadPointer problem;
+  return chunk->arena->usable_size(chunk, p, &problem);
+}
+
+RUNSEL_EXPORT size_t runsel_good_size(size_t size) { return good_size(size); }
+
+RUNSEL_EXPORT const char* runsel_variant(void) { return NonFullRuns::kName; }

@@ -1,0 +1,201 @@
+// runsel_stats, runsel_check, purging on demand, and the JSON stats line
+// written at exit when RUNSEL_STATS is set.
+#include <fcntl.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+
+#include "arena/base.h"
+#include "arena/huge.h"
+#include "frontend/frontend.h"
+#include "runsel.h"
+#include "structures/chunk_registry.h"
+
+#define RUNSEL_EXPORT extern "C" __attribute__((visibility("default")))
+
+namespace runsel {
+namespace {
+
+void collect(runsel_stats_t* s) {
+  std::memset(s, 0, sizeof(*s));
+  for (std::size_t b = 0; b < kNumBins; ++b) {
+    const BinInfo& info = kBinInfo[b];
+    s->bins[b].size = info.size;
+    s->bins[b].regions_per_run = info.nregs;
+    s->bins[b].bytes_per_run = info.run_bytes();
+  }
+  const std::size_t count = arena_count();
+  for (std::size_t i = 0; i < count; ++i) {
+    Arena* arena = arena_at(i);
+    ArenaFigures f;
+    {
+      LockGuard guard(arena->lock);
+      f = arena->figures();
+    }
+    s->mapped += f.mapped;
+    s->committed += f.committed;
+    s->small_allocated += f.small_allocated;
+    s->large_allocated += f.large_allocated;
+    s->waste += f.waste;
+    s->dirty += f.dirty;
+    s->bookkeeping += f.bookkeeping;
+    s->bin_unused += f.bin_unused;
+    s->chunks += f.chunks;
+    s->nmalloc += f.nmalloc;
+    s->nfree += f.nfree;
+    s->purges += f.purges;
+    s->dirty_max = arena->dirty_max_pages() * kPageSize;
+    for (std::size_t b = 0; b < kNumBins; ++b) {
+      s->bins[b].runs += f.bins[b].runs;
+      s->bins[b].nonfull_runs += f.bins[b].nonfull_runs;
+      s->bins[b].regions_in_use += f.bins[b].regions_in_use;
+      s->bins[b].unused_bytes += f.bins[b].unused_bytes;
+    }
+  }
+  s->narenas = count;
+
+  const huge::Figures h = huge::figures();
+  s->mapped += h.mapped;
+  s->committed += h.allocated;  // a huge allocation commits exactly its usable pages
+  s->huge_allocated = h.allocated;
+  s->huge_count = h.count;
+  s->nmalloc += h.nmalloc;
+  s->nfree += h.nfree;
+
+  const base::Usage metadata = base::usage();
+  const std::size_t registry = ChunkRegistry::mapped_bytes();
+  s->mapped += metadata.mapped + registry;
+  s->committed += metadata.committed + registry;
+  s->bookkeeping += metadata.committed + registry;
+
+  s->allocated = s->small_allocated + s->large_allocated + s->huge_allocated;
+}
+
+// Appends to `out` (bounded) with printf formatting.
+struct Writer {
+  char* data;
+  std::size_t capacity;
+  std::size_t length = 0;
+  template <class... Args>
+  void add(const char* format, Args... args) {
+    if (length >= capacity) return;
+    int n = std::snprintf(data + length, capacity - length, format, args...);
+    if (n > 0) length += static_cast<std::size_t>(n);
+    if (length > capacity) length = capacity;
+  }
+};
+
+void write_json(int fd, const runsel_stats_t& s) {
+  static char buffer[32768];
+  Writer w{buffer, sizeof(buffer) - 2};
+  w.add("{\"pid\":%ld,\"variant\":\"%s\"", static_cast<long>(getpid()), NonFullRuns::kName);
+  const struct {
+    const char* name;
+    std::size_t value;
+  } fields[] = {
+      {"mapped", s.mapped}, {"committed", s.committed}, {"allocated", s.allocated},
+      {"waste", s.waste}, {"dirty", s.dirty}, {"bookkeeping", s.bookkeeping},
+      {"bin_unused", s.bin_unused}, {"small_allocated", s.small_allocated},
+      {"large_allocated", s.large_allocated}, {"huge_allocated", s.huge_allocated},
+      {"narenas", s.narenas}, {"chunks", s.chunks}, {"huge_count", s.huge_count},
+      {"dirty_max", s.dirty_max}, {"nmalloc", s.nmalloc}, {"nfree", s.nfree},
+      {"purges", s.purges},
+  };
+  for (const auto& field : fields) w.add(",\"%s\":%zu", field.name, field.value);
+  w.add(",\"bins\":[");
+  for (std::size_t b = 0; b < kNumBins; ++b) {
+    const runsel_bin_stats& bin = s.bins[b];
+    w.add("%s{\"size\":%zu,\"runs\":%zu,\"nonfull_runs\":%zu,\"regions_per_run\":%zu,"
+          "\"bytes_per_run\":%zu,\"unused_bytes\":%zu,\"regions_in_use\":%zu}",
+          b == 0 ? "" : ",", bin.size, bin.runs, bin.nonfull_runs, bin.regions_per_run,
+          bin.bytes_per_run, bin.unused_bytes, bin.regions_in_use);
+  }
+  w.add("]}");
+  buffer[w.length++] = '\n';
+  os::write_all(fd, buffer, w.length);
+}
+
+// Opens the RUNSEL_STATS destination: "1"/"stderr" is fd 2; otherwise a
+// path in which "%p" becomes the process id, opened for appending.
+int open_stats_destination(const char* spec) {
+  if (std::strcmp(spec, "1") == 0 || std::strcmp(spec, "stderr") == 0) return 2;
+  char path[4096];
+  std::size_t length = 0;
+  for (const char* c = spec; *c != '\0' && length + 24 < sizeof(path); ++c) {
+    if (c[0] == '%' && c[1] == 'p') {
+      length += static_cast<std::size_t>(
+          std::snprintf(path + length, sizeof(path) - length, "%ld", static_cast<long>(getpid())));
+      ++c;
+    } else {
+      path[length++] = *c;
+    }
+  }
+  path[length] = '\0';
+  return open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+}
+
+__attribute__((destructor)) void write_stats_at_exit() {
+  const char* spec = getenv("RUNSEL_STATS");
+  if (spec == nullptr || *spec == '\0') return;
+  runsel_stats_t stats;
+  collect(&stats);
+  int fd = open_stats_destination(spec);
+  if (fd < 0) return;
+  write_json(fd, stats);
+  if (fd != 2) close(fd);
+}
+
+}  // namespace
+}  // namespace runsel
+
+using namespace runsel;
+
+RUNSEL_EXPORT void runsel_stats(runsel_stats_t* stats) {
+  collect(stats);
+#if defined(RUNSEL_CHECKED)
+  if (runsel_check() != 0) abort();
+#endif
+}
+
+RUNSEL_EXPORT void runsel_free_dirty_pages(void) {
+  const std::size_t count = arena_count();
+  for (std::size_t i = 0; i < count; ++i) {
+    Arena* arena = arena_at(i);
+    LockGuard guard(arena->lock);
+    arena->purge_all();
+  }
+}
+
+RUNSEL_EXPORT int runsel_check(void) {
+  bool ok = true;
+  const std::size_t count = arena_count();
+  for (std::size_t i = 0; i < count; ++i) {
+    Arena* arena = arena_at(i);
+    LockGuard guard(arena->lock);
+    ok = arena->walk_and_compare() && ok;
+  }
+  if (!huge::walk_and_compare()) {
+    static const char kMessage[] = "runsel: check: huge allocations disagree with their counters\n";
+    os::write_all(2, kMessage, sizeof(kMessage) - 1);
+    ok = false;
+  }
+  runsel_stats_t s;
+  collect(&s);
+  if (s.committed != s.allocated + s.waste + s.dirty + s.bookkeeping + s.bin_unused) {
+    char line[256];
+    int n = std::snprintf(line, sizeof(line),
+                          "runsel: check: committed %zu != allocated %zu + waste %zu + dirty %zu + "
+                          "bookkeeping %zu + bin_unused %zu\n",
+                          s.committed, s.allocated, s.waste, s.dirty, s.bookkeeping, s.bin_unused);
+    if (n > 0) os::write_all(2, line, static_cast<std::size_t>(n));
+    ok = false;
+  }
+  return ok ? 0 : -1;
+}
+
+RUNSEL_EXPORT int malloc_trim(size_t) noexcept {
+  runsel_free_dirty_pages();
+  return 1;
+}

@@ -1,0 +1,67 @@
+/* runsel public C API: the standard allocation functions are exported with C
+ * linkage by the library; this header adds runsel's own introspection calls. */
+#ifndef RUNSEL_H
+#define RUNSEL_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define RUNSEL_NUM_BINS 45
+
+typedef struct runsel_bin_stats {
+  size_t size;             /* region size of the class */
+  size_t runs;             /* runs currently allocated to the bin */
+  size_t nonfull_runs;     /* runs in the bin's non-full container */
+  size_t regions_per_run;
+  size_t bytes_per_run;    /* run size in bytes (a page multiple) */
+  size_t unused_bytes;     /* free regions in the bin's runs x size */
+  size_t regions_in_use;
+} runsel_bin_stats;
+
+/* All figures in bytes. Exact identity, checked by tests:
+ *   committed == allocated + waste + dirty + bookkeeping + bin_unused
+ * Each term comes from its own counters, never as a remainder. */
+typedef struct runsel_stats_t {
+  size_t mapped;       /* address space mapped: chunks, huge mappings, metadata */
+  size_t committed;    /* pages that may be resident: page maps + huge + metadata */
+  size_t allocated;    /* live bytes rounded up to their size class */
+  size_t waste;        /* run tails of small runs */
+  size_t dirty;        /* free pages not yet purged */
+  size_t bookkeeping;  /* chunk headers, run headers, internal metadata */
+  size_t bin_unused;   /* free regions in small runs x region size */
+  size_t small_allocated, large_allocated, huge_allocated;
+  size_t narenas;      /* arenas created so far */
+  size_t chunks;       /* arena chunks mapped, spare chunks included */
+  size_t huge_count;   /* live huge allocations */
+  size_t dirty_max;    /* per-arena dirty page budget, in bytes */
+  size_t nmalloc;      /* allocation calls served (all kinds) */
+  size_t nfree;        /* frees served (all kinds) */
+  size_t purges;       /* madvise purges performed */
+  runsel_bin_stats bins[RUNSEL_NUM_BINS];
+} runsel_stats_t;
+
+/* Fills *stats with a consistent snapshot (each arena locked in turn). */
+void runsel_stats(runsel_stats_t* stats);
+
+/* Name of the non-full run container this library was built with. */
+const char* runsel_variant(void);
+
+/* Usable size malloc(size) would give; 0 when size cannot be served. */
+size_t runsel_good_size(size_t size);
+
+/* Purges every arena's dirty pages with madvise(MADV_DONTNEED). */
+void runsel_free_dirty_pages(void);
+
+/* Walks every chunk, run and container, recomputes every stats figure from
+ * the page maps and run bitmaps and compares with the counters. Returns 0
+ * when consistent; otherwise writes what differs to stderr and returns -1. */
+int runsel_check(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

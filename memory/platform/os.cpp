@@ -1,0 +1,88 @@
+// Platform layer for Linux: mmap-based chunk mapping, madvise purging, futexes.
+#include "platform/os.h"
+
+#include <errno.h>
+#include <linux/futex.h>
+#include <sched.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+namespace runsel::os {
+
+namespace {
+
+void* map_anywhere(std::size_t size) {
+  void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  return p == MAP_FAILED ? nullptr : p;
+}
+
+}  // namespace
+
+void* map_aligned(std::size_t size, std::size_t alignment) {
+  // Optimistically map exactly `size`; most kernels hand out addresses that
+  // continue earlier mappings, which are often aligned already.
+  void* p = map_anywhere(size);
+  if (p == nullptr) return nullptr;
+  std::uintptr_t address = reinterpret_cast<std::uintptr_t>(p);
+  if ((address & (alignment - 1)) == 0) return p;
+  unmap(p, size);
+
+  // Over-map by the alignment and trim both ends.
+  if (size + alignment < size) return nullptr;
+  p = map_anywhere(size + alignment);
+  if (p == nullptr) return nullptr;
+  address = reinterpret_cast<std::uintptr_t>(p);
+  std::uintptr_t aligned = (address + alignment - 1) & ~(alignment - 1);
+  std::size_t lead = aligned - address;
+  std::size_t trail = alignment - lead;
+  if (lead != 0) unmap(p, lead);
+  if (trail != 0) unmap(reinterpret_cast<void*>(aligned + size), trail);
+  return reinterpret_cast<void*>(aligned);
+}
+
+bool map_fixed_if_free(void* address, std::size_t size) {
+  void* p = mmap(address, size, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+  if (p == MAP_FAILED) return false;
+  if (p != address) {  // kernels before 4.17 ignore MAP_FIXED_NOREPLACE
+    unmap(p, size);
+    return false;
+  }
+  return true;
+}
+
+void unmap(void* address, std::size_t size) { munmap(address, size); }
+
+void purge(void* address, std::size_t size) { madvise(address, size, MADV_DONTNEED); }
+
+void protect_none(void* address, std::size_t size) { mprotect(address, size, PROT_NONE); }
+
+void futex_wait(std::uint32_t* word, std::uint32_t expected) {
+  syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, expected, nullptr, nullptr, 0);
+}
+
+void futex_wake_one(std::uint32_t* word) {
+  syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
+}
+
+unsigned cpu_count() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return 1;
+  int n = CPU_COUNT(&set);
+  return n > 0 ? static_cast<unsigned>(n) : 1u;
+}
+
+void write_all(int fd, const char* text, std::size_t length) {
+  while (length > 0) {
+    ssize_t written = write(fd, text, length);
+    if (written < 0) {
+      if (errno == EINTR) continue;
+      return;
+    }
+    text += written;
+    length -= static_cast<std::size_t>(written);
+  }
+}
+
+}  // namespace runsel::os

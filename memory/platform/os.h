@@ -1,0 +1,40 @@
+// Platform layer: the only place that talks to the kernel about memory
+// (mmap, munmap, madvise, mprotect) and about waiting (futex).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace runsel::os {
+
+// Maps `size` bytes of zeroed, private anonymous memory aligned to `alignment`
+// (a power of two, at least the page size). Returns nullptr on failure.
+void* map_aligned(std::size_t size, std::size_t alignment);
+// Maps `size` bytes exactly at `address` if that range is free; false if not.
+bool map_fixed_if_free(void* address, std::size_t size);
+void unmap(void* address, std::size_t size);
+// Gives pages back to the kernel; they read as zero when touched again.
+void purge(void* address, std::size_t size);
+// Makes a page range inaccessible (guard pages).
+void protect_none(void* address, std::size_t size);
+
+// Waits while *word == expected (futex); wake_one wakes one waiter.
+void futex_wait(std::uint32_t* word, std::uint32_t expected);
+void futex_wake_one(std::uint32_t* word);
+
+// CPUs this process may run on (sched_getaffinity), at least 1.
+unsigned cpu_count();
+
+// Tells the CPU we are spinning.
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+// Writes all of `text` to file descriptor `fd`, retrying short writes.
+void write_all(int fd, const char* text, std::size_t length);
+
+}  // namespace runsel::os

@@ -1,0 +1,46 @@
+// Chunk registry storage: leaves are mapped on demand and never freed, so a
+// lock-free reader can never see a leaf disappear.
+#include "structures/chunk_registry.h"
+
+#include "platform/lock.h"
+#include "platform/os.h"
+
+namespace runsel {
+
+constinit std::atomic<ChunkRegistry::Leaf*> ChunkRegistry::root_[std::size_t{1} << kRootBits] = {};
+
+namespace {
+constinit Lock g_registry_lock;
+constinit std::size_t g_leaf_bytes = 0;
+}  // namespace
+
+bool ChunkRegistry::set_range(const void* chunk, std::size_t size, std::uintptr_t value) {
+  LockGuard guard(g_registry_lock);
+  std::uintptr_t first = reinterpret_cast<std::uintptr_t>(chunk) >> kChunkShift;
+  std::uintptr_t count = (size + (std::size_t{1} << kChunkShift) - 1) >> kChunkShift;
+  for (std::uintptr_t key = first; key < first + count; ++key) {
+    if (key >> kKeyBits) return false;
+    std::atomic<Leaf*>& slot = root_[key >> kLeafBits];
+    Leaf* leaf = slot.load(std::memory_order_relaxed);
+    if (leaf == nullptr) {
+      if (value == 0) continue;
+      leaf = static_cast<Leaf*>(os::map_aligned(kLeafBytes, 4096));
+      if (leaf == nullptr) return false;
+      g_leaf_bytes += kLeafBytes;
+      slot.store(leaf, std::memory_order_release);
+    }
+    leaf->entries[key & (kLeafEntries - 1)].store(value, std::memory_order_release);
+  }
+  return true;
+}
+
+std::size_t ChunkRegistry::mapped_bytes() {
+  LockGuard guard(g_registry_lock);
+  return g_leaf_bytes;
+}
+
+void ChunkRegistry::lock_for_fork() { g_registry_lock.lock(); }
+void ChunkRegistry::unlock_after_fork_in_parent() { g_registry_lock.unlock(); }
+void ChunkRegistry::reset_after_fork_in_child() { g_registry_lock.reset_in_child(); }
+
+}  // namespace runsel
