@@ -117,9 +117,12 @@ void deallocate(void* p, const char* function) {
 }
 
 // Usable size of a pointer the caller claims is live; aborts if it is not.
-std::size_t usable_size_checked(const void* p, const char* function) {
+// *is_huge tells which allocator path owns it (a huge allocation can be
+// small when it was made with a chunk-sized alignment).
+std::size_t usable_size_checked(const void* p, const char* function, bool* is_huge) {
   std::uintptr_t owner = ChunkRegistry::lookup(p);
   if (owner == 0) fatal_unregistered(function, p);
+  *is_huge = owner & 1;
   if (owner & 1) {
     huge::Problem problem;
     std::size_t size = huge::usable_size(p, &problem);
@@ -133,18 +136,16 @@ std::size_t usable_size_checked(const void* p, const char* function) {
   return size;
 }
 
-bool resize_in_place(void* p, std::size_t old_size, std::size_t size) {
+bool resize_in_place(void* p, bool is_huge, std::size_t old_size, std::size_t size) {
+  if (is_huge) return size > kMaxLargeSize && huge::resize_in_place(p, old_size, size);
   if (old_size <= kMaxSmallClass) {
     return size <= kMaxSmallClass && bin_index(size) == bin_index(old_size);
   }
-  if (old_size <= kMaxLargeSize) {
-    if (size <= kMaxSmallClass || size > kMaxLargeSize) return false;
-    const std::size_t psize = page_ceiling(size);
-    if (psize == old_size) return true;
-    Chunk* chunk = Chunk::of(p);
-    return chunk->arena->resize_large_in_place(chunk, p, old_size, psize);
-  }
-  return size > kMaxLargeSize && huge::resize_in_place(p, old_size, size);
+  if (size <= kMaxSmallClass || size > kMaxLargeSize) return false;
+  const std::size_t psize = page_ceiling(size);
+  if (psize == old_size) return true;
+  Chunk* chunk = Chunk::of(p);
+  return chunk->arena->resize_large_in_place(chunk, p, old_size, psize);
 }
 
 void* reallocate(void* p, std::size_t size) {
@@ -154,8 +155,9 @@ void* reallocate(void* p, std::size_t size) {
     errno = ENOMEM;
     return nullptr;
   }
-  const std::size_t old_size = usable_size_checked(p, "realloc");
-  if (resize_in_place(p, old_size, size)) return p;
+  bool is_huge;
+  const std::size_t old_size = usable_size_checked(p, "realloc", &is_huge);
+  if (resize_in_place(p, is_huge, old_size, size)) return p;
   void* q = allocate(size, false);
   if (q == nullptr) return nullptr;
   std::memcpy(q, p, old_size < size ? old_size : size);
