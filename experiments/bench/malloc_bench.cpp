@@ -1,0 +1,376 @@
+// Allocator micro-benchmark: malloc+free pair cost per size, a seeded browser-like
+// mixed loop (single and 2 threads, with cross-thread frees) and its resident memory.
+//
+// Deliberately not linked with runsel: the same binary runs under glibc and under any
+// allocator given through LD_PRELOAD. It names the allocator that actually served
+// malloc (benchmark context "allocator" and each benchmark's label) so compare.py can
+// refuse a run whose allocator it cannot prove.
+#include <benchmark/benchmark.h>
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+namespace {
+
+// ---------------------------------------------------------------------------
+// Which allocator is serving malloc.
+
+struct AllocatorIdentity {
+  std::string name;      // "runsel:<variant>", "jemalloc", "tcmalloc", "mimalloc", "glibc"
+  std::string provider;  // real path of the object whose `malloc` this process calls
+};
+
+std::string real_path_of(const char* path) {
+  char buffer[PATH_MAX];
+  return realpath(path, buffer) != nullptr ? std::string(buffer) : std::string(path);
+}
+
+// Classifies a library path (or a /proc/self/maps line) by the allocator it names.
+std::string allocator_named_in(std::string_view text) {
+  if (text.find("libjemalloc") != std::string_view::npos) return "jemalloc";
+  if (text.find("libtcmalloc") != std::string_view::npos) return "tcmalloc";
+  if (text.find("libmimalloc") != std::string_view::npos) return "mimalloc";
+  return {};
+}
+
+// Fallback when dladdr cannot name malloc's object: any known allocator mapped.
+std::string allocator_in_proc_maps() {
+  int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return {};
+  std::string maps;
+  char chunk[4096];
+  for (ssize_t n; (n = read(fd, chunk, sizeof chunk)) > 0;) maps.append(chunk, size_t(n));
+  close(fd);
+  return allocator_named_in(maps);
+}
+
+AllocatorIdentity detect_allocator() {
+  AllocatorIdentity identity;
+  // The global lookup scope is what every malloc call in this process binds to, so
+  // the object defining the first `malloc` in it is the allocator that serves us.
+  Dl_info info{};
+  void* malloc_symbol = dlsym(RTLD_DEFAULT, "malloc");
+  if (malloc_symbol != nullptr && dladdr(malloc_symbol, &info) != 0 && info.dli_fname != nullptr)
+    identity.provider = real_path_of(info.dli_fname);
+
+  using VariantFunction = const char* (*)();
+  auto variant = reinterpret_cast<VariantFunction>(dlsym(RTLD_DEFAULT, "runsel_variant"));
+  if (variant != nullptr) {
+    const char* variant_name = variant();
+    identity.name = std::string("runsel:") + (variant_name != nullptr ? variant_name : "?");
+    return identity;
+  }
+  if (!identity.provider.empty()) {
+    identity.name = allocator_named_in(identity.provider);
+    if (identity.name.empty() && identity.provider.find("/libc.so") != std::string::npos)
+      identity.name = "glibc";
+    if (identity.name.empty()) identity.name = "unknown:" + identity.provider;
+    return identity;
+  }
+  identity.name = allocator_in_proc_maps();
+  if (identity.name.empty()) identity.name = "glibc";
+  return identity;
+}
+
+const AllocatorIdentity& allocator_identity() {
+  static const AllocatorIdentity identity = detect_allocator();
+  return identity;
+}
+
+// Resident set size of the whole process, from /proc/self/statm (no allocation).
+double resident_bytes() {
+  int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  char text[128];
+  ssize_t n = read(fd, text, sizeof text - 1);
+  close(fd);
+  if (n <= 0) return -1;
+  text[n] = '\0';
+  unsigned long total_pages = 0, resident_pages = 0;
+  char* end = nullptr;
+  total_pages = strtoul(text, &end, 10);
+  resident_pages = strtoul(end, nullptr, 10);
+  (void)total_pages;
+  return double(resident_pages) * double(sysconf(_SC_PAGESIZE));
+}
+
+// ---------------------------------------------------------------------------
+// Deterministic random tables, built once before any measurement (fixed seeds, own
+// generator, so every allocator and every machine sees the same sequence).
+
+std::uint64_t splitmix64(std::uint64_t& state) {
+  std::uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+std::uint64_t uniform(std::uint64_t& state, std::uint64_t low, std::uint64_t high) {
+  return low + splitmix64(state) % (high - low + 1);
+}
+
+constexpr std::size_t kRingSlots = 64;        // live blocks in BM_pair_ring
+constexpr std::size_t kRingSchedule = 4096;   // precomputed slot choices for the ring
+constexpr std::size_t kMixedSlots = 4096;     // live blocks per thread in BM_mixed
+constexpr std::size_t kHotSlots = 1024;       // the short-lived part of the working set
+constexpr std::size_t kMixedOps = 1u << 16;   // precomputed operations, replayed cyclically
+constexpr std::size_t kMailboxSlots = 64;     // blocks in flight between threads
+constexpr std::size_t kTouchBytes = 32;       // bytes written into each new block
+
+// Browser-like request sizes: mostly DOM-node and string sized, a tail of buffers
+// and a few huge (multi-chunk) allocations. Weights are per mille.
+struct SizeBand {
+  std::uint32_t low, high, weight;
+};
+constexpr std::array<SizeBand, 7> kSizeBands{{
+    {16, 64, 450},            // small nodes, short strings
+    {65, 128, 200},           // typical DOM nodes
+    {129, 512, 200},          // larger objects, hash-table arrays
+    {513, 3840, 100},         // the largest small classes
+    {4096, 32768, 40},        // large: page-multiple runs
+    {32769, 262144, 9},       // big buffers
+    {1048577, 2097152, 1},    // huge: above a chunk
+}};
+
+struct MixedOp {
+  std::uint32_t size;
+  std::uint16_t slot;
+  std::uint8_t mailbox;  // mailbox slot for a cross-thread handoff
+  bool cross_thread;     // in the 2-thread run, hand this block to the other thread
+};
+
+struct Tables {
+  std::array<std::uint8_t, kRingSchedule> ring_slot;
+  std::vector<MixedOp> mixed;  // allocated once, before any benchmark runs
+};
+
+Tables make_tables() {
+  Tables tables;
+  std::uint64_t ring_seed = 0x52494e47;  // "RING"
+  for (auto& slot : tables.ring_slot) slot = std::uint8_t(splitmix64(ring_seed) % kRingSlots);
+
+  std::uint64_t seed = 0x4d49584544;  // "MIXED"
+  tables.mixed.resize(kMixedOps);
+  for (MixedOp& op : tables.mixed) {
+    std::uint64_t pick = uniform(seed, 0, 999);
+    const SizeBand* band = &kSizeBands.back();
+    for (const SizeBand& candidate : kSizeBands) {
+      if (pick < candidate.weight) {
+        band = &candidate;
+        break;
+      }
+      pick -= candidate.weight;
+    }
+    op.size = std::uint32_t(uniform(seed, band->low, band->high));
+    // Three quarters of replacements hit the hot quarter of the slots: short-lived
+    // blocks interleaved with long-lived ones, which is what fragments runs.
+    op.slot = uniform(seed, 0, 3) != 0 ? std::uint16_t(uniform(seed, 0, kHotSlots - 1))
+                                       : std::uint16_t(uniform(seed, kHotSlots, kMixedSlots - 1));
+    op.mailbox = std::uint8_t(uniform(seed, 0, kMailboxSlots - 1));
+    op.cross_thread = uniform(seed, 0, 7) == 0;
+  }
+  return tables;
+}
+
+const Tables& tables() {
+  static const Tables built = make_tables();
+  return built;
+}
+
+// ---------------------------------------------------------------------------
+// Pair cost.
+
+// malloc immediately followed by free of the same block: the allocator's fastest path.
+void BM_pair_immediate(benchmark::State& state) {
+  state.SetLabel(allocator_identity().name);
+  const std::size_t size = std::size_t(state.range(0));
+  for (auto _ : state) {
+    void* block = malloc(size);
+    benchmark::DoNotOptimize(block);
+    static_cast<volatile char*>(block)[0] = 1;
+    free(block);
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+
+// A ring of 64 live blocks; each iteration frees one (chosen by a seeded schedule)
+// and allocates its replacement, so the freed region is rarely the one handed out next.
+void BM_pair_ring(benchmark::State& state) {
+  state.SetLabel(allocator_identity().name);
+  const std::size_t size = std::size_t(state.range(0));
+  const auto& schedule = tables().ring_slot;
+  std::array<void*, kRingSlots> ring{};
+  for (void*& block : ring) {
+    block = malloc(size);
+    static_cast<char*>(block)[0] = 1;
+  }
+  std::size_t step = 0;
+  for (auto _ : state) {
+    void*& block = ring[schedule[step++ % kRingSchedule]];
+    free(block);
+    block = malloc(size);
+    benchmark::DoNotOptimize(block);
+    static_cast<volatile char*>(block)[0] = 1;
+  }
+  for (void* block : ring) free(block);
+  state.SetItemsProcessed(state.iterations());
+}
+
+BENCHMARK(BM_pair_immediate)->Arg(16)->Arg(64)->Arg(256)->Arg(1024)->Arg(4096)->Arg(65536);
+BENCHMARK(BM_pair_ring)->Arg(16)->Arg(64)->Arg(256)->Arg(1024)->Arg(4096)->Arg(65536);
+
+// ---------------------------------------------------------------------------
+// Mixed sizes.
+
+// Blocks in flight between threads; whoever takes a block out frees it.
+std::array<std::atomic<void*>, kMailboxSlots> mailbox{};
+// End-of-run handshake: every thread has settled its working set, then thread 0
+// reads the resident size, then everyone frees.
+std::atomic<int> threads_settled{0};
+std::atomic<bool> resident_measured{false};
+
+constexpr std::uint8_t kMailboxTag = 0x5a;
+
+void* allocate_touched(std::size_t size, std::uint8_t tag) {
+  auto* block = static_cast<std::uint8_t*>(malloc(size));
+  if (block == nullptr) return nullptr;
+  memset(block, tag, size < kTouchBytes ? size : kTouchBytes);
+  return block;
+}
+
+// Frees a block after checking the tag written at allocation: corruption stops the run.
+bool free_checked(void* block, std::uint8_t tag) {
+  if (block == nullptr) return true;
+  bool intact = *static_cast<volatile std::uint8_t*>(block) == tag;
+  free(block);
+  return intact;
+}
+
+// One thread's share of the mixed loop: a working set and a cursor into the op table.
+class MixedWorker {
+ public:
+  MixedWorker(bool threaded, std::size_t thread)
+      : ops_(tables().mixed),
+        threaded_(threaded),
+        start_((thread * kMixedOps / 2) % kMixedOps),
+        slots_(kMixedSlots, nullptr),
+        sizes_(kMixedSlots, 0) {
+    for (std::size_t slot = 0; slot < kMixedSlots; ++slot) {
+      sizes_[slot] = ops_[(start_ + slot) % kMixedOps].size;
+      slots_[slot] = allocate_touched(sizes_[slot], std::uint8_t(slot));
+    }
+  }
+
+  void step() {
+    const MixedOp& op = ops_[(start_ + done_++) % kMixedOps];
+    if (threaded_ && op.cross_thread) {
+      void* block = allocate_touched(op.size, kMailboxTag);
+      benchmark::DoNotOptimize(block);
+      intact_ &= free_checked(mailbox[op.mailbox].exchange(block, std::memory_order_acq_rel),
+                              kMailboxTag);
+      return;
+    }
+    intact_ &= free_checked(slots_[op.slot], std::uint8_t(op.slot));
+    slots_[op.slot] = allocate_touched(op.size, std::uint8_t(op.slot));
+    sizes_[op.slot] = op.size;
+    benchmark::DoNotOptimize(slots_[op.slot]);
+  }
+
+  // Runs on (untimed) to a whole number of passes over the cyclic op table, at least
+  // one. The op sequence repeats exactly, so the live set is then the same whatever
+  // the timed iteration count was: resident memory is comparable across allocators.
+  void settle() {
+    while (done_ == 0 || done_ % kMixedOps != 0) step();
+  }
+
+  double live_bytes() const {
+    double live = 0;
+    for (std::uint32_t size : sizes_) live += size;
+    return live;
+  }
+
+  bool free_all() {
+    for (std::size_t slot = 0; slot < kMixedSlots; ++slot)
+      intact_ &= free_checked(slots_[slot], std::uint8_t(slot));
+    slots_.assign(kMixedSlots, nullptr);
+    return intact_;
+  }
+
+ private:
+  const std::vector<MixedOp>& ops_;
+  const bool threaded_;
+  const std::size_t start_;
+  std::size_t done_ = 0;
+  bool intact_ = true;
+  std::vector<void*> slots_;
+  std::vector<std::uint32_t> sizes_;
+};
+
+// Each iteration replaces one block of a 4096-block working set with a new one of a
+// browser-like size and writes its first bytes. With 2 threads each thread has its
+// own working set, and one operation in eight instead swaps a new block into a shared
+// mailbox and frees what it takes out, usually a block the other thread allocated.
+// rss_bytes: the process's resident memory with the working set(s) still live, after
+// settling to a fixed point of the op sequence; live_bytes: requested bytes live then
+// (mailbox blocks excluded).
+void BM_mixed(benchmark::State& state) {
+  state.SetLabel(allocator_identity().name);
+  const bool threaded = state.threads() > 1;
+  const bool first_thread = state.thread_index() == 0;
+  MixedWorker worker(threaded, std::size_t(state.thread_index()));
+  if (first_thread) {  // the loop's start barrier publishes these to the other threads
+    threads_settled.store(0);
+    resident_measured.store(false);
+  }
+
+  for (auto _ : state) worker.step();
+
+  worker.settle();
+  threads_settled.fetch_add(1, std::memory_order_acq_rel);
+  state.counters["live_bytes"] = worker.live_bytes();  // summed over threads
+  bool intact = true;
+  if (first_thread) {
+    while (threads_settled.load(std::memory_order_acquire) < state.threads())
+      std::this_thread::yield();
+    state.counters["rss_bytes"] = resident_bytes();
+    resident_measured.store(true, std::memory_order_release);
+    for (auto& in_flight : mailbox)
+      intact &= free_checked(in_flight.exchange(nullptr, std::memory_order_acq_rel), kMailboxTag);
+  } else {
+    while (!resident_measured.load(std::memory_order_acquire)) std::this_thread::yield();
+  }
+  intact &= worker.free_all();
+  if (!intact) state.SkipWithError("a block's first byte changed while it was live");
+  state.SetItemsProcessed(state.iterations());
+}
+
+BENCHMARK(BM_mixed);
+// Real time, so items/s is the two threads' combined throughput.
+BENCHMARK(BM_mixed)->Threads(2)->UseRealTime();
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  tables();  // build the random tables before anything is measured
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  const AllocatorIdentity& identity = allocator_identity();
+  benchmark::AddCustomContext("allocator", identity.name);
+  benchmark::AddCustomContext("malloc_provider", identity.provider);
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
