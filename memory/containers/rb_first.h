@@ -15,6 +15,7 @@
 #include <cstdint>
 
 #include "containers/container.h"
+#include "containers/hook.h"
 #include "structures/rb_links.h"
 #include "structures/rb_tree.h"
 

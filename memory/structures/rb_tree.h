@@ -142,43 +142,50 @@ class RbTree {
     if (parent_of(root_) != nullptr) return fail(why, "root has a parent");
     if (is_red(root_)) return fail(why, "root is red");
 
-    // Pass 1, preorder with an explicit stack: links, colours, black height.
+    // One in-order walk; the explicit stack holds the ancestors not yet
+    // visited, so it never holds more than the tree's depth.
     struct Pending {
       Node* node;
       int blacks;  // black nodes from the root down to and including `node`
     };
-    Pending stack[kMaxDepth + 2];
+    Pending stack[kMaxDepth];
     int top = 0;
-    stack[top++] = {root_, 1};
-    int black_height = -1;
     std::size_t count = 0;
-    while (top > 0) {
-      const Pending pending = stack[--top];
-      Node* node = pending.node;
-      if (++count > size_) return fail(why, "more nodes reachable than size()");
-      for (int dir : {kLeft, kRight}) {
-        Node* kid = child(node, dir);
-        if (kid == nullptr) {
-          if (black_height < 0) black_height = pending.blacks;
-          if (pending.blacks != black_height) return fail(why, "black heights differ");
-          continue;
+    int black_height = -1;
+    Node* previous = nullptr;
+    Node* node = root_;
+    int blacks = 1;
+    for (;;) {
+      while (node != nullptr) {
+        if (++count > size_) return fail(why, "more nodes reachable than size()");
+        for (int dir = kLeft; dir <= kRight; ++dir) {
+          Node* kid = child(node, dir);
+          if (kid == nullptr) {
+            if (black_height < 0) black_height = blacks;
+            if (blacks != black_height) return fail(why, "black heights differ");
+          } else if (parent_of(kid) != node) {
+            return fail(why, "child's parent pointer is wrong");
+          } else if (is_red(node) && is_red(kid)) {
+            return fail(why, "red node has a red child");
+          }
         }
-        if (parent_of(kid) != node) return fail(why, "child's parent pointer is wrong");
-        if (is_red(node) && is_red(kid)) return fail(why, "red node has a red child");
-        if (top == kMaxDepth + 2) return fail(why, "tree deeper than kMaxDepth");
-        stack[top++] = {kid, pending.blacks + (is_red(kid) ? 0 : 1)};
+        if (top == kMaxDepth) return fail(why, "tree deeper than kMaxDepth");
+        stack[top++] = {node, blacks};
+        node = left(node);
+        if (node != nullptr && !is_red(node)) ++blacks;
       }
+      if (top == 0) break;
+      const Pending visited = stack[--top];
+      if (previous == nullptr) {
+        if (first_ != visited.node) return fail(why, "cached first is not the minimum");
+      } else if (!Rep::less(previous, visited.node)) {
+        return fail(why, "in-order nodes not strictly increasing");
+      }
+      previous = visited.node;
+      node = right(visited.node);
+      blacks = visited.blacks + (node != nullptr && !is_red(node) ? 1 : 0);
     }
     if (count != size_) return fail(why, "fewer nodes reachable than size()");
-
-    // Pass 2, in order (parent pointers are now known good): strict order.
-    Node* minimum = root_;
-    while (left(minimum) != nullptr) minimum = left(minimum);
-    if (first_ != minimum) return fail(why, "cached first is not the minimum");
-    for (Node* node = minimum, *after = next(node); after != nullptr;
-         node = after, after = next(after)) {
-      if (!Rep::less(node, after)) return fail(why, "in-order nodes not strictly increasing");
-    }
     return true;
   }
 

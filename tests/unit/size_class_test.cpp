@@ -20,7 +20,9 @@ TEST(SizeClasses, EverySizeMapsToTheSmallestClassThatHoldsIt) {
     const std::size_t bin = bin_index(size);
     ASSERT_LT(bin, kNumBins) << size;
     ASSERT_GE(bin_size(bin), size == 0 ? 1 : size) << size;
-    if (bin > 0) ASSERT_LT(bin_size(bin - 1), size) << size;
+    if (bin > 0) {
+      ASSERT_LT(bin_size(bin - 1), size) << size;
+    }
   }
 }
 
@@ -69,7 +71,7 @@ TEST(ChunkLayout, HeaderGuardAndLargestRun) {
   EXPECT_LE(sizeof(Chunk), kChunkHeaderPages * kPageSize);
   EXPECT_EQ(kFirstUsablePage, kChunkHeaderPages + 1);
   EXPECT_EQ(kMaxLargeSize, (kPagesPerChunk - kFirstUsablePage) * kPageSize);
-  EXPECT_EQ(sizeof(Run), kRunHeaderFixedBytes);
+  EXPECT_EQ(sizeof(runsel::Run), kRunHeaderFixedBytes);
 }
 
 }  // namespace
