@@ -10,8 +10,16 @@ namespace runsel {
 
 inline constexpr std::size_t kMaxArenas = 64;
 
+extern constinit thread_local Arena* t_arena;
+// Assigns the calling thread an arena (round-robin); the slow path of thread_arena.
+Arena* choose_arena();
+
 // The calling thread's arena (assigned round-robin on first use).
-Arena* thread_arena();
+inline Arena* thread_arena() {
+  Arena* arena = t_arena;
+  if (__builtin_expect(arena != nullptr, 1)) return arena;
+  return choose_arena();
+}
 // Arenas created so far; entries past arena_count() are null.
 std::size_t arena_count();
 Arena* arena_at(std::size_t index);

@@ -24,7 +24,6 @@ constinit std::size_t g_arena_limit = 0;
 constinit std::size_t g_dirty_max_pages = Arena::kDefaultDirtyMaxPages;
 constinit std::atomic<unsigned> g_next_thread{0};
 constinit std::atomic<bool> g_fork_handlers_registered{false};
-constinit thread_local Arena* t_arena = nullptr;
 
 void prepare_fork() {
   g_init_lock.lock();
@@ -76,7 +75,11 @@ void initialise_locked() {
   g_arena_limit = limit;
 }
 
-Arena* choose_arena() {
+}  // namespace
+
+constinit thread_local Arena* t_arena = nullptr;
+
+__attribute__((noinline)) Arena* choose_arena() {
   Arena* arena;
   {
     LockGuard guard(g_init_lock);
@@ -98,14 +101,6 @@ Arena* choose_arena() {
     pthread_atfork(prepare_fork, after_fork_in_parent, after_fork_in_child);
   }
   return arena;
-}
-
-}  // namespace
-
-Arena* thread_arena() {
-  Arena* arena = t_arena;
-  if (__builtin_expect(arena != nullptr, 1)) return arena;
-  return choose_arena();
 }
 
 std::size_t arena_count() { return g_arena_count.load(std::memory_order_acquire); }
