@@ -1,0 +1,299 @@
+// Stats: the exact identity after seeded random workloads, per-bin figures, purging and RSS.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <malloc.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <string>
+#include <vector>
+
+#include "runsel.h"
+
+namespace {
+
+constexpr size_t kPage = 4096;
+constexpr size_t kMiB = size_t{1} << 20;
+
+template <class T>
+T opaque(T value) {
+  asm volatile("" : "+r"(value)::"memory");
+  return value;
+}
+
+runsel_stats_t snapshot() {
+  runsel_stats_t s;
+  runsel_stats(&s);
+  return s;
+}
+
+// committed == allocated + waste + dirty + bookkeeping + bin_unused, exactly.
+testing::AssertionResult IdentityHolds(const runsel_stats_t& s) {
+  size_t sum = s.allocated + s.waste + s.dirty + s.bookkeeping + s.bin_unused;
+  if (s.committed == sum) return testing::AssertionSuccess();
+  return testing::AssertionFailure()
+         << "committed " << s.committed << " != allocated " << s.allocated << " + waste " << s.waste
+         << " + dirty " << s.dirty << " + bookkeeping " << s.bookkeeping << " + bin_unused "
+         << s.bin_unused << " = " << sum
+         << " (committed - sum = " << static_cast<long long>(s.committed - sum) << ")";
+}
+
+// Figures that must agree with each other at any quiescent point.
+testing::AssertionResult FiguresConsistent(const runsel_stats_t& s) {
+  size_t bin_unused = 0, small = 0;
+  for (int i = 0; i < RUNSEL_NUM_BINS; ++i) {
+    const runsel_bin_stats& b = s.bins[i];
+    auto fail = [&] {
+      return testing::AssertionFailure() << "bin " << i << " (size " << b.size << "): ";
+    };
+    if (b.runs * b.regions_per_run < b.regions_in_use)
+      return fail() << "more regions in use than exist";
+    size_t free_regions = b.runs * b.regions_per_run - b.regions_in_use;
+    if (b.unused_bytes != free_regions * b.size)
+      return fail() << "unused_bytes " << b.unused_bytes << " != " << free_regions
+                    << " free regions x size";
+    if (b.nonfull_runs > b.runs)
+      return fail() << "nonfull_runs " << b.nonfull_runs << " > runs " << b.runs;
+    // Every run with a free region is in the container, and an empty run leaves the bin.
+    if (free_regions < b.nonfull_runs || free_regions > b.nonfull_runs * (b.regions_per_run - 1))
+      return fail() << free_regions << " free regions in " << b.nonfull_runs << " non-full runs of "
+                    << b.regions_per_run;
+    if (b.regions_per_run < 2 || b.bytes_per_run % kPage != 0 ||
+        b.regions_per_run * b.size > b.bytes_per_run)
+      return fail() << "run geometry " << b.regions_per_run << " x " << b.size << " in "
+                    << b.bytes_per_run;
+    bin_unused += b.unused_bytes;
+    small += b.regions_in_use * b.size;
+  }
+  if (bin_unused != s.bin_unused)
+    return testing::AssertionFailure() << "bins sum to " << bin_unused << " unused";
+  if (small != s.small_allocated)
+    return testing::AssertionFailure() << "bins hold " << small << " small bytes";
+  if (s.small_allocated + s.large_allocated + s.huge_allocated != s.allocated)
+    return testing::AssertionFailure() << "small + large + huge != allocated";
+  if (s.committed > s.mapped) return testing::AssertionFailure() << "committed > mapped";
+  if (s.nfree > s.nmalloc) return testing::AssertionFailure() << "nfree > nmalloc";
+  return testing::AssertionSuccess();
+}
+
+uint64_t splitmix(uint64_t& state) {
+  uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+size_t env_number(const char* name, size_t fallback) {
+  const char* value = getenv(name);
+  return value && *value ? strtoull(value, nullptr, 0) : fallback;
+}
+
+// Mostly small, some large, a few huge, like a real program.
+size_t random_size(uint64_t& rng) {
+  uint64_t r = splitmix(rng);
+  unsigned kind = r % 1000;
+  r >>= 10;
+  if (kind < 800) return 1 + r % 3840;
+  if (kind < 970) return 3841 + r % (64 * 1024);
+  if (kind < 995) return 64 * 1024 + r % (1032192 - 64 * 1024);
+  return 1032193 + r % (3 * kMiB);
+}
+
+struct Block {
+  unsigned char* p;
+  size_t size;
+  unsigned char tag;
+};
+
+void mark(Block& b) {
+  size_t n = b.size < 16 ? b.size : 16;
+  memset(b.p, b.tag, n);
+  memset(b.p + b.size - n, b.tag, n);
+}
+bool marked(const Block& b) {
+  size_t n = b.size < 16 ? b.size : 16;
+  for (size_t i = 0; i < n; ++i)
+    if (b.p[i] != b.tag || b.p[b.size - n + i] != b.tag) return false;
+  return true;
+}
+
+void RunRandomWorkload(uint64_t seed, size_t steps) {
+  SCOPED_TRACE("seed " + std::to_string(seed) +
+               " (replay with RUNSEL_TEST_SEED=" + std::to_string(seed) + ")");
+  std::vector<Block> live;
+  live.reserve(4096);
+  const runsel_stats_t start = snapshot();
+  uint64_t rng = seed;
+  for (size_t step = 1; step <= steps; ++step) {
+    uint64_t action = splitmix(rng) % 100;
+    if (live.size() < 64 || (action < 55 && live.size() < 3000)) {
+      Block b{static_cast<unsigned char*>(opaque(malloc(random_size(rng)))), 0,
+              static_cast<unsigned char>(step)};
+      b.size = malloc_usable_size(b.p);
+      ASSERT_NE(b.p, nullptr);
+      mark(b);
+      live.push_back(b);
+    } else if (action < 85) {
+      size_t index = splitmix(rng) % live.size();
+      ASSERT_TRUE(marked(live[index]))
+          << "block of " << live[index].size << " bytes was overwritten";
+      free(live[index].p);
+      live[index] = live.back();
+      live.pop_back();
+    } else {
+      Block& b = live[splitmix(rng) % live.size()];
+      size_t new_size = random_size(rng);
+      size_t keep = b.size < new_size ? b.size : new_size;
+      keep = keep < 16 ? keep : 16;
+      auto* q = static_cast<unsigned char*>(opaque(realloc(b.p, new_size)));
+      ASSERT_NE(q, nullptr);
+      for (size_t i = 0; i < keep; ++i) ASSERT_EQ(q[i], b.tag) << "realloc lost contents";
+      b = Block{q, malloc_usable_size(q), static_cast<unsigned char>(step)};
+      mark(b);
+    }
+    if (step % 2500 == 0) {
+      runsel_stats_t s = snapshot();
+      ASSERT_TRUE(IdentityHolds(s)) << "after step " << step;
+      ASSERT_TRUE(FiguresConsistent(s)) << "after step " << step;
+      ASSERT_EQ(runsel_check(), 0) << "after step " << step;
+    }
+  }
+  for (const Block& b : live) {
+    ASSERT_TRUE(marked(b));
+    free(b.p);
+  }
+  live.clear();
+  runsel_stats_t end = snapshot();
+  EXPECT_TRUE(IdentityHolds(end)) << "after freeing everything";
+  EXPECT_TRUE(FiguresConsistent(end)) << "after freeing everything";
+  EXPECT_EQ(runsel_check(), 0) << "after freeing everything";
+  EXPECT_EQ(end.allocated, start.allocated) << "everything was freed";
+  EXPECT_EQ(end.huge_count, start.huge_count);
+  EXPECT_LE(end.dirty, end.dirty_max * end.narenas) << "the dirty budget holds per arena";
+}
+
+TEST(Stats, IdentityHoldsAfterSeededRandomWorkloads) {
+  size_t steps = 40000 * env_number("RUNSEL_STRESS", 1);
+  if (getenv("RUNSEL_TEST_SEED")) {
+    RunRandomWorkload(env_number("RUNSEL_TEST_SEED", 1), steps);
+    return;
+  }
+  for (uint64_t seed : {1, 2, 3}) {
+    RunRandomWorkload(seed, steps);
+    if (HasFatalFailure()) return;
+  }
+}
+
+TEST(Stats, IdentityHoldsWhenQuiet) {
+  runsel_stats_t s = snapshot();
+  EXPECT_TRUE(IdentityHolds(s));
+  EXPECT_TRUE(FiguresConsistent(s));
+  EXPECT_EQ(runsel_check(), 0);
+  EXPECT_EQ(s.dirty_max, 256 * kPage);
+  EXPECT_GE(s.narenas, 1u);
+}
+
+TEST(Stats, EveryClassCountsExactly) {
+  for (int i = 0; i < RUNSEL_NUM_BINS; ++i) {
+    runsel_stats_t before = snapshot();
+    size_t size = before.bins[i].size;
+    void* p = opaque(malloc(size));
+    runsel_stats_t after = snapshot();
+    EXPECT_EQ(after.allocated - before.allocated, size);
+    EXPECT_EQ(after.small_allocated - before.small_allocated, size);
+    EXPECT_EQ(after.bins[i].regions_in_use - before.bins[i].regions_in_use, 1u);
+    EXPECT_EQ(after.nmalloc - before.nmalloc, 1u);
+    EXPECT_TRUE(IdentityHolds(after));
+    free(p);
+    runsel_stats_t freed = snapshot();
+    EXPECT_EQ(freed.allocated, before.allocated);
+    EXPECT_EQ(freed.nfree - after.nfree, 1u);
+    EXPECT_TRUE(IdentityHolds(freed));
+  }
+  for (size_t size :
+       {size_t{5000}, size_t{400000}, size_t{1032192}, size_t{1032193}, 3 * kMiB + 7}) {
+    runsel_stats_t before = snapshot();
+    void* p = opaque(malloc(size));
+    runsel_stats_t after = snapshot();
+    EXPECT_EQ(after.allocated - before.allocated, runsel_good_size(size)) << size;
+    bool huge = size > 1032192;
+    EXPECT_EQ((huge ? after.huge_allocated - before.huge_allocated
+                    : after.large_allocated - before.large_allocated),
+              runsel_good_size(size))
+        << size;
+    EXPECT_EQ(after.huge_count - before.huge_count, huge ? 1u : 0u);
+    EXPECT_TRUE(IdentityHolds(after)) << size;
+    free(p);
+    EXPECT_TRUE(IdentityHolds(snapshot())) << size;
+  }
+}
+
+// Resident memory of this process, from /proc/self/statm. Reads without
+// stdio, which would allocate and free, leaving dirty pages behind.
+size_t resident_bytes() {
+  char text[128] = {};
+  int fd = open("/proc/self/statm", O_RDONLY);
+  if (fd < 0) return 0;
+  ssize_t length = read(fd, text, sizeof text - 1);
+  close(fd);
+  if (length <= 0) return 0;
+  char* after_total = nullptr;
+  strtoul(text, &after_total, 10);
+  return strtoul(after_total, nullptr, 10) * static_cast<size_t>(sysconf(_SC_PAGESIZE));
+}
+
+TEST(Stats, FreeingLargeBlocksPurgesAutomatically) {
+  constexpr size_t kBlock = 256 * 1024, kCount = 256;  // 64 MiB
+  std::vector<char*> blocks;
+  blocks.reserve(kCount);
+  runsel_free_dirty_pages();
+  const size_t base = resident_bytes();
+  const size_t purges = snapshot().purges;
+  for (size_t i = 0; i < kCount; ++i) {
+    char* p = static_cast<char*>(opaque(malloc(kBlock)));
+    ASSERT_NE(p, nullptr);
+    for (size_t off = 0; off < kBlock; off += kPage) p[off] = static_cast<char>(i + 1);
+    blocks.push_back(p);
+  }
+  const size_t peak = resident_bytes();
+  EXPECT_GE(peak, base + 32 * kMiB) << "the blocks were written, so they are resident";
+  for (char* p : blocks) free(p);
+  const size_t after = resident_bytes();
+  runsel_stats_t s = snapshot();
+  EXPECT_LE(after, base + 4 * kMiB)
+      << "base " << base / 1024 << " KiB, peak " << peak / 1024 << " KiB, after " << after / 1024
+      << " KiB, dirty " << s.dirty / 1024 << " KiB";
+  EXPECT_LE(s.dirty, s.dirty_max * s.narenas);
+  EXPECT_GT(s.purges, purges);
+  EXPECT_TRUE(IdentityHolds(s));
+  EXPECT_EQ(runsel_check(), 0);
+}
+
+TEST(Stats, FreeDirtyPagesReleasesEmptiedSmallRuns) {
+  constexpr size_t kObject = 64, kCount = 32 * kMiB / kObject;
+  std::vector<void*> objects(kCount, nullptr);  // 4 MiB, resident before the base line
+  runsel_free_dirty_pages();
+  const size_t base = resident_bytes();
+  for (size_t i = 0; i < kCount; ++i) {
+    objects[i] = opaque(malloc(kObject));
+    ASSERT_NE(objects[i], nullptr);
+    memset(objects[i], static_cast<int>(i), kObject);
+  }
+  const size_t peak = resident_bytes();
+  ASSERT_GE(peak, base + 16 * kMiB) << "the objects were written, so they are resident";
+  for (void* p : objects) free(p);
+  runsel_free_dirty_pages();
+  const size_t after = resident_bytes();
+  runsel_stats_t s = snapshot();
+  EXPECT_EQ(s.dirty, 0u);
+  EXPECT_LE(after, base + (peak - base) / 8)
+      << "base " << base / 1024 << " KiB, peak " << peak / 1024 << " KiB, after " << after / 1024
+      << " KiB";
+  EXPECT_TRUE(IdentityHolds(s));
+  EXPECT_TRUE(FiguresConsistent(s));
+  EXPECT_EQ(runsel_check(), 0);
+}
+
+}  // namespace

@@ -1,0 +1,269 @@
+// Threads: cross-thread frees through mailboxes, every byte verified, one arena per thread.
+#include <gtest/gtest.h>
+#include <malloc.h>
+#include <sched.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <atomic>
+#include <barrier>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "runsel.h"
+
+namespace {
+
+constexpr size_t kMiB = size_t{1} << 20;
+
+template <class T>
+T opaque(T value) {
+  asm volatile("" : "+r"(value)::"memory");
+  return value;
+}
+
+runsel_stats_t snapshot() {
+  runsel_stats_t s;
+  runsel_stats(&s);
+  return s;
+}
+
+testing::AssertionResult IdentityHolds(const runsel_stats_t& s) {
+  size_t sum = s.allocated + s.waste + s.dirty + s.bookkeeping + s.bin_unused;
+  if (s.committed == sum) return testing::AssertionSuccess();
+  return testing::AssertionFailure()
+         << "committed " << s.committed << " != allocated " << s.allocated << " + waste " << s.waste
+         << " + dirty " << s.dirty << " + bookkeeping " << s.bookkeeping << " + bin_unused "
+         << s.bin_unused << " = " << sum;
+}
+
+uint64_t splitmix(uint64_t& state) {
+  uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+size_t env_number(const char* name, size_t fallback) {
+  const char* value = getenv(name);
+  return value && *value ? strtoull(value, nullptr, 0) : fallback;
+}
+
+// Every byte of a block is a function of (thread, sequence, offset).
+uint64_t block_key(uint32_t thread, uint64_t seq) {
+  return (uint64_t{thread} << 40) ^ (seq * 0x9E3779B97F4A7C15ull);
+}
+uint64_t word_at(uint64_t key, size_t index) { return key + index * 0xD1B54A32D192ED03ull; }
+
+void fill(unsigned char* p, size_t n, uint64_t key) {
+  size_t words = n / 8;
+  for (size_t i = 0; i < words; ++i) {
+    uint64_t w = word_at(key, i);
+    memcpy(p + i * 8, &w, 8);
+  }
+  uint64_t tail = word_at(key, words);
+  memcpy(p + words * 8, &tail, n % 8);
+}
+bool verify(const unsigned char* p, size_t n, uint64_t key) {
+  size_t words = n / 8;
+  for (size_t i = 0; i < words; ++i) {
+    uint64_t w;
+    memcpy(&w, p + i * 8, 8);
+    if (w != word_at(key, i)) return false;
+  }
+  uint64_t tail = word_at(key, words);
+  return memcmp(p + words * 8, &tail, n % 8) == 0;
+}
+
+// Mostly small, some large, every 400th huge.
+size_t random_size(uint64_t& rng, uint64_t seq) {
+  if (seq % 400 == 399) return 1032193 + splitmix(rng) % (2 * kMiB);
+  uint64_t r = splitmix(rng);
+  unsigned kind = r % 100;
+  r >>= 8;
+  if (kind < 80) return 1 + r % 3840;
+  if (kind < 97) return 3841 + r % (60 * 1024);
+  return 64 * 1024 + r % (400 * 1024);
+}
+
+struct Block {
+  unsigned char* p;
+  size_t size;
+  uint32_t origin;
+  uint64_t seq;
+};
+
+struct Mailbox {
+  std::mutex lock;
+  std::vector<Block> items;
+};
+
+// Each thread sends each block it makes to a random thread's mailbox (itself
+// included) and frees what arrives in its own, after checking every byte.
+class Exchange {
+ public:
+  Exchange(unsigned threads, size_t per_thread) : mailboxes_(threads), per_thread_(per_thread) {}
+
+  void run_thread(uint32_t self) {
+    std::vector<Block> taken;
+    produce(self, taken);
+    producers_done_.fetch_add(1);
+    while (producers_done_.load() < mailboxes_.size() || in_flight_.load() > 0) {
+      if (!drain(self, taken)) sched_yield();
+    }
+  }
+
+  size_t cross_thread_frees() const { return cross_.load(); }
+  size_t frees() const { return frees_.load(); }
+  std::string first_error() {
+    std::lock_guard<std::mutex> guard(error_lock_);
+    return error_;
+  }
+
+ private:
+  void produce(uint32_t self, std::vector<Block>& taken) {
+    uint64_t rng = 0xC0FFEE + self;
+    for (uint64_t seq = 0; seq < per_thread_; ++seq) {
+      while (in_flight_.load(std::memory_order_relaxed) > 256 * mailboxes_.size()) {
+        drain(self, taken);
+        sched_yield();
+      }
+      size_t size = random_size(rng, seq);
+      auto* p = static_cast<unsigned char*>(opaque(malloc(size)));
+      if (!p) return fail("malloc returned NULL");
+      if (splitmix(rng) % 10 == 0) {  // now and then, grow or shrink first
+        fill(p, size, block_key(self, seq) ^ 1);
+        size_t resized = random_size(rng, seq);
+        auto* q = static_cast<unsigned char*>(opaque(realloc(p, resized)));
+        if (!q) return fail("realloc returned NULL");
+        if (!verify(q, size < resized ? size : resized, block_key(self, seq) ^ 1))
+          return fail("realloc lost contents");
+        p = q;
+        size = resized;
+      }
+      fill(p, size, block_key(self, seq));
+      uint32_t to = static_cast<uint32_t>(splitmix(rng) % mailboxes_.size());
+      in_flight_.fetch_add(1, std::memory_order_relaxed);
+      {
+        std::lock_guard<std::mutex> guard(mailboxes_[to].lock);
+        mailboxes_[to].items.push_back(Block{p, size, self, seq});
+      }
+      if (seq % 8 == 0) drain(self, taken);
+    }
+  }
+
+  bool drain(uint32_t self, std::vector<Block>& taken) {
+    {
+      std::lock_guard<std::mutex> guard(mailboxes_[self].lock);
+      taken.swap(mailboxes_[self].items);
+    }
+    for (const Block& b : taken) {
+      if (!verify(b.p, b.size, block_key(b.origin, b.seq)))
+        fail("block " + std::to_string(b.seq) + " of thread " + std::to_string(b.origin) + " (" +
+             std::to_string(b.size) + " bytes) was overwritten");
+      free(b.p);
+      frees_.fetch_add(1, std::memory_order_relaxed);
+      if (b.origin != self) cross_.fetch_add(1, std::memory_order_relaxed);
+      in_flight_.fetch_sub(1, std::memory_order_relaxed);
+    }
+    bool any = !taken.empty();
+    taken.clear();
+    return any;
+  }
+  void fail(const std::string& why) {
+    std::lock_guard<std::mutex> guard(error_lock_);
+    if (error_.empty()) error_ = why;
+  }
+
+  std::vector<Mailbox> mailboxes_;
+  size_t per_thread_;
+  std::atomic<size_t> in_flight_{0}, producers_done_{0}, cross_{0}, frees_{0};
+  std::mutex error_lock_;
+  std::string error_;
+};
+
+class Threads : public testing::TestWithParam<unsigned> {};
+
+TEST_P(Threads, CrossThreadFreesKeepEveryByte) {
+  const unsigned count = GetParam();
+  const size_t per_thread = 6000 * env_number("RUNSEL_STRESS", 1);
+  const runsel_stats_t before = snapshot();
+  {
+    Exchange exchange(count, per_thread);
+    // Someone reads the stats while the threads work: it must not disturb them.
+    std::atomic<bool> stop{false};
+    std::thread observer([&] {
+      while (!stop.load()) {
+        runsel_stats_t s;
+        runsel_stats(&s);
+        sched_yield();
+      }
+    });
+    std::vector<std::thread> workers;
+    for (uint32_t t = 0; t < count; ++t)
+      workers.emplace_back([&exchange, t] { exchange.run_thread(t); });
+    for (std::thread& w : workers) w.join();
+    stop = true;
+    observer.join();
+    EXPECT_EQ(exchange.first_error(), "");
+    EXPECT_EQ(exchange.frees(), count * per_thread);
+    EXPECT_GT(exchange.cross_thread_frees(), exchange.frees() / 2) << "most frees are cross-thread";
+  }
+  runsel_stats_t after = snapshot();
+  EXPECT_TRUE(IdentityHolds(after));
+  EXPECT_EQ(runsel_check(), 0);
+  EXPECT_EQ(after.huge_count, before.huge_count);
+  EXPECT_GE(after.nfree - before.nfree, count * per_thread);
+}
+
+INSTANTIATE_TEST_SUITE_P(Runsel, Threads, testing::Values(4u, 8u));
+
+// Four threads that hold a block each at the same time: the blocks come
+// from more than one arena, hence more than one chunk.
+TEST(Arenas, ThreadsGetTheirOwnArenas) {
+  constexpr unsigned kThreads = 4;
+  std::barrier sync(kThreads);
+  std::vector<uintptr_t> chunks(kThreads);
+  std::vector<std::thread> workers;
+  for (unsigned t = 0; t < kThreads; ++t) {
+    workers.emplace_back([&, t] {
+      void* p = opaque(malloc(64));
+      chunks[t] = reinterpret_cast<uintptr_t>(p) & ~(kMiB - 1);
+      sync.arrive_and_wait();
+      free(p);
+    });
+  }
+  for (std::thread& w : workers) w.join();
+  runsel_stats_t s = snapshot();
+  EXPECT_GT(s.narenas, 1u);
+  EXPECT_GT(std::set<uintptr_t>(chunks.begin(), chunks.end()).size(), 1u)
+      << "all four threads used one chunk";
+  EXPECT_TRUE(IdentityHolds(s));
+  EXPECT_EQ(runsel_check(), 0);
+}
+
+// A block freed by a thread that has exited, and by a thread that never
+// allocated, returns to its owner's arena.
+TEST(Arenas, FreesFromOtherAndFinishedThreads) {
+  std::vector<void*> blocks;
+  std::thread maker([&] {
+    for (size_t size : {size_t{32}, size_t{1000}, size_t{50000}, 2 * kMiB})
+      blocks.push_back(opaque(malloc(size)));
+  });
+  maker.join();
+  const runsel_stats_t before = snapshot();
+  std::thread freer([&] {
+    for (void* p : blocks) free(p);
+  });
+  freer.join();
+  runsel_stats_t after = snapshot();
+  EXPECT_EQ(before.allocated - after.allocated, size_t{32 + 1024 + 53248 + 2 * kMiB});
+  EXPECT_TRUE(IdentityHolds(after));
+  EXPECT_EQ(runsel_check(), 0);
+}
+
+}  // namespace
