@@ -184,32 +184,39 @@ void Arena::free_pages(Chunk* chunk, std::size_t first, std::size_t pages) {
   if (dirty_pages_ > dirty_max_pages_) purge_down_to(dirty_max_pages_ / 2);
 }
 
-// Purges dirty free pages, oldest dirty chunk first, until at most
-// `target_pages` remain. Purged pages read as zero and stop being committed.
+// Purges dirty free pages until at most `target_pages` remain, from the
+// highest-addressed dirty chunk down and from the top of each chunk down:
+// best-fit allocation reuses low addresses first, so high pages are the ones
+// least likely to be faulted straight back in. Purged pages read as zero and
+// stop being committed.
 void Arena::purge_down_to(std::size_t target_pages) {
   while (dirty_pages_ > target_pages && dirty_chunks_ != nullptr) {
     Chunk* chunk = dirty_chunks_;
-    for (std::size_t i = kFirstUsablePage; i < kPagesPerChunk && dirty_pages_ > target_pages;) {
-      if (chunk->map[i].allocated() || !chunk->map[i].dirty()) {
-        ++i;
+    for (Chunk* c = dirty_chunks_->next_dirty; c != nullptr; c = c->next_dirty) {
+      if (c > chunk) chunk = c;
+    }
+    for (std::size_t i = kPagesPerChunk; i > kFirstUsablePage && dirty_pages_ > target_pages;) {
+      const PageMapEntry& top = chunk->map[i - 1];
+      if (top.allocated() || !top.dirty()) {
+        --i;
         continue;
       }
-      std::size_t end = i;
-      while (end < kPagesPerChunk && !chunk->map[end].allocated() && chunk->map[end].dirty() &&
-             dirty_pages_ - (end - i) > target_pages) {
-        chunk->map[end].bits &= ~std::uintptr_t{kDirty};
-        ++end;
+      // [begin, i) is a stretch of free dirty pages, no longer than needed.
+      std::size_t begin = i;
+      while (begin > kFirstUsablePage && !chunk->map[begin - 1].allocated() &&
+             chunk->map[begin - 1].dirty() && dirty_pages_ - (i - begin) > target_pages) {
+        --begin;
+        chunk->map[begin].bits &= ~std::uintptr_t{kDirty};
       }
-      const std::size_t count = end - i;
-      os::purge(chunk->page_address(i), count << kPageShift);
+      const std::size_t count = i - begin;
+      os::purge(chunk->page_address(begin), count << kPageShift);
       ++purges_;
       chunk->ndirty -= count;
       dirty_pages_ -= count;
       committed_pages_ -= count;
-      i = end;
+      i = begin;
     }
     if (chunk->ndirty == 0) unlink_dirty(chunk);
-    else if (dirty_pages_ > target_pages) unlink_dirty(chunk), link_dirty(chunk);
   }
 }
 
