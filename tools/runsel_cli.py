@@ -21,6 +21,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import runsel_report  # noqa: E402  (next to this file)
 
+sys.path.insert(0, str(Path(__file__).resolve().parent / "trace"))
+import runsel_trace_cli  # noqa: E402  (tools/trace/: the trace and replay subcommands)
+
 ROOT = Path(__file__).resolve().parent.parent
 BUILD_DIR = Path("build")
 RESULTS_DIR = Path("results")
@@ -29,7 +32,6 @@ BENCH_PROGRAM = Path("experiments/malloc_bench")  # under the build directory
 BENCH_COMPARE = Path("experiments/bench/compare.py")
 VARIANT_TARGET_PREFIX = "malloc-"  # meson's name for build/libmalloc-<container>.so
 REFERENCE_VARIANT = "rb_first"  # the others are compared with it
-NOT_YET_ISSUE = 5
 
 
 class StepFailed(Exception):
@@ -382,14 +384,6 @@ def command_bench(args: argparse.Namespace) -> int:
     return 0
 
 
-# --- later ------------------------------------------------------------------------------
-
-
-def command_not_yet(args: argparse.Namespace) -> int:
-    print(f"not implemented yet: see issue {NOT_YET_ISSUE}")
-    return 2
-
-
 # --- command line -----------------------------------------------------------------------
 
 
@@ -450,12 +444,7 @@ def parser() -> argparse.ArgumentParser:
                        help=f"more {BENCH_COMPARE} arguments (after --)")
     bench.set_defaults(handler=command_bench)
 
-    for name, what in (("trace", "record a program's allocation calls"),
-                       ("replay", "replay a recorded trace against a variant")):
-        later = commands.add_parser(name, help=f"(coming, issue {NOT_YET_ISSUE}) {what}",
-                                    description=f"{what}: not implemented yet.")
-        later.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
-        later.set_defaults(handler=command_not_yet)
+    runsel_trace_cli.add_commands(commands, shared, sys.modules[__name__])
     return main
 
 

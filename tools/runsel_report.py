@@ -1,193 +1,239 @@
-"""What `tools/runsel report` shows: one function per table, data in, rows out; two
-renderers (terminal text, Markdown) turn the same tables into the console summary
-and results/report.md. Input is the summary dict written to results/report.json.
+"""What `tools/runsel report` shows: one function per table (results in, rows out) and
+one per picture (experiments/harness/pictures.py), and three renderers (terminal text,
+Markdown, self-contained HTML) that lay the same tables and pictures out.
+Input is results.json as experiments/harness/harness.py writes it.
 """
 
 from __future__ import annotations
 
-import difflib
+import base64
+import html
+from pathlib import Path
 
-# The five terms of runsel's exact identity: committed = sum of these.
-IDENTITY_TERMS = ("allocated", "waste", "dirty", "bookkeeping", "bin_unused")
-BYTE_FIGURES = ("mapped", "committed", *IDENTITY_TERMS)
-COUNT_FIGURES = ("nmalloc", "nfree", "narenas", "chunks", "huge_count", "purges")
-
-
-def missing_figures(stats: dict) -> list[str]:
-    return [name for name in (*BYTE_FIGURES, "nmalloc", "bins") if name not in stats]
+MIB = 1 << 20
+# runsel's stats figures that explain resident memory (memory/include/runsel.h).
+STATS_FIGURES = ("committed", "allocated", "bin_unused", "waste", "dirty", "bookkeeping")
 
 
-def identity_gap(stats: dict) -> int | None:
-    """committed minus the sum of its terms: 0 when runsel's stats are consistent."""
-    if any(name not in stats for name in ("committed", *IDENTITY_TERMS)):
-        return None
-    return stats["committed"] - sum(stats[term] for term in IDENTITY_TERMS)
+def mib(count: float | None) -> str:
+    return "-" if count is None else f"{count / MIB:.1f}"
 
 
-def first_difference(expected: str, actual: str) -> str:
-    """Where two outputs first part, in one line."""
-    expected_lines, actual_lines = expected.splitlines(), actual.splitlines()
-    for number, (want, got) in enumerate(zip(expected_lines, actual_lines), start=1):
-        if want != got:
-            return f"line {number}: glibc {want[:60]!r}, runsel {got[:60]!r}"
-    shorter = min(len(expected_lines), len(actual_lines))
-    return (f"line {shorter + 1}: glibc printed {len(expected_lines)} lines, "
-            f"runsel {len(actual_lines)}")
+def delta_cell(delta: dict | None) -> str:
+    if not delta:
+        return "-"
+    return f"{delta['percent']:+.1f} % [{delta['low']:+.1f}, {delta['high']:+.1f}]"
 
 
-def output_diff(expected: str, actual: str, limit: int = 40) -> str:
-    """The start of a unified diff, glibc's output first."""
-    diff = difflib.unified_diff(expected.splitlines(), actual.splitlines(), "glibc", "runsel",
-                                n=2, lineterm="")
-    return "\n".join(list(diff)[:limit])
+def instructions_cell(counted: dict | None) -> str:
+    if not counted:
+        return "-"
+    return f"{counted['instructions'] / 1e6:.1f} M" if "instructions" in counted else "error"
 
 
-def human_bytes(count: int) -> str:
-    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if abs(count) >= size:
-            return f"{count / size:.2f} {unit}"
-    return f"{count} B"
+def point_at(pair: dict, checkpoint: str) -> dict:
+    return next(point for point in pair["checkpoints"] if point["name"] == checkpoint)
 
 
-def percent(part: float, whole: float) -> str:
-    return f"{100 * part / whole:.1f} %" if whole else "-"
+# --- tables: (title, headers, rows, note) ---------------------------------------------
 
 
-# --- tables: (headers, rows) ------------------------------------------------------------
-
-
-def checks_table(summary: dict):
-    headers = ["allocator", "check", "result", "detail"]
+def summary_table(results: dict):
+    reference = results["reference"]
+    headers = ["workload", "allocator", "median ms", f"time vs {reference} (95 % CI)",
+               "instructions", "minor faults", "peak MiB", "MiB at key", "live MiB at key",
+               "fragmentation at key"]
     rows = []
-    for variant in [summary["baseline"], *summary["variants"]]:
-        for check in variant["checks"]:
-            rows.append([variant["name"], check["name"], "ok" if check["ok"] else "FAILED",
-                         check["detail"]])
-    return headers, rows
+    for workload, data in results["summary"].items():
+        key = data["key_checkpoint"]
+        for name, pair in data["allocators"].items():
+            point = point_at(pair, key)
+            rows.append([f"{workload} ({key})" if not rows or rows[-1][0].split(" ")[0] != workload
+                         else workload, name, f"{pair['median_seconds'] * 1e3:.1f}",
+                         delta_cell(pair["delta_to_reference"]),
+                         instructions_cell(pair["instructions"]), f"{pair['minor_faults']:.0f}",
+                         mib(pair["peak_resident"]), mib(point["resident"]),
+                         mib(point["live_requested"]),
+                         "-" if point["fragmentation"] is None else f"{point['fragmentation']:.2f}"])
+    settings = results["settings"]
+    note = (f"Median of {settings['repeat']} interleaved runs at scale {settings['scale']}. "
+            "Key = the checkpoint named after the workload: the last one that still holds a "
+            "live set. Fragmentation = (resident − resident at start) ÷ live requested bytes. "
+            f"Instructions: {settings['instructions_how']}"
+            + (f", scale {settings['instruction_scale']}." if settings["instructions"] != "off"
+               else "."))
+    return "Summary", headers, rows, note
 
 
-def timing_table(summary: dict):
-    baseline = summary["baseline"]
-    headers = ["allocator", "median wall time", "runs (s)", "vs glibc"]
-    rows = [["glibc", f"{baseline['median_seconds']:.3f} s", runs_list(baseline), "1.00x"]]
-    for variant in summary["variants"]:
-        ratio = f"{variant['vs_glibc']:.2f}x" if variant["vs_glibc"] else "-"
-        median = f"{variant['median_seconds']:.3f} s"
-        rows.append([variant["name"], median, runs_list(variant), ratio])
-    return headers, rows
-
-
-def runs_list(entry: dict) -> str:
-    return " ".join(f"{seconds:.3f}" for seconds in entry["wall_seconds"])
-
-
-def figures_table(stats: dict):
-    """Whole-heap figures at exit; the identity terms as shares of committed."""
-    headers = ["figure", "value", "bytes", "of committed"]
+def checkpoints_table(results: dict, workload: str):
+    data = results["summary"][workload]["allocators"]
+    names = list(data)
+    first = data[names[0]]
+    headers = ["checkpoint", "live MiB", *[f"{name} MiB" for name in names]]
     rows = []
-    for name in BYTE_FIGURES:
-        if name not in stats:
-            rows.append([name, "missing", "", ""])
+    for index, point in enumerate(first["checkpoints"]):
+        rows.append([point["name"], mib(point["live_requested"]),
+                     *[mib(data[name]["checkpoints"][index]["resident"])
+                       if index < len(data[name]["checkpoints"]) else "-" for name in names]])
+    return (f"{workload}: resident memory at each checkpoint", headers, rows,
+            "Whole-process resident set (statm), median over repetitions.")
+
+
+def runsel_stats_table(results: dict, workload: str):
+    data = results["summary"][workload]
+    key = data["key_checkpoint"]
+    headers = ["variant", *[f"{figure} MiB" for figure in STATS_FIGURES], "runs", "non-full runs",
+               "purges"]
+    rows = []
+    for name, pair in data["allocators"].items():
+        stats = pair["runsel"].get(key)
+        if not stats:
             continue
-        share = percent(stats[name], stats["committed"]) if name in IDENTITY_TERMS else ""
-        rows.append([name, human_bytes(stats[name]), str(stats[name]), share])
-    for name in COUNT_FIGURES:
-        if name in stats:
-            rows.append([name, str(stats[name]), "", ""])
-    return headers, rows
+        rows.append([name, *[mib(stats[figure]) for figure in STATS_FIGURES],
+                     str(sum(b["runs"] for b in stats["bins"])),
+                     str(sum(b["nonfull_runs"] for b in stats["bins"])), str(stats["purges"])])
+    return (f"{workload}: runsel's stats at {key}", headers, rows,
+            "committed = allocated + bin_unused + waste + dirty + bookkeeping (runsel_stats).")
 
 
-def bins_table(stats: dict):
-    """Small bins that hold at least one run at exit."""
-    headers = ["size", "runs", "nonfull_runs", "regions_per_run", "regions_in_use", "used",
-               "unused_bytes"]
-    rows = []
-    for bin_stats in stats.get("bins", []):
-        if not bin_stats["runs"]:
-            continue
-        capacity = bin_stats["runs"] * bin_stats["regions_per_run"]
-        rows.append([str(bin_stats["size"]), str(bin_stats["runs"]), str(bin_stats["nonfull_runs"]),
-                     str(bin_stats["regions_per_run"]), str(bin_stats.get("regions_in_use", "")),
-                     percent(bin_stats.get("regions_in_use", 0), capacity),
-                     human_bytes(bin_stats["unused_bytes"])])
-    return headers, rows
+def checks_table(results: dict):
+    headers = ["workload", "check", "result", "detail"]
+    rows = [[check["workload"], check["check"], "ok" if check["ok"] else "FAILED",
+             check["detail"]] for check in results["checks"]]
+    rows += [[run["workload"], f"run under {run['allocator']} #{run['repetition'] + 1}",
+              "DISCARDED", run["error"]] for run in results["discarded"]]
+    if results["missing_allocators"]:
+        rows.append(["-", "system allocators installed", "missing",
+                     ", ".join(results["missing_allocators"])])
+    return ("Checks", headers, rows,
+            "Every run proved its allocator (runsel_variant() or the object providing malloc); "
+            "a run that could not is discarded and listed here.")
 
 
-def empty_bins(stats: dict) -> int:
-    return sum(1 for bin_stats in stats.get("bins", []) if not bin_stats["runs"])
+def setup_table(results: dict):
+    machine, settings = results["machine"], results["settings"]
+    rows = [["command", results["command"]], ["generated", results["generated"]],
+            ["duration", f"{results['duration_seconds']:.0f} s"],
+            ["machine", f"{machine['cpu']}, {machine['cores']} cores, Linux {machine['kernel']}"],
+            ["repetitions × scale × seed",
+             f"{settings['repeat']} × {settings['scale']} × {settings['seed']}"],
+            ["allocators", ", ".join(f"{a['name']}" + (f" ({a['preload']})" if a["preload"] else "")
+                                     for a in results["allocators"])]]
+    return "Set-up", ["", ""], rows, ""
 
 
-# --- renderers --------------------------------------------------------------------------
+def tables(results: dict) -> list:
+    """Every table, in report order."""
+    listed = [summary_table(results), checks_table(results)]
+    for workload in results["summary"]:
+        listed.append(checkpoints_table(results, workload))
+        stats = runsel_stats_table(results, workload)
+        if stats[2]:
+            listed.append(stats)
+    listed.append(setup_table(results))
+    return listed
+
+
+# --- pictures -------------------------------------------------------------------------
+
+
+def pictures(results: dict, out: Path) -> list[tuple[str, Path]]:
+    """Draws every picture into `out`; returns (caption, path) of those drawn."""
+    import pictures as draw  # experiments/harness/pictures.py (needs matplotlib)
+
+    drawn = [
+        ("Time versus peak resident memory (lower left is better)",
+         draw.time_versus_memory(results, out / "time_vs_memory.png")),
+        ("Resident memory across checkpoints", draw.resident_over_checkpoints(
+            results, out / "resident_over_checkpoints.png")),
+        ("Distributions of repeated timings", draw.timing_distributions(
+            results, out / "timing_distributions.png")),
+        ("Per-bin run utilization at each workload's key checkpoint",
+         draw.bin_utilization(results, out / "bin_utilization.png")),
+    ]
+    for workload in results["summary"]:
+        drawn.append((f"Chunk and page occupancy, {workload}: rb_first beside lifo",
+                      draw.chunk_occupancy(results, workload, out / f"occupancy_{workload}.png")))
+    return [(caption, path) for caption, path in drawn if path is not None]
+
+
+# --- renderers ------------------------------------------------------------------------
 
 
 def text_table(headers, rows) -> str:
     widths = [max(len(str(cell)) for cell in column) for column in zip(headers, *rows)]
-    numeric = [bool(rows) and all(is_number(row[i]) for row in rows) for i in range(len(headers))]
-
-    def line(cells):
-        return "  ".join(str(cell).rjust(width) if right else str(cell).ljust(width)
-                         for cell, width, right in zip(cells, widths, numeric)).rstrip()
-
-    return "\n".join([line(headers), line("-" * width for width in widths), *map(line, rows)])
-
-
-def is_number(cell: str) -> bool:
-    return cell == "" or cell.replace(".", "", 1).split(" ")[0].rstrip("x%").isdigit()
+    lines = ["  ".join(str(cell).ljust(width) for cell, width in zip(row, widths))
+             for row in [headers, ["-" * width for width in widths], *rows]]
+    return "\n".join(line.rstrip() for line in lines)
 
 
 def markdown_table(headers, rows) -> str:
-    def line(cells):
-        return "| " + " | ".join(str(cell).replace("|", "\\|") for cell in cells) + " |"
-
-    return "\n".join([line(headers), line("---" for _ in headers), *map(line, rows)])
-
-
-def sections(summary: dict):
-    """The report as (title, table or preformatted text) pairs, in reading order."""
-    yield "Checks", checks_table(summary)
-    for variant, check in failed_checks(summary):
-        if check["evidence"]:
-            yield f"{variant}: {check['name']}: evidence", check["evidence"]
-    yield "Wall time (with and without runsel)", timing_table(summary)
-    for variant in summary["variants"]:
-        stats = variant["stats"]
-        if stats is None:
-            yield f"{variant['name']}: stats", "no stats line: see the checks above"
-            continue
-        yield f"{variant['name']}: heap at exit ({variant['library']})", figures_table(stats)
-        yield (f"{variant['name']}: small bins with runs ({empty_bins(stats)} of "
-               f"{len(stats.get('bins', []))} bins hold none)"), bins_table(stats)
+    escape = lambda cell: str(cell).replace("|", "\\|")  # noqa: E731
+    lines = ["| " + " | ".join(map(escape, headers)) + " |",
+             "|" + "|".join(" --- " for _ in headers) + "|"]
+    lines += ["| " + " | ".join(map(escape, row)) + " |" for row in rows]
+    return "\n".join(lines)
 
 
-def failed_checks(summary: dict):
-    for variant in [summary["baseline"], *summary["variants"]]:
-        for check in variant["checks"]:
-            if not check["ok"]:
-                yield variant["name"], check
+def html_table(headers, rows) -> str:
+    head = "".join(f"<th>{html.escape(str(cell))}</th>" for cell in headers)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(cell))}</td>" for cell in row)
+                   + "</tr>" for row in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def verdict(summary: dict) -> str:
-    return "all checks passed" if summary["ok"] else "SOME CHECKS FAILED"
+def summary_text(results: dict) -> str:
+    title, headers, rows, note = summary_table(results)
+    failed = [row for row in checks_table(results)[2] if row[2] != "ok"]
+    verdict = (f"{len(failed)} check(s) failed or runs discarded: see the report"
+               if failed else "every check passed")
+    return f"\n{title}\n{text_table(headers, rows)}\n{note}\n\n{verdict}"
 
 
-def text(summary: dict) -> str:
-    parts = [f"runsel report: {summary['workload']}",
-             f"  {summary['environment']}; {summary['python']}; "
-             f"{summary['repeat']} run(s) per allocator, interleaved"]
-    for title, body in sections(summary):
-        parts += ["", f"== {title}", body if isinstance(body, str) else text_table(*body)]
-    parts += ["", f"runsel report: {verdict(summary)}"]
+def markdown(results: dict, drawn: list[tuple[str, Path]]) -> str:
+    listed = tables(results)
+    parts = ["# runsel report", ""]
+    for title, headers, rows, note in listed[:2]:
+        parts += [f"## {title}", "", markdown_table(headers, rows), "", note, ""]
+    parts += ["## Pictures", ""]
+    parts += [f"### {caption}\n\n![{caption}]({path.name})\n" for caption, path in drawn]
+    parts += ["## Details", ""]
+    for title, headers, rows, note in listed[2:]:
+        parts += [f"### {title}", "", markdown_table(headers, rows), "", note, ""]
     return "\n".join(parts)
 
 
-def markdown(summary: dict) -> str:
-    parts = ["# runsel report", "",
-             f"Workload: `{summary['workload']}` with `{summary['environment']}` "
-             f"({summary['python']}), {summary['repeat']} run(s) per allocator, interleaved; "
-             f"times are medians. Generated {summary['generated']}; build/libmalloc.so is "
-             f"`{summary['selected_container']}`.", "",
-             f"**Result: {verdict(summary)}.**"]
-    for title, body in sections(summary):
-        rendered = f"```\n{body}\n```" if isinstance(body, str) else markdown_table(*body)
-        parts += ["", f"## {title}", "", rendered]
+STYLE = """body{font-family:sans-serif;max-width:1400px;margin:2em auto;padding:0 1em}
+table{border-collapse:collapse;font-size:13px;margin:.5em 0}
+td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}
+td:first-child,th:first-child,td:nth-child(2){text-align:left}
+img{max-width:100%}.note{color:#555;font-size:13px}"""
+
+
+def html_page(results: dict, drawn: list[tuple[str, Path]]) -> str:
+    listed = tables(results)
+
+    def section(level, title, headers, rows, note):
+        return (f"<h{level}>{html.escape(title)}</h{level}>{html_table(headers, rows)}"
+                f"<p class=note>{html.escape(note)}</p>")
+
+    parts = [f"<!doctype html><meta charset=utf-8><title>runsel report</title>"
+             f"<style>{STYLE}</style><h1>runsel report</h1>"]
+    parts += [section(2, *table) for table in listed[:2]]
+    parts.append("<h2>Pictures</h2>")
+    for caption, path in drawn:
+        encoded = base64.b64encode(path.read_bytes()).decode()
+        parts.append(f"<h3>{html.escape(caption)}</h3>"
+                     f"<img alt='{html.escape(caption)}' src='data:image/png;base64,{encoded}'>")
+    parts.append("<h2>Details</h2>")
+    parts += [section(3, *table) for table in listed[2:]]
     return "\n".join(parts) + "\n"
+
+
+def write_report(results: dict, out: Path) -> tuple[Path, Path]:
+    """Draws the pictures and writes report.md and report.html into `out`."""
+    drawn = pictures(results, out)
+    markdown_path, html_path = out / "report.md", out / "report.html"
+    markdown_path.write_text(markdown(results, drawn))
+    html_path.write_text(html_page(results, drawn))
+    return markdown_path, html_path

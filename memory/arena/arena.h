@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "arena/base.h"
 #include "arena/chunk.h"
 #include "arena/run.h"
 #include "arena/size_classes.h"
@@ -13,9 +14,18 @@
 #include "platform/lock.h"
 #include "structures/rb_tree.h"
 
+struct runsel_chunk_map;  // runsel.h
+
 namespace runsel {
 
-using NonFullRuns = SelectedContainer<Run, RunHookAccess>;
+// Where a container's own memory (array_heap's side array) comes from: the
+// metadata allocator, never the heap the container describes.
+struct MetadataFromBase {
+  static void* allocate(std::size_t n) { return base::allocate(n); }
+  static void release(void* p, std::size_t n) { base::release(p, n); }
+};
+
+using NonFullRuns = SelectedContainer<Run, RunHookAccess, MetadataFromBase>;
 static_assert(NonFullRunSet<NonFullRuns, Run>);
 
 // A size class's runs. Only the bin touches its container.
@@ -91,6 +101,9 @@ class Arena {
   // Recomputes every figure by walking chunks, runs and containers; returns
   // false and writes what differs to stderr.
   bool walk_and_compare() const;
+  // Writes one occupancy code per page for each chunk (see runsel.h,
+  // runsel_chunk_maps); returns the number of chunks the arena has.
+  std::size_t chunk_maps(::runsel_chunk_map* out, std::size_t capacity) const;
 
   std::size_t dirty_max_pages() const { return dirty_max_pages_; }
 

@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "arena/arena.h"
+#include "runsel.h"
 #include "platform/os.h"
 
 namespace runsel {
@@ -160,6 +161,35 @@ bool Arena::walk_and_compare() const {
     }
   }
   return ok;
+}
+
+std::size_t Arena::chunk_maps(runsel_chunk_map* out, std::size_t capacity) const {
+  static_assert(RUNSEL_PAGES_PER_CHUNK == kPagesPerChunk);
+  std::size_t count = 0;
+  for (Chunk* chunk = chunks_; chunk != nullptr; chunk = chunk->next_in_arena, ++count) {
+    if (count >= capacity) continue;
+    runsel_chunk_map& map = out[count];
+    map.address = reinterpret_cast<std::size_t>(chunk);
+    map.arena = index_;
+    for (std::size_t i = 0; i < kPagesPerChunk; ++i) {
+      const std::uintptr_t bits = chunk->map[i].bits;
+      unsigned char code;
+      if (bits & kReserved) {
+        code = RUNSEL_PAGE_RESERVED;
+      } else if (!(bits & kAllocated)) {
+        code = (bits & kDirty) ? RUNSEL_PAGE_DIRTY : RUNSEL_PAGE_FREE;
+      } else if (bits & kLarge) {
+        code = RUNSEL_PAGE_LARGE;
+      } else {
+        Run* run = reinterpret_cast<Run*>(bits & ~kPageMask);
+        const BinInfo& info = kBinInfo[static_cast<std::size_t>(run->bin - bins_)];
+        code = static_cast<unsigned char>(RUNSEL_PAGE_SMALL +
+                                          (100 * (info.nregs - run->free_count)) / info.nregs);
+      }
+      map.pages[i] = code;
+    }
+  }
+  return count;
 }
 
 }  // namespace runsel

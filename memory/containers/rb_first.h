@@ -21,7 +21,9 @@
 
 namespace runsel {
 
-template <class Node, class HookOf>
+// Metadata is unused: the tree needs no memory beyond the hook. It is a
+// parameter so that every container has the same template signature.
+template <class Node, class HookOf, class Metadata>
   requires HookAccess<HookOf, Node>
 class RbFirstRuns {
  public:

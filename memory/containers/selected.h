@@ -4,26 +4,49 @@
 
 #include <type_traits>
 
+#include "containers/array_heap.h"
 #include "containers/container.h"
+#include "containers/lifo.h"
+#include "containers/pairing_heap.h"
 #include "containers/rb_first.h"
+#include "containers/rb_root.h"
 
 namespace runsel {
 
-enum class ContainerKind { rb_first };
+// One enumerator per entry of meson.build's `containers` list.
+enum class ContainerKind { rb_first, rb_root, lifo, array_heap, pairing_heap };
 
 #ifndef RUNSEL_CONTAINER
 #error "RUNSEL_CONTAINER must name the run container (meson sets it)"
 #endif
 inline constexpr ContainerKind kContainer = ContainerKind::RUNSEL_CONTAINER;
 
-template <ContainerKind kind, class Node, class HookOf>
+// Every container takes the same parameters: the node, how to reach its hook,
+// and the metadata allocator (used only by array_heap's side array).
+template <ContainerKind kind, class Node, class HookOf, class Metadata>
 struct ContainerFor;
-template <class Node, class HookOf>
-struct ContainerFor<ContainerKind::rb_first, Node, HookOf> {
-  using type = RbFirstRuns<Node, HookOf>;
+template <class Node, class HookOf, class Metadata>
+struct ContainerFor<ContainerKind::rb_first, Node, HookOf, Metadata> {
+  using type = RbFirstRuns<Node, HookOf, Metadata>;
+};
+template <class Node, class HookOf, class Metadata>
+struct ContainerFor<ContainerKind::rb_root, Node, HookOf, Metadata> {
+  using type = RbRootRuns<Node, HookOf, Metadata>;
+};
+template <class Node, class HookOf, class Metadata>
+struct ContainerFor<ContainerKind::lifo, Node, HookOf, Metadata> {
+  using type = LifoRuns<Node, HookOf, Metadata>;
+};
+template <class Node, class HookOf, class Metadata>
+struct ContainerFor<ContainerKind::array_heap, Node, HookOf, Metadata> {
+  using type = ArrayHeapRuns<Node, HookOf, Metadata>;
+};
+template <class Node, class HookOf, class Metadata>
+struct ContainerFor<ContainerKind::pairing_heap, Node, HookOf, Metadata> {
+  using type = PairingHeapRuns<Node, HookOf, Metadata>;
 };
 
-template <class Node, class HookOf>
-using SelectedContainer = typename ContainerFor<kContainer, Node, HookOf>::type;
+template <class Node, class HookOf, class Metadata>
+using SelectedContainer = typename ContainerFor<kContainer, Node, HookOf, Metadata>::type;
 
 }  // namespace runsel

@@ -195,6 +195,18 @@ RUNSEL_EXPORT int runsel_check(void) {
   return ok ? 0 : -1;
 }
 
+RUNSEL_EXPORT size_t runsel_chunk_maps(runsel_chunk_map* out, size_t capacity) {
+  std::size_t total = 0;
+  const std::size_t count = arena_count();
+  for (std::size_t i = 0; i < count; ++i) {
+    Arena* arena = arena_at(i);
+    LockGuard guard(arena->lock);
+    total += arena->chunk_maps(out + (total < capacity ? total : capacity),
+                               total < capacity ? capacity - total : 0);
+  }
+  return total;
+}
+
 RUNSEL_EXPORT int malloc_trim(size_t) noexcept {
   runsel_free_dirty_pages();
   return 1;

@@ -60,6 +60,23 @@ void runsel_free_dirty_pages(void);
  * when consistent; otherwise writes what differs to stderr and returns -1. */
 int runsel_check(void);
 
+/* Page occupancy of one arena chunk, for fragmentation pictures. */
+#define RUNSEL_PAGES_PER_CHUNK 256
+#define RUNSEL_PAGE_RESERVED 0   /* chunk header or guard page */
+#define RUNSEL_PAGE_FREE 1       /* free, purged or never touched */
+#define RUNSEL_PAGE_DIRTY 2      /* free, still committed */
+#define RUNSEL_PAGE_LARGE 3      /* part of a large allocation */
+#define RUNSEL_PAGE_SMALL 16     /* small run page: 16 + percent of its regions in use */
+typedef struct runsel_chunk_map {
+  size_t address;
+  unsigned arena;
+  unsigned char pages[RUNSEL_PAGES_PER_CHUNK];
+} runsel_chunk_map;
+
+/* Fills up to `capacity` maps (arena order, then chunk order within an
+ * arena); returns how many chunks exist, which may exceed capacity. */
+size_t runsel_chunk_maps(runsel_chunk_map* out, size_t capacity);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,20 +1,29 @@
-// Every non-full run container, driven the way a bin drives it and compared
-// with a reference model of its policy; check() runs after every step.
-// Replay one seed: RUNSEL_TEST_SEED=<n>; scale: RUNSEL_STRESS=<k>.
+// Every non-full run container, driven the way a bin drives it and by random
+// operations, compared with a reference model of its policy; check() runs
+// after every step. Replay one seed: RUNSEL_TEST_SEED=<n>; scale:
+// RUNSEL_STRESS=<k>. meson runs each container's cases in its own suite
+// (--gtest_filter=*/<container>.*); run the binary alone for all five.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <map>
 #include <random>
 #include <set>
 #include <string>
+#include <type_traits>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
+#include "containers/array_heap.h"
 #include "containers/container.h"
 #include "containers/hook.h"
+#include "containers/lifo.h"
+#include "containers/pairing_heap.h"
 #include "containers/rb_first.h"
+#include "containers/rb_root.h"
 
 namespace runsel {
 namespace {
@@ -48,16 +57,39 @@ struct Run {
   ContainerHook<Run> hook;
   std::uint32_t used = 0;      // regions allocated
   std::uint32_t capacity = 0;  // regions per run
+  std::size_t slot = 0;        // RandomOperations: position in its members/outsiders list
 };
 
 struct RunHook {
   static ContainerHook<Run>& hook(Run* run) { return run->hook; }
 };
 
-using RbFirst = RbFirstRuns<Run, RunHook>;
-static_assert(NonFullRunSet<RbFirst, Run>);
+// Metadata for array_heap's side array: glibc's malloc (unit tests do not run
+// on runsel), counting what is outstanding.
+struct CountingMetadata {
+  static inline std::size_t calls = 0;
+  static inline std::size_t live_bytes = 0;
+  static void* allocate(std::size_t bytes) {
+    ++calls;
+    live_bytes += bytes;
+    return std::malloc(bytes);
+  }
+  static void release(void* p, std::size_t bytes) {
+    live_bytes -= bytes;
+    std::free(p);
+  }
+};
+
+// Metadata that has none left.
+struct NoMetadata {
+  static void* allocate(std::size_t) { return nullptr; }
+  static void release(void*, std::size_t) {}
+};
 
 // ---- reference models: what peek() must answer ----------------------------
+// expected_peek() is called exactly when the container's peek() is.
+
+std::uintptr_t address(const Run* run) { return reinterpret_cast<std::uintptr_t>(run); }
 
 class LowestAddressModel {
  public:
@@ -65,34 +97,125 @@ class LowestAddressModel {
   void erase(Run* run) { EXPECT_EQ(members_.erase(address(run)), 1u); }
   void touched(Run*) {}
   std::size_t size() const { return members_.size(); }
-  Run* expected_peek() const {
+  template <class Set>
+  Run* expected_peek(const Set&) {
     return members_.empty() ? nullptr : reinterpret_cast<Run*>(*members_.begin());
   }
 
  private:
-  static std::uintptr_t address(Run* run) { return reinterpret_cast<std::uintptr_t>(run); }
   std::set<std::uintptr_t> members_;
 };
 
-template <class Set>
-struct ModelFor;
-template <>
-struct ModelFor<RbFirst> {
-  using Type = LowestAddressModel;
+class MostRecentModel {
+ public:
+  void insert(Run* run) {
+    EXPECT_TRUE(stamp_of_.emplace(run, next_stamp_).second);
+    by_stamp_.emplace(next_stamp_++, run);
+  }
+  void erase(Run* run) {
+    auto found = stamp_of_.find(run);
+    ASSERT_NE(found, stamp_of_.end());
+    by_stamp_.erase(found->second);
+    stamp_of_.erase(found);
+  }
+  void touched(Run*) {}  // a free or allocation does not move a run
+  std::size_t size() const { return stamp_of_.size(); }
+  template <class Set>
+  Run* expected_peek(const Set&) {
+    return by_stamp_.empty() ? nullptr : by_stamp_.rbegin()->second;
+  }
+
+ private:
+  std::uint64_t next_stamp_ = 0;
+  std::map<std::uint64_t, Run*> by_stamp_;  // insertion order
+  std::unordered_map<Run*, std::uint64_t> stamp_of_;
 };
+
+// "Sticky until erased, else the tree's root". The root comes from the
+// container (a test accessor; the model has no tree), but the model checks it
+// is a member and remembers the pick itself, so a container that forgot its
+// pick and answered the current root would differ as soon as the tree rotates.
+class StickyRootModel {
+ public:
+  void insert(Run* run) { EXPECT_TRUE(members_.insert(run).second); }
+  void erase(Run* run) {
+    EXPECT_EQ(members_.erase(run), 1u);
+    if (run == current_) current_ = nullptr;
+  }
+  void touched(Run*) {}
+  std::size_t size() const { return members_.size(); }
+  template <class Set>
+  Run* expected_peek(const Set& set) {
+    if (current_ == nullptr && !members_.empty()) {
+      current_ = set.root();
+      EXPECT_EQ(members_.count(current_), 1u) << "the tree's root is not a member";
+    }
+    return current_;
+  }
+
+ private:
+  std::set<Run*> members_;
+  Run* current_ = nullptr;
+};
+
+// ---- one case per container ------------------------------------------------
+
+enum class Policy { kLowestAddress, kMostRecent, kStickyRoot };
+
+template <template <class, class, class> class Container, class Model_, Policy kPolicy_>
+struct Case {
+  template <class Metadata>
+  using With = Container<Run, RunHook, Metadata>;
+  using Set = With<CountingMetadata>;
+  using Model = Model_;
+  static constexpr Policy kPolicy = kPolicy_;
+  static_assert(NonFullRunSet<Set, Run>);
+  // Bins live in arenas made by placement new in metadata memory and are
+  // never destroyed: no destructor work, constant-initialisable.
+  static_assert(std::is_trivially_destructible_v<Set>);
+};
+
+// Template aliases with the plain three-parameter shape Case expects.
+template <class N, class H, class M>
+using RbFirstOf = RbFirstRuns<N, H, M>;
+template <class N, class H, class M>
+using RbRootOf = RbRootRuns<N, H, M>;
+template <class N, class H, class M>
+using LifoOf = LifoRuns<N, H, M>;
+template <class N, class H, class M>
+using ArrayHeapOf = ArrayHeapRuns<N, H, M>;
+template <class N, class H, class M>
+using PairingHeapOf = PairingHeapRuns<N, H, M>;
+
+using RbFirstCase = Case<RbFirstOf, LowestAddressModel, Policy::kLowestAddress>;
+using RbRootCase = Case<RbRootOf, StickyRootModel, Policy::kStickyRoot>;
+using LifoCase = Case<LifoOf, MostRecentModel, Policy::kMostRecent>;
+using ArrayHeapCase = Case<ArrayHeapOf, LowestAddressModel, Policy::kLowestAddress>;
+using PairingHeapCase = Case<PairingHeapOf, LowestAddressModel, Policy::kLowestAddress>;
+
+// Checks the set against the model: invariants, size, and the pick.
+template <class Set, class Model>
+void verify(Set& set, Model& model, std::size_t step) {
+  const char* why = "";
+  ASSERT_TRUE(set.check(&why)) << "check() failed at step " << step << ": " << why;
+  ASSERT_EQ(set.size(), model.size()) << "at step " << step;
+  Run* expected = model.expected_peek(set);
+  ASSERT_EQ(set.peek(), expected) << "at step " << step;
+}
 
 // ---- a bin, reduced to what touches the container --------------------------
 
-template <class Set>
+template <class Case>
 class BinSimulation {
  public:
   explicit BinSimulation(std::uint64_t seed) : rng_(seed) {
-    // Most seeds use a few runs; every 10th 1,000 runs, and every 100th
-    // 12,000 runs of 4 regions, which at 55% occupancy leaves about 10,000
-    // of them non-full.
+    // Most seeds use a few runs; every 10th 1,000 runs, and seeds 100, 300,
+    // 500, ... 12,000 runs of 4 regions, which at 55% occupancy leaves about
+    // 10,000 of them non-full (one such seed in the default 200 keeps the
+    // run short; RUNSEL_STRESS adds more).
     std::size_t run_count = 1 + seed % 64;
     std::uint32_t capacity = 1 + rng_() % 8;
-    if (seed % 100 == 0) {
+    if (seed % 200 == 100) {
       run_count = 12'000;
       capacity = 4;
     } else if (seed % 10 == 0) {
@@ -139,7 +262,7 @@ class BinSimulation {
         free_region(rng_() % live_.size());
       }
       if (::testing::Test::HasFatalFailure()) return;
-      verify(step);
+      verify(set_, model_, step);
       if (::testing::Test::HasFatalFailure()) return;
     }
   }
@@ -147,6 +270,8 @@ class BinSimulation {
   // The bin's allocation path: use the run peek() names, or start a new one.
   void allocate_region() {
     Run* run = set_.peek();
+    Run* expected = model_.expected_peek(set_);
+    ASSERT_EQ(run, expected) << "the bin's peek()";
     if (run == nullptr) {
       ASSERT_FALSE(spare_runs_.empty()) << "no non-full run and no spare run";
       run = spare_runs_.back();
@@ -190,41 +315,171 @@ class BinSimulation {
     }
   }
 
-  void verify(std::size_t step) {
-    const char* why = "";
-    ASSERT_TRUE(set_.check(&why)) << "check() failed at step " << step << ": " << why;
-    ASSERT_EQ(set_.size(), model_.size()) << "at step " << step;
-    ASSERT_EQ(set_.peek(), model_.expected_peek()) << "at step " << step;
-  }
-
   std::mt19937_64 rng_;
   std::vector<Run> pool_;
   std::vector<Run*> spare_runs_;  // runs not holding any region
   std::vector<Run*> live_;        // one entry per allocated region: its run
   std::size_t max_live_ = 0;
-  Set set_;
-  typename ModelFor<Set>::Type model_;
+  typename Case::Set set_;
+  typename Case::Model model_;
 };
+
+// ---- random operations, not shaped like a bin -------------------------------
+
+// insert, erase (of the pick or of any member), peek and touched in random
+// order, the set's size wandering between targets; seeds 50, 150, 250, ...
+// reach 10,000 members.
+template <class Case>
+class RandomOperations {
+ public:
+  explicit RandomOperations(std::uint64_t seed) : rng_(seed) {
+    const std::size_t capacity = seed % 100 == 50 ? 10'000 : 1 + rng_() % 200;
+    pool_ = std::vector<Run>(capacity);
+    for (Run& run : pool_) add(outsiders_, &run);
+    // Random address order.
+    for (std::size_t i = outsiders_.size(); i > 1; --i) swap_slots(outsiders_, i - 1, rng_() % i);
+  }
+
+  void run() {
+    const std::size_t capacity = pool_.size();
+    std::size_t step = 0;
+    // Moving towards a target gains half a member per step on average (70%
+    // towards, 20% away, 10% touched), so 4 x capacity steps all but always arrive.
+    drive_to(capacity, 4 * capacity + 64, step);
+    for (int phase = 0; phase < 3 && !::testing::Test::HasFatalFailure(); ++phase) {
+      drive_to(rng_() % (capacity + 1), std::min<std::size_t>(capacity, 1'000) + 16, step);
+    }
+    drive_to(0, 4 * capacity + 64, step);
+    if (::testing::Test::HasFatalFailure()) return;
+    ASSERT_TRUE(members_.empty()) << "drain did not finish";
+    ASSERT_EQ(set_.peek(), nullptr);
+  }
+
+ private:
+  void drive_to(std::size_t target, std::size_t max_steps, std::size_t& step) {
+    for (std::size_t i = 0; i < max_steps && members_.size() != target; ++i, ++step) {
+      const unsigned dice = static_cast<unsigned>(rng_() % 100);
+      const bool grow = members_.size() < target ? dice < 70 : dice < 20;
+      if (dice >= 90 && !members_.empty()) {
+        Run* run = members_[rng_() % members_.size()];
+        set_.touched(run);
+        model_.touched(run);
+      } else if (grow && !outsiders_.empty()) {
+        Run* run = outsiders_[rng_() % outsiders_.size()];
+        move(run, outsiders_, members_);
+        set_.insert(run);
+        model_.insert(run);
+      } else if (!grow && !members_.empty()) {
+        // Half the time the run that fills is the pick; otherwise any member.
+        Run* run = nullptr;
+        if (rng_() % 2 == 0) {
+          run = set_.peek();
+          Run* expected = model_.expected_peek(set_);
+          ASSERT_EQ(run, expected) << "at step " << step;
+        } else {
+          run = members_[rng_() % members_.size()];
+        }
+        move(run, members_, outsiders_);
+        set_.erase(run);
+        model_.erase(run);
+      }
+      if (::testing::Test::HasFatalFailure()) return;
+      verify(set_, model_, step);
+      if (::testing::Test::HasFatalFailure()) return;
+    }
+  }
+
+  static void add(std::vector<Run*>& list, Run* run) {
+    run->slot = list.size();
+    list.push_back(run);
+  }
+  static void swap_slots(std::vector<Run*>& list, std::size_t a, std::size_t b) {
+    std::swap(list[a], list[b]);
+    list[a]->slot = a;
+    list[b]->slot = b;
+  }
+  static void move(Run* run, std::vector<Run*>& from, std::vector<Run*>& to) {
+    swap_slots(from, run->slot, from.size() - 1);
+    from.pop_back();
+    add(to, run);
+  }
+
+  std::mt19937_64 rng_;
+  std::vector<Run> pool_;
+  std::vector<Run*> members_;
+  std::vector<Run*> outsiders_;
+  typename Case::Set set_;
+  typename Case::Model model_;
+};
+
+// ---- deliberate corruption --------------------------------------------------
+
+// Breaks the structure of `set`, whose members are runs[0..] (at least 8, all
+// inserted), through the hooks; check() must notice. `variant` picks one of
+// two corruptions.
+template <class Case>
+void corrupt(typename Case::Set& set, std::vector<Run>& runs, int variant) {
+  using Set = typename Case::Set;
+  Run* pick = set.peek();
+  if constexpr (std::is_same_v<Set, RbFirstCase::Set> || std::is_same_v<Set, RbRootCase::Set>) {
+    RbLinks<Run>& root = RunHook::hook(set.root()).rb;
+    if (variant == 0) {
+      root.parent_and_color |= 1;  // a red root
+    } else {
+      std::swap(root.left, root.right);  // in-order no longer rises
+    }
+  } else if constexpr (std::is_same_v<Set, LifoCase::Set>) {
+    ListLinks<Run>& head = RunHook::hook(pick).list;
+    if (variant == 0) {
+      RunHook::hook(head.next).list.prev = head.next;  // second run's prev wrong
+    } else {
+      Run* tail = pick;
+      while (RunHook::hook(tail).list.next != nullptr) tail = RunHook::hook(tail).list.next;
+      RunHook::hook(tail).list.next = pick;  // a cycle
+    }
+  } else if constexpr (std::is_same_v<Set, ArrayHeapCase::Set>) {
+    if (variant == 0) {
+      RunHook::hook(pick).heap_index = 3;  // the minimum claims another slot
+    } else {
+      // Two members exchange their recorded slots: each names the other's.
+      std::swap(RunHook::hook(&runs[1]).heap_index, RunHook::hook(&runs[2]).heap_index);
+    }
+  } else if constexpr (std::is_same_v<Set, PairingHeapCase::Set>) {
+    PairingLinks<Run>& root = RunHook::hook(pick).pairing;
+    if (variant == 0) {
+      RunHook::hook(root.child).pairing.prev = nullptr;  // child lost its parent link
+    } else {
+      // The lowest run's leftmost child adopts the root: a cycle and an
+      // order violation.
+      Run* kid = root.child;
+      RunHook::hook(kid).pairing.child = pick;
+    }
+  } else {
+    static_assert(sizeof(Set) == 0, "no corruption written for this container");
+  }
+}
 
 // ---- the typed tests -------------------------------------------------------
 
-template <class Set>
+template <class Case>
 class NonFullRunsTest : public ::testing::Test {};
 
-using Containers = ::testing::Types<RbFirst>;
+using Containers =
+    ::testing::Types<RbFirstCase, RbRootCase, LifoCase, ArrayHeapCase, PairingHeapCase>;
 
 struct ContainerName {
-  template <class Set>
+  template <class Case>
   static std::string GetName(int) {
-    return Set::kName;
+    return Case::Set::kName;
   }
 };
 
 TYPED_TEST_SUITE(NonFullRunsTest, Containers, ContainerName);
 
 TYPED_TEST(NonFullRunsTest, StartsEmpty) {
-  static constinit TypeParam global_set;  // the allocator's bins are constinit
-  TypeParam set;
+  using Set = typename TypeParam::Set;
+  static constinit Set global_set;  // the allocator's bins are constinit
+  Set set;
   const char* why = "";
   EXPECT_TRUE(set.check(&why)) << why;
   EXPECT_EQ(set.size(), 0u);
@@ -234,7 +489,7 @@ TYPED_TEST(NonFullRunsTest, StartsEmpty) {
 }
 
 TYPED_TEST(NonFullRunsTest, OneRunInAndOut) {
-  TypeParam set;
+  typename TypeParam::Set set;
   Run run;
   run.capacity = 2;
   set.insert(&run);
@@ -249,11 +504,143 @@ TYPED_TEST(NonFullRunsTest, OneRunInAndOut) {
   EXPECT_EQ(set.peek(), nullptr);
 }
 
+// The policy, spelled out on small hand-made sequences.
+TYPED_TEST(NonFullRunsTest, PicksByItsPolicy) {
+  typename TypeParam::Set set;
+  std::vector<Run> runs(64);
+  const char* why = "";
+  auto at = [&](std::size_t i) { return &runs[i]; };
+  if constexpr (TypeParam::kPolicy == Policy::kLowestAddress) {
+    // peek() is the lowest address after every insert and erase.
+    for (std::size_t i : {5, 2, 8, 1, 9, 3, 7}) {
+      set.insert(at(i));
+      ASSERT_TRUE(set.check(&why)) << why;
+    }
+    EXPECT_EQ(set.peek(), at(1));
+    set.touched(at(1));
+    set.touched(at(9));
+    EXPECT_EQ(set.peek(), at(1));
+    set.erase(at(1));
+    EXPECT_EQ(set.peek(), at(2));
+    set.erase(at(5));  // not the lowest: the pick stays
+    EXPECT_EQ(set.peek(), at(2));
+    set.insert(at(0));
+    EXPECT_EQ(set.peek(), at(0));
+    for (std::size_t expected : {0, 2, 3, 7, 8, 9}) {
+      ASSERT_EQ(set.peek(), at(expected));
+      set.erase(at(expected));
+      ASSERT_TRUE(set.check(&why)) << why;
+    }
+    EXPECT_EQ(set.peek(), nullptr);
+  } else if constexpr (TypeParam::kPolicy == Policy::kMostRecent) {
+    // peek() is the run inserted last that is still a member.
+    set.insert(at(5));
+    set.insert(at(2));
+    set.insert(at(8));
+    EXPECT_EQ(set.peek(), at(8));
+    set.touched(at(2));  // frees and allocations do not move a run
+    EXPECT_EQ(set.peek(), at(8));
+    set.erase(at(8));
+    EXPECT_EQ(set.peek(), at(2));
+    set.erase(at(5));
+    EXPECT_EQ(set.peek(), at(2));
+    set.insert(at(1));
+    EXPECT_EQ(set.peek(), at(1));
+    set.insert(at(5));  // a run that left and came back goes to the front
+    EXPECT_EQ(set.peek(), at(5));
+    ASSERT_TRUE(set.check(&why)) << why;
+  } else {
+    // The first peek() takes the tree's root; it stays the pick while the
+    // tree grows and rotates around it, and only its erasure frees the choice.
+    for (std::size_t i = 0; i < 3; ++i) set.insert(at(i));
+    Run* pick = set.peek();
+    EXPECT_EQ(pick, set.root());
+    EXPECT_EQ(pick, at(1));  // three ascending inserts: the middle one is the root
+    for (std::size_t i = 3; i < 64; ++i) set.insert(at(i));
+    ASSERT_NE(set.root(), pick) << "the test needs the root to move";
+    EXPECT_EQ(set.peek(), pick);
+    set.touched(pick);
+    set.erase(at(0));
+    set.erase(set.root());
+    EXPECT_EQ(set.peek(), pick);
+    ASSERT_TRUE(set.check(&why)) << why;
+    set.erase(pick);
+    Run* next = set.peek();
+    EXPECT_EQ(next, set.root());
+    EXPECT_NE(next, pick);
+    ASSERT_TRUE(set.check(&why)) << why;
+  }
+}
+
 TYPED_TEST(NonFullRunsTest, MatchesModelUnderBinTraffic) {
   for (std::uint64_t seed : test_seeds(200)) {
     SCOPED_TRACE(replay_hint(seed));
     BinSimulation<TypeParam>(seed).run();
     if (::testing::Test::HasFatalFailure()) return;
+  }
+}
+
+TYPED_TEST(NonFullRunsTest, MatchesModelUnderRandomOperations) {
+  for (std::uint64_t seed : test_seeds(100)) {
+    SCOPED_TRACE(replay_hint(seed));
+    RandomOperations<TypeParam>(seed).run();
+    if (::testing::Test::HasFatalFailure()) return;
+  }
+}
+
+TYPED_TEST(NonFullRunsTest, CheckDetectsCorruption) {
+  for (int variant = 0; variant < 2; ++variant) {
+    SCOPED_TRACE("corruption " + std::to_string(variant));
+    typename TypeParam::Set set;
+    std::vector<Run> runs(16);
+    std::vector<Run*> order;
+    for (Run& run : runs) order.push_back(&run);
+    std::mt19937_64 rng(7);
+    std::shuffle(order.begin(), order.end(), rng);
+    for (Run* run : order) set.insert(run);
+    set.erase(order[0]);  // a pairing heap now has more than one level
+    set.insert(order[0]);
+    const char* why = nullptr;
+    ASSERT_TRUE(set.check(&why)) << why;
+    corrupt<TypeParam>(set, runs, variant);
+    why = nullptr;
+    EXPECT_FALSE(set.check(&why));
+    ASSERT_NE(why, nullptr);
+    EXPECT_STRNE(why, "");
+    // The set is broken; it is simply dropped (no destructor to run).
+  }
+}
+
+// Only array_heap takes memory, and only through its Metadata policy: with no
+// metadata every other container still works, and array_heap stops at once.
+TYPED_TEST(NonFullRunsTest, MemoryOnlyThroughMetadata) {
+  using Starved = typename TypeParam::template With<NoMetadata>;
+  std::vector<Run> runs(100);
+  if constexpr (std::is_same_v<TypeParam, ArrayHeapCase>) {
+    EXPECT_DEATH(
+        {
+          Starved set;
+          set.insert(&runs[0]);
+        },
+        "array_heap: out of metadata");
+    // With metadata: the array doubles and each smaller array is returned.
+    const std::size_t calls_before = CountingMetadata::calls;
+    const std::size_t live_before = CountingMetadata::live_bytes;
+    {
+      typename TypeParam::Set set;
+      for (Run& run : runs) set.insert(&run);
+      EXPECT_EQ(CountingMetadata::calls - calls_before, 4u);  // 16, 32, 64, 128 slots
+      EXPECT_EQ(CountingMetadata::live_bytes - live_before, 128 * sizeof(Run*));
+      for (Run& run : runs) set.erase(&run);
+    }
+  } else {
+    Starved set;
+    for (Run& run : runs) set.insert(&run);
+    const char* why = "";
+    EXPECT_TRUE(set.check(&why)) << why;
+    EXPECT_EQ(set.size(), runs.size());
+    for (Run& run : runs) set.erase(&run);
+    EXPECT_EQ(set.size(), 0u);
   }
 }
 

@@ -1,0 +1,88 @@
+"""Which allocators the harness compares, and how a run proves which one served it.
+
+runsel's variants are discovered from the build (meson's malloc-<container> libraries),
+never listed by hand; the system allocators are found with ldconfig.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+REFERENCE = "rb_first"  # every runsel variant's time is compared with it
+VARIANT_TARGET_PREFIX = "malloc-"
+# (allocator, shared object ldconfig knows it by). glibc needs no preload.
+SYSTEM_ALLOCATORS = (
+    ("jemalloc", "libjemalloc.so.2"),
+    ("mimalloc", "libmimalloc.so.2"),
+    ("tcmalloc", "libtcmalloc_minimal.so.4"),
+)
+
+
+@dataclass(frozen=True)
+class Allocator:
+    name: str            # "rb_first", ..., "glibc", "jemalloc", ...
+    runsel: bool         # a runsel variant (has stats and chunk maps)
+    preload: Path | None  # LD_PRELOAD, None for glibc
+
+    def expected_identity(self) -> str:
+        """What the workload's allocator detection must print for this allocator."""
+        return f"runsel:{self.name}" if self.runsel else self.name
+
+
+def runsel_variants(build_dir: Path) -> list[Allocator]:
+    """Every container library the build defines, rb_first first, then meson's order."""
+    try:
+        targets = json.loads(subprocess.run(
+            ["meson", "introspect", str(build_dir), "--targets"],
+            check=True, capture_output=True, text=True).stdout)
+        found = {target["name"][len(VARIANT_TARGET_PREFIX):]: Path(target["filename"][0])
+                 for target in targets
+                 if target["type"] == "shared library"
+                 and target["name"].startswith(VARIANT_TARGET_PREFIX)}
+    except (OSError, subprocess.CalledProcessError, json.JSONDecodeError):
+        found = {path.name[len("lib" + VARIANT_TARGET_PREFIX):-len(".so")]: path
+                 for path in sorted(build_dir.glob(f"lib{VARIANT_TARGET_PREFIX}*.so"))}
+    ordered = sorted(found, key=lambda name: name != REFERENCE)
+    return [Allocator(name, True, found[name].resolve()) for name in ordered]
+
+
+def system_library(soname: str) -> Path | None:
+    """The path ldconfig knows `soname` by, or None when it is not installed."""
+    try:
+        cache = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True).stdout
+    except OSError:
+        cache = ""
+    matches = [line.strip() for line in cache.splitlines()
+               if line.strip().split(" ")[0] == soname]
+    for line in sorted(matches, key=lambda line: "x86-64" not in line):
+        path = Path(line.partition(" => ")[2].strip())
+        if path.exists():
+            return path
+    return None
+
+
+def system_allocators() -> tuple[list[Allocator], list[str]]:
+    """glibc and every installed system allocator; also the names that are missing."""
+    present, missing = [Allocator("glibc", False, None)], []
+    for name, soname in SYSTEM_ALLOCATORS:
+        path = system_library(soname)
+        if path is None:
+            missing.append(name)
+        else:
+            present.append(Allocator(name, False, path))
+    return present, missing
+
+
+def identity_problem(allocator: Allocator, reported: dict) -> str | None:
+    """Why a run's reported allocator is not the one asked for; None when it is."""
+    name, provider = reported.get("name", ""), reported.get("provider", "")
+    if name != allocator.expected_identity():
+        return f"asked for {allocator.expected_identity()}, malloc served by {name or '?'}"
+    if allocator.preload is not None and provider:
+        if Path(provider).resolve() != allocator.preload.resolve():
+            return f"malloc comes from {provider}, not {allocator.preload}"
+    return None

@@ -1,0 +1,143 @@
+"""From raw runs to the figures the report shows: medians, deltas to rb_first with a
+bootstrap confidence interval, resident memory per checkpoint, fragmentation, and the
+agreement check of SPEC §3 (rb_first, array_heap and pairing_heap choose alike).
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+
+from allocators import REFERENCE
+
+# SPEC §3: these containers make exactly the same choices, so on a deterministic
+# workload their stats must be identical at every checkpoint.
+MUST_AGREE = ("rb_first", "array_heap", "pairing_heap")
+BOOTSTRAP_RESAMPLES = 2000
+MIN_LIVE_FOR_FRAGMENTATION = 256 << 10  # below this, resident ÷ live is noise
+
+
+def bootstrap_delta(times: list[float], reference: list[float], seed: int = 4) -> dict:
+    """Median time relative to the reference, in percent, with a 95 % percentile
+    bootstrap interval (both samples resampled with replacement)."""
+    point = 100 * (statistics.median(times) / statistics.median(reference) - 1)
+    rng = random.Random(seed)
+    deltas = sorted(
+        100 * (statistics.median(rng.choices(times, k=len(times)))
+               / statistics.median(rng.choices(reference, k=len(reference))) - 1)
+        for _ in range(BOOTSTRAP_RESAMPLES))
+    return {"percent": point, "low": deltas[int(0.025 * len(deltas))],
+            "high": deltas[int(0.975 * len(deltas)) - 1]}
+
+
+def checkpoint_series(documents: list[dict]) -> list[dict]:
+    """Per checkpoint (in order): median resident, live requested, minor faults over the
+    repetitions, and heap resident (resident minus resident at "start")."""
+    names = [checkpoint["name"] for checkpoint in documents[0]["checkpoints"]]
+    series = []
+    for index, name in enumerate(names):
+        rows = [doc["checkpoints"][index] for doc in documents
+                if index < len(doc["checkpoints"]) and doc["checkpoints"][index]["name"] == name]
+        starts = [doc["checkpoints"][0]["resident"] for doc in documents]
+        resident = statistics.median(row["resident"] for row in rows)
+        live = statistics.median(row["live_requested"] for row in rows)
+        heap = resident - statistics.median(starts)
+        series.append({
+            "name": name, "resident": resident, "heap_resident": heap, "live_requested": live,
+            "minor_faults": statistics.median(row["minor_faults"] for row in rows),
+            "fragmentation": heap / live if live >= MIN_LIVE_FOR_FRAGMENTATION else None,
+        })
+    return series
+
+
+def key_checkpoint(series: list[dict]) -> str:
+    """The checkpoint the summary quotes: the last one (before "end") that still holds
+    a live set big enough for resident ÷ live to mean something."""
+    candidates = [point["name"] for point in series
+                  if point["name"] != "end" and point["fragmentation"] is not None]
+    return candidates[-1] if candidates else series[-1]["name"]
+
+
+def runsel_snapshot(document: dict) -> dict:
+    """{checkpoint: runsel stats} of one run (empty for other allocators)."""
+    return {checkpoint["name"]: checkpoint["runsel"] for checkpoint in document["checkpoints"]
+            if "runsel" in checkpoint}
+
+
+def summarize_pair(documents: list[dict]) -> dict:
+    """One workload under one allocator, over its valid repetitions."""
+    times = [doc["measured_seconds"] for doc in documents]
+    series = checkpoint_series(documents)
+    first = documents[0]
+    return {
+        "runs": len(documents),
+        "times": times,
+        "median_seconds": statistics.median(times),
+        "minor_faults": statistics.median(doc["checkpoints"][-1]["minor_faults"]
+                                          for doc in documents),
+        "checkpoints": series,
+        "peak_resident": max(point["resident"] for point in series),
+        "provider": first["allocator"]["provider"],
+        "identity": first["allocator"]["name"],
+        "checksum": first["checksum"],
+        "deterministic": first.get("deterministic", True),
+        "runsel": runsel_snapshot(first),
+        "chunk_maps": {checkpoint["name"]: checkpoint["chunk_maps"]
+                       for checkpoint in first["checkpoints"] if "chunk_maps" in checkpoint},
+    }
+
+
+def agreement(workload: str, pairs: dict, valid_runs: list[dict]) -> list[dict]:
+    """Checks that must hold for a workload: one checksum for every allocator (same
+    calls everywhere), and identical runsel stats across MUST_AGREE in every run."""
+    checks = []
+    checksums = {name: pair["checksum"] for name, pair in pairs.items()}
+    deterministic = all(pair["deterministic"] for pair in pairs.values())
+    if deterministic:
+        differing = sorted(name for name, value in checksums.items()
+                           if value != next(iter(checksums.values())))
+        checks.append({"workload": workload, "check": "same data checksum under every allocator",
+                       "ok": not differing, "detail": ", ".join(differing)})
+    group = [name for name in MUST_AGREE if name in pairs]
+    if deterministic and len(group) > 1:
+        snapshots = [(run["allocator"], run["repetition"], runsel_snapshot(run["document"]))
+                     for run in valid_runs
+                     if run["workload"] == workload and run["allocator"] in group]
+        reference = snapshots[0]
+        differing = [f"{name} #{repetition + 1}" for name, repetition, snapshot in snapshots
+                     if snapshot != reference[2]]
+        checks.append({"workload": workload,
+                       "check": f"identical runsel stats at every checkpoint: {', '.join(group)}",
+                       "ok": not differing,
+                       "detail": (f"differs from {reference[0]} #{reference[1] + 1}: "
+                                  + ", ".join(differing[:6])) if differing else
+                       f"{len(snapshots)} runs compared"})
+    return checks
+
+
+def summarize(valid_runs: list[dict], allocators: list[str], workloads: list[str],
+              instruction_counts: dict) -> dict:
+    """{"workloads": {workload: {"key_checkpoint", "allocators": {name: pair}}}, "checks"}."""
+    result, checks = {}, []
+    for workload in workloads:
+        pairs = {}
+        for allocator in allocators:
+            documents = [run["document"] for run in valid_runs
+                         if run["workload"] == workload and run["allocator"] == allocator]
+            if documents:
+                pairs[allocator] = summarize_pair(documents)
+        if not pairs:
+            continue
+        reference = pairs.get(REFERENCE)
+        for name, pair in pairs.items():
+            pair["delta_to_reference"] = (bootstrap_delta(pair["times"], reference["times"])
+                                          if reference and name != REFERENCE else None)
+            pair["instructions"] = instruction_counts.get(workload, {}).get(name)
+        key = key_checkpoint((reference or next(iter(pairs.values())))["checkpoints"])
+        result[workload] = {"key_checkpoint": key, "allocators": pairs}
+        checks.extend(agreement(workload, pairs, valid_runs))
+    return {"workloads": result, "checks": checks}
+
+
+def point_at(pair: dict, checkpoint: str) -> dict | None:
+    return next((point for point in pair["checkpoints"] if point["name"] == checkpoint), None)

@@ -1,0 +1,193 @@
+"""The report's pictures: one function per picture, results in, PNG out.
+
+Every function takes the results dict of harness.py (results.json) and a path, draws
+with matplotlib (Agg, no display) and returns the path, or None when the data for the
+picture is absent (for example no lifo variant for the occupancy map).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+MIB = 1 << 20
+# Page codes of runsel_chunk_maps (memory/include/runsel.h).
+PAGE_RESERVED, PAGE_FREE, PAGE_DIRTY, PAGE_LARGE, PAGE_SMALL = 0, 1, 2, 3, 16
+
+
+def allocator_colors(results: dict) -> dict[str, tuple]:
+    """One stable colour per allocator: runsel variants first (tab10), others after."""
+    palette = plt.get_cmap("tab10").colors
+    return {entry["name"]: palette[index % len(palette)]
+            for index, entry in enumerate(results["allocators"])}
+
+
+def workload_grid(count: int, width: float = 5.0, height: float = 3.6):
+    columns = min(3, count)
+    rows = math.ceil(count / columns)
+    figure, axes = plt.subplots(rows, columns, figsize=(width * columns, height * rows),
+                                squeeze=False)
+    for extra in axes.flat[count:]:
+        extra.set_visible(False)
+    return figure, list(axes.flat)
+
+
+def save(figure, path: Path) -> Path:
+    figure.tight_layout()
+    figure.savefig(path, dpi=90)
+    plt.close(figure)
+    return path
+
+
+def time_versus_memory(results: dict, path: Path) -> Path:
+    """Per workload: median time (x) against peak resident memory (y), one point per
+    allocator; lower left is better on both."""
+    colors = allocator_colors(results)
+    figure, axes = workload_grid(len(results["summary"]))
+    for axis, (workload, data) in zip(axes, results["summary"].items()):
+        for name, pair in data["allocators"].items():
+            x, y = pair["median_seconds"] * 1e3, pair["peak_resident"] / MIB
+            axis.scatter([x], [y], color=colors[name], s=40, zorder=3)
+            axis.annotate(name, (x, y), textcoords="offset points", xytext=(4, 3), fontsize=7)
+        axis.set_title(workload)
+        axis.set_xlabel("median measured time (ms)")
+        axis.set_ylabel("peak resident (MiB)")
+        axis.grid(alpha=0.3)
+    return save(figure, path)
+
+
+def resident_over_checkpoints(results: dict, path: Path) -> Path:
+    """Per workload: resident memory at every checkpoint, one line per allocator, and
+    the live requested bytes (black, dashed) that a perfect allocator would need."""
+    colors = allocator_colors(results)
+    figure, axes = workload_grid(len(results["summary"]), width=6.0, height=4.2)
+    for axis, (workload, data) in zip(axes, results["summary"].items()):
+        labels = None
+        for name, pair in data["allocators"].items():
+            labels = [point["name"] for point in pair["checkpoints"]]
+            axis.plot(range(len(labels)), [p["resident"] / MIB for p in pair["checkpoints"]],
+                      color=colors[name], marker=".", linewidth=1.2, label=name)
+        reference = next(iter(data["allocators"].values()))
+        axis.plot(range(len(labels)), [p["live_requested"] / MIB for p in reference["checkpoints"]],
+                  color="black", linestyle="--", linewidth=1, label="live requested")
+        axis.set_xticks(range(len(labels)))
+        axis.set_xticklabels(labels, rotation=60, ha="right", fontsize=6)
+        axis.set_title(workload)
+        axis.set_ylabel("resident (MiB)")
+        axis.grid(alpha=0.3)
+    axes[0].legend(fontsize=6, ncol=2)
+    return save(figure, path)
+
+
+def timing_distributions(results: dict, path: Path) -> Path:
+    """Per workload: every repetition's measured time per allocator (dots) and the
+    median (bar), to show how much of a difference is noise."""
+    colors = allocator_colors(results)
+    figure, axes = workload_grid(len(results["summary"]))
+    for axis, (workload, data) in zip(axes, results["summary"].items()):
+        names = list(data["allocators"])
+        for row, name in enumerate(names):
+            times = np.array(data["allocators"][name]["times"]) * 1e3
+            jitter = np.linspace(-0.2, 0.2, len(times)) if len(times) > 1 else np.zeros(1)
+            axis.scatter(times, row + jitter, color=colors[name], s=10, alpha=0.7)
+            axis.plot([np.median(times)] * 2, [row - 0.35, row + 0.35], color="black")
+        axis.set_yticks(range(len(names)))
+        axis.set_yticklabels(names, fontsize=7)
+        axis.invert_yaxis()
+        axis.set_title(workload)
+        axis.set_xlabel("measured time (ms)")
+        axis.grid(alpha=0.3, axis="x")
+    return save(figure, path)
+
+
+def bin_utilization(results: dict, path: Path) -> Path | None:
+    """Per workload, at its key checkpoint: for each runsel variant and small size class,
+    the share of regions in use among the bin's runs (100 % = every run full)."""
+    colors = allocator_colors(results)
+    figure, axes = workload_grid(len(results["summary"]))
+    drawn = False
+    for axis, (workload, data) in zip(axes, results["summary"].items()):
+        checkpoint = data["key_checkpoint"]
+        for name, pair in data["allocators"].items():
+            bins = pair["runsel"].get(checkpoint, {}).get("bins")
+            if not bins:
+                continue
+            used = [(b["size"], 100 * b["regions_in_use"] / (b["runs"] * b["regions_per_run"]))
+                    for b in bins if b["runs"]]
+            axis.plot([size for size, _ in used], [share for _, share in used], marker=".",
+                      color=colors[name], linewidth=1, label=name)
+            drawn = True
+        axis.set_xscale("log", base=2)
+        axis.set_ylim(0, 105)
+        axis.set_title(f"{workload} at {checkpoint}", fontsize=9)
+        axis.set_xlabel("size class (bytes)")
+        axis.set_ylabel("regions in use (%)")
+        axis.grid(alpha=0.3)
+    if not drawn:
+        plt.close(figure)
+        return None
+    axes[0].legend(fontsize=6)
+    return save(figure, path)
+
+
+def page_colors(pages: str) -> np.ndarray:
+    """One chunk's 256 page codes (hex pairs) as RGB rows: grey header, white free,
+    orange dirty, blue large, small runs green, darker the fuller."""
+    codes = np.frombuffer(bytes.fromhex(pages), dtype=np.uint8)
+    rgb = np.ones((len(codes), 3))
+    rgb[codes == PAGE_RESERVED] = (0.55, 0.55, 0.55)
+    rgb[codes == PAGE_DIRTY] = (1.0, 0.65, 0.2)
+    rgb[codes == PAGE_LARGE] = (0.3, 0.45, 0.85)
+    small = codes >= PAGE_SMALL
+    fullness = np.clip((codes[small].astype(float) - PAGE_SMALL) / 100, 0, 1)
+    rgb[small] = np.stack([0.85 - 0.75 * fullness, 0.95 - 0.45 * fullness,
+                           0.85 - 0.75 * fullness], axis=1)
+    return rgb
+
+
+def occupancy_checkpoint(left: dict, right: dict) -> str | None:
+    """Among the checkpoints both have maps for, the one where their heap resident
+    memory differs most (where the run choice showed)."""
+    shared = [name for name in left["chunk_maps"] if name in right["chunk_maps"]]
+    if not shared:
+        return None
+
+    def gap(name):
+        resident = {p["name"]: p["resident"] for p in left["checkpoints"]}
+        other = {p["name"]: p["resident"] for p in right["checkpoints"]}
+        return abs(resident[name] - other[name])
+    return max(shared, key=gap)
+
+
+def chunk_occupancy(results: dict, workload: str, path: Path,
+                    variants: tuple[str, str] = ("rb_first", "lifo")) -> Path | None:
+    """rb_first beside lifo: every arena chunk a row, every page a cell, at the
+    checkpoint where the two differ most."""
+    pairs = results["summary"][workload]["allocators"]
+    if not all(name in pairs and pairs[name]["chunk_maps"] for name in variants):
+        return None
+    checkpoint = occupancy_checkpoint(pairs[variants[0]], pairs[variants[1]])
+    if checkpoint is None:
+        return None
+    maps = [pairs[name]["chunk_maps"][checkpoint]["chunks"] for name in variants]
+    rows = max(len(chunks) for chunks in maps)
+    figure, axes = plt.subplots(1, 2, figsize=(12, 1.2 + 0.12 * max(rows, 8)), squeeze=False)
+    for axis, name, chunks in zip(axes[0], variants, maps):
+        image = np.ones((rows, 256, 3))
+        for row, chunk in enumerate(sorted(chunks, key=lambda c: (c["arena"], c["address"]))):
+            image[row] = page_colors(chunk["pages"])
+        axis.imshow(image, aspect="auto", interpolation="nearest")
+        point = next(p for p in pairs[name]["checkpoints"] if p["name"] == checkpoint)
+        axis.set_title(f"{name}: {len(chunks)} chunks, resident "
+                       f"{point['resident'] / MIB:.1f} MiB", fontsize=9)
+        axis.set_xlabel("page in chunk")
+        axis.set_ylabel("chunk")
+    figure.suptitle(f"{workload} at {checkpoint}: grey header, white free, orange dirty, "
+                    "blue large, green small run (darker = fuller)", fontsize=9)
+    return save(figure, path)

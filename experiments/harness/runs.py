@@ -1,0 +1,177 @@
+"""Running workloads: one run, the interleaved plan with progress on the terminal,
+and instruction counts (perf stat where the machine has counters, else callgrind).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from allocators import Allocator, identity_problem
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    program: Path
+
+
+def environment_for(allocator: Allocator) -> dict[str, str]:
+    environment = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "RUNSEL_STATS")}
+    if allocator.preload is not None:
+        environment["LD_PRELOAD"] = str(allocator.preload)
+    return environment
+
+
+def run_once(workload: Workload, allocator: Allocator, scale: float, seed: int,
+             timeout: float, prefix: list[str] = (), introspect: bool = True) -> dict:
+    """One run; returns {"ok", "document" or "error", "stderr"}. Never raises for a bad run."""
+    command = [*prefix, str(workload.program), "--seed", str(seed), "--scale", str(scale)]
+    if not introspect:
+        command.append("--no-introspection")
+    try:
+        completed = subprocess.run(command, env=environment_for(allocator), capture_output=True,
+                                   text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"ok": False, "error": f"timed out after {timeout:.0f} s", "stderr": ""}
+    if completed.returncode != 0:
+        return {"ok": False, "error": f"exit {completed.returncode}",
+                "stderr": completed.stderr[-2000:]}
+    try:
+        document = json.loads(completed.stdout)
+    except json.JSONDecodeError as failure:
+        return {"ok": False, "error": f"output is not JSON: {failure}",
+                "stderr": completed.stderr[-2000:]}
+    problem = identity_problem(allocator, document.get("allocator", {}))
+    if problem:
+        return {"ok": False, "error": f"identity not proven: {problem}", "stderr": ""}
+    return {"ok": True, "document": document, "stderr": completed.stderr}
+
+
+class Progress:
+    """One status line on a terminal (rewritten in place), sparse lines otherwise."""
+
+    def __init__(self, total: int, label: str):
+        self.total, self.label, self.done = total, label, 0
+        self.started = time.monotonic()
+        self.live = sys.stderr.isatty()
+
+    def step(self, text: str) -> None:
+        self.done += 1
+        elapsed = time.monotonic() - self.started
+        remaining = elapsed / self.done * (self.total - self.done)
+        line = (f"{self.label} [{self.done:4d}/{self.total}] {text:<48} "
+                f"elapsed {elapsed:5.0f} s, about {remaining:4.0f} s left")
+        if self.live:
+            sys.stderr.write("\r" + line[:150].ljust(150))
+            if self.done == self.total:
+                sys.stderr.write("\n")
+        elif self.done == self.total or self.done % max(1, self.total // 10) == 0:
+            sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+
+    def note(self, text: str) -> None:
+        sys.stderr.write(("\n" if self.live else "") + text + "\n")
+
+
+def run_interleaved(workloads: list[Workload], allocators: list[Allocator], repeat: int,
+                    scale: float, seed: int, timeout: float) -> tuple[list[dict], list[dict]]:
+    """Every workload under every allocator, `repeat` rounds of A B C ... so drift hits
+    all alike; each round starts one allocator later so none always runs first.
+    Returns (valid runs, discarded runs)."""
+    progress = Progress(repeat * len(workloads) * len(allocators), "runs")
+    valid, discarded = [], []
+    for repetition in range(repeat):
+        for workload in workloads:
+            shift = repetition % len(allocators)
+            for allocator in allocators[shift:] + allocators[:shift]:
+                result = run_once(workload, allocator, scale, seed, timeout)
+                record = {"workload": workload.name, "allocator": allocator.name,
+                          "repetition": repetition}
+                if result["ok"]:
+                    valid.append({**record, "document": result["document"]})
+                    status = f"{result['document']['measured_seconds'] * 1e3:8.1f} ms"
+                else:
+                    discarded.append({**record, "error": result["error"],
+                                      "stderr": result["stderr"]})
+                    progress.note(f"DISCARDED {workload.name} × {allocator.name}: "
+                                  f"{result['error']}")
+                    status = "discarded"
+                progress.step(f"{workload.name} × {allocator.name} #{repetition + 1} {status}")
+    return valid, discarded
+
+
+# --- instruction counts ---------------------------------------------------------------
+
+
+def perf_works() -> bool:
+    """True when `perf stat -e instructions` counts on this machine (not in most VMs)."""
+    try:
+        completed = subprocess.run(["perf", "stat", "-x,", "-e", "instructions:u", "true"],
+                                   capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    first = completed.stderr.strip().split(",")[0] if completed.stderr.strip() else ""
+    return completed.returncode == 0 and first.isdigit()
+
+
+def choose_counter(requested: str) -> tuple[str, str]:
+    """(counter, why): counter is "perf", "callgrind" or "off"."""
+    if requested == "off":
+        return "off", "switched off (--instructions off)"
+    if requested in ("auto", "perf") and perf_works():
+        return "perf", "perf stat -e instructions:u (whole process)"
+    if requested == "perf":
+        return "off", "perf stat has no instruction counter on this machine"
+    try:
+        subprocess.run(["valgrind", "--version"], capture_output=True, check=True)
+    except (OSError, subprocess.CalledProcessError):
+        return "off", "no hardware counters and no valgrind"
+    why = "no hardware counters here: " if requested == "auto" else ""
+    return "callgrind", why + "valgrind --tool=callgrind, measured region only, reduced size"
+
+
+def count_instructions(workload: Workload, allocator: Allocator, counter: str, scale: float,
+                       seed: int, timeout: float) -> dict:
+    """{"instructions": N} or {"error": ...}; the run still proves its allocator."""
+    with tempfile.TemporaryDirectory() as scratch:
+        if counter == "perf":
+            prefix = ["perf", "stat", "-x,", "-o", f"{scratch}/perf.txt", "-e", "instructions:u",
+                      "--"]
+        else:
+            prefix = ["valgrind", "--tool=callgrind", "--collect-atstart=no",
+                      "--toggle-collect=workload_measured*",
+                      f"--callgrind-out-file={scratch}/callgrind.out"]
+        result = run_once(workload, allocator, scale, seed, timeout, prefix, introspect=False)
+        if not result["ok"]:
+            return {"error": result["error"]}
+        if counter == "perf":
+            text = Path(f"{scratch}/perf.txt").read_text()
+            match = re.search(r"^(\d+),", text, re.MULTILINE)
+        else:
+            match = re.search(r"Collected : (\d+)", result["stderr"])
+    if not match:
+        return {"error": f"no instruction count in {counter}'s output"}
+    return {"instructions": int(match.group(1))}
+
+
+def run_instruction_counts(workloads: list[Workload], allocators: list[Allocator], counter: str,
+                           scale: float, seed: int, timeout: float) -> dict:
+    """{workload: {allocator: {"instructions": N} or {"error": ...}}}."""
+    counts: dict = {workload.name: {} for workload in workloads}
+    progress = Progress(len(workloads) * len(allocators), counter)
+    for workload in workloads:
+        for allocator in allocators:
+            result = count_instructions(workload, allocator, counter, scale, seed, timeout)
+            counts[workload.name][allocator.name] = result
+            shown = (f"{result['instructions'] / 1e6:8.1f} M" if "instructions" in result
+                     else result["error"])
+            progress.step(f"{workload.name} × {allocator.name} {shown}")
+    return counts

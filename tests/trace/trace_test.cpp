@@ -1,0 +1,503 @@
+// Functional tests of the trace tools: the format's reader; the recorder on a
+// real python3 (threads and fork included) and on every_call.cpp (each call,
+// allocation before main, threads freeing each other's blocks); the replayer
+// on this suite's container (RUNSEL_TEST_CONTAINER); and seeded mutations of a
+// trace, each cleanly rejected (exit 2 with the reader's offset) or replayed.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "trace_format.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace runsel::trace;
+using Bytes = std::vector<std::uint8_t>;
+
+const char* const kPython = "/usr/bin/python3";
+// Containers that pick the same run (the lowest-addressed): same placements.
+const char* const kSamePolicy[] = {"rb_first", "array_heap", "pairing_heap"};
+
+std::string container() {
+  const char* name = std::getenv("RUNSEL_TEST_CONTAINER");
+  return name ? name : "rb_first";
+}
+
+fs::path replayer(const std::string& name) {
+  return fs::path(RUNSEL_REPLAY_DIR) / ("runsel-replay-" + name);
+}
+
+// --- processes and files -----------------------------------------------------------
+
+struct Child {
+  int status = 0;
+  pid_t pid = 0;
+  std::string out, err;
+};
+
+std::string slurp(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+Bytes read_bytes(const fs::path& path) {
+  std::string text = slurp(path);
+  return Bytes(text.begin(), text.end());
+}
+
+void write_bytes(const fs::path& path, const Bytes& bytes) {
+  std::ofstream(path, std::ios::binary)
+      .write(reinterpret_cast<const char*>(bytes.data()),
+             static_cast<std::streamsize>(bytes.size()));
+}
+
+// Runs argv with `env` added to the environment; captures stdout and stderr.
+// A child still running after a minute gets SIGALRM, which shows as a signal.
+Child run(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+          const fs::path& dir) {
+  fs::path out = dir / "child.out", err = dir / "child.err";
+  Child child;
+  child.pid = fork();
+  if (child.pid == 0) {
+    for (const std::string& setting : env) putenv(const_cast<char*>(setting.c_str()));
+    int out_fd = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int err_fd = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(out_fd, 1);
+    dup2(err_fd, 2);
+    alarm(60);
+    std::vector<char*> args;
+    for (const std::string& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
+    args.push_back(nullptr);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  waitpid(child.pid, &child.status, 0);
+  child.out = slurp(out);
+  child.err = slurp(err);
+  return child;
+}
+
+// Records `python3 args...` into dir; returns the trace of the python process.
+fs::path record_python(const std::vector<std::string>& args, const fs::path& dir,
+                       Child* child = nullptr) {
+  std::vector<std::string> argv = {kPython};
+  argv.insert(argv.end(), args.begin(), args.end());
+  Child python = run(argv,
+                     {"PYTHONMALLOC=malloc", std::string("LD_PRELOAD=") + RUNSEL_TRACE_RECORDER,
+                      "RUNSEL_TRACE=" + (dir / "trace.%p").string()},
+                     dir);
+  EXPECT_TRUE(WIFEXITED(python.status) && WEXITSTATUS(python.status) == 0) << python.err;
+  if (child) *child = python;
+  return dir / ("trace." + std::to_string(python.pid));
+}
+
+struct Summary {
+  bool valid = false;
+  Problem problem;
+  Header header;
+  std::uint64_t records = 0;
+  std::map<std::uint32_t, std::uint64_t> per_thread;
+};
+
+Summary summarize(const Bytes& bytes, bool partial = false) {
+  Summary summary;
+  Reader reader(bytes.data(), bytes.size(), partial);
+  Record record;
+  if (reader.read_header(summary.header))
+    while (reader.next(record)) ++summary.per_thread[record.thread];
+  summary.valid = !reader.failed();
+  summary.problem = reader.problem();
+  summary.records = reader.records();
+  return summary;
+}
+
+// The replay output that depends only on where the container puts blocks:
+// every line but the comment and resident ones, without bookkeeping and
+// committed (array_heap's side array is bookkeeping, by design).
+std::string placements(const std::string& output) {
+  std::istringstream lines(output);
+  std::string line, kept;
+  while (std::getline(lines, line)) {
+    if (line.empty() || line[0] == '#' || line.rfind("resident", 0) == 0) continue;
+    std::istringstream words(line);
+    std::string word;
+    while (words >> word)
+      if (word.rfind("bookkeeping=", 0) != 0 && word.rfind("committed=", 0) != 0)
+        kept += word + " ";
+    kept += "\n";
+  }
+  return kept;
+}
+
+class TraceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char pattern[] = "/tmp/runsel-trace-test-XXXXXX";
+    ASSERT_NE(mkdtemp(pattern), nullptr);
+    dir_ = pattern;
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  fs::path dir_;
+};
+
+// --- the format -------------------------------------------------------------------
+
+TEST(TraceFormat, RoundTripsEveryOp) {
+  Bytes bytes(4096);
+  std::uint8_t* end = put_header(bytes.data(), 0, 1234);
+  PointerCoder coder;
+  std::vector<Record> written;
+  for (std::uint8_t op = 1; op <= kLastOp; ++op) {
+    Record r;
+    r.op = static_cast<Op>(op);
+    r.thread = op * 7u;  // both the nibble and the escaped form
+    if (has_size(r.op)) r.size = 1ull << (op * 3);
+    if (has_count(r.op)) r.count = op;
+    if (has_alignment(r.op)) r.alignment = 64;
+    if (has_input(r.op)) r.input = 0x7f0000001000ull + op * 16;
+    if (has_result(r.op)) r.result = op % 3 == 0 ? 0 : 0x7f0000002000ull - op * 32;
+    end = put_record(end, r, coder);
+    written.push_back(r);
+  }
+  end = put_end(end, written.size());
+  bytes.resize(static_cast<std::size_t>(end - bytes.data()));
+  Reader reader(bytes.data(), bytes.size());
+  Header header;
+  ASSERT_TRUE(reader.read_header(header));
+  EXPECT_EQ(header.pid, 1234u);
+  for (const Record& expected : written) {
+    Record r;
+    ASSERT_TRUE(reader.next(r));
+    EXPECT_EQ(r.op, expected.op);
+    EXPECT_EQ(r.thread, expected.thread);
+    EXPECT_EQ(r.size, expected.size);
+    EXPECT_EQ(r.count, expected.count);
+    EXPECT_EQ(r.alignment, expected.alignment);
+    EXPECT_EQ(r.input, expected.input);
+    EXPECT_EQ(r.result, expected.result);
+  }
+  Record r;
+  EXPECT_FALSE(reader.next(r));
+  EXPECT_FALSE(reader.failed());
+  EXPECT_TRUE(reader.complete());
+}
+
+TEST(TraceFormat, ReportsTheOffsetOfTheFirstProblem) {
+  Bytes good(64);
+  std::uint8_t* end = put_header(good.data(), 0, 1);
+  PointerCoder coder;
+  end = put_record(end, Record{Op::malloc, 0, 100, 0, 0, 0, 0x1000}, coder);
+  end = put_record(end, Record{Op::free, 0, 0, 0, 0, 0x1000, 0}, coder);
+  end = put_end(end, 2);
+  good.resize(static_cast<std::size_t>(end - good.data()));  // header 7, records 4 + 2, end 9
+
+  auto problem = [](Bytes bytes) { return summarize(bytes).problem; };
+  Bytes magic = good, version = good, flags = good, op = good, cut = good, count = good;
+  magic[1] = 'X';
+  version[4] = 2;
+  flags[5] = 0x80;
+  op[7] = 0x0B;
+  cut.resize(10);
+  count[14] = 3;
+  Bytes no_end(good.begin(), good.begin() + 13), extra = good;
+  extra.push_back(0);
+  EXPECT_EQ(problem(no_end).offset, 13u);
+  EXPECT_STREQ(problem(no_end).what, "truncated trace (no end record)");
+  EXPECT_EQ(problem(count).offset, 13u);
+  EXPECT_EQ(problem(extra).offset, good.size());
+  EXPECT_EQ(problem(magic).offset, 1u);
+  EXPECT_STREQ(problem(version).what, "unsupported trace version");
+  EXPECT_EQ(problem(version).offset, 4u);
+  EXPECT_EQ(problem(flags).offset, 5u);
+  EXPECT_STREQ(problem(op).what, "bad op");
+  EXPECT_EQ(problem(op).offset, 7u);
+  EXPECT_STREQ(problem(cut).what, "truncated record");
+  EXPECT_EQ(problem(cut).offset, cut.size());
+  EXPECT_EQ(problem(Bytes{}).offset, 0u);
+  EXPECT_TRUE(summarize(good).valid);
+
+  // A partial reader takes the complete records of a cut trace.
+  for (std::size_t size : {7, 9, 11, 13, 17}) {
+    Reader partial(good.data(), size, true);
+    Header header;
+    Record r;
+    ASSERT_TRUE(partial.read_header(header));
+    while (partial.next(r)) {
+    }
+    EXPECT_FALSE(partial.failed()) << size;
+    EXPECT_EQ(partial.records(), size < 11 ? 0u : size < 13 ? 1u : 2u) << size;
+  }
+}
+
+// --- recording and replaying a real program -------------------------------------------
+
+std::uint64_t field(const std::string& output, const std::string& prefix, const std::string& key) {
+  std::istringstream lines(output);
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (line.rfind(prefix, 0) != 0) continue;
+    std::size_t at = line.find(" " + key + "=");
+    if (at != std::string::npos) return std::stoull(line.substr(at + key.size() + 2));
+  }
+  ADD_FAILURE() << "no " << key << " on a '" << prefix << "' line in:\n" << output;
+  return 0;
+}
+
+TEST_F(TraceTest, ReplaysPythonWithTheRecordedOperationCount) {
+  fs::path script = fs::path(RUNSEL_SOURCE_DIR) / "tests/programs/alloc_heavy.py";
+  Child python;
+  fs::path trace = record_python({script.string()}, dir_, &python);
+  EXPECT_NE(python.out.find("checksum"), std::string::npos);
+  Summary summary = summarize(read_bytes(trace));
+  ASSERT_TRUE(summary.valid) << summary.problem.what << " at " << summary.problem.offset;
+  EXPECT_GT(summary.records, 100000u);
+
+  Child replay =
+      run({replayer(container()).string(), "--every", "500000", trace.string()}, {}, dir_);
+  ASSERT_TRUE(WIFEXITED(replay.status) && WEXITSTATUS(replay.status) == 0) << replay.err;
+  EXPECT_EQ(field(replay.out, "replay", "ops"), summary.records);
+  EXPECT_EQ(field(replay.out, "end", "ops"), summary.records);
+  EXPECT_EQ(field(replay.out, "replay", "unknown_pointers"), 0u);
+  EXPECT_EQ(field(replay.out, "replay", "failed"), 0u);
+  EXPECT_NE(replay.out.find("bins:"), std::string::npos);
+
+  bool same_policy = false;
+  for (const char* name : kSamePolicy) same_policy |= container() == name;
+  if (!same_policy) return;
+  for (const char* name : kSamePolicy) {
+    if (container() == name || access(replayer(name).c_str(), X_OK) != 0) continue;
+    Child other = run({replayer(name).string(), "--every", "500000", trace.string()}, {}, dir_);
+    ASSERT_TRUE(WIFEXITED(other.status) && WEXITSTATUS(other.status) == 0) << other.err;
+    EXPECT_EQ(placements(replay.out), placements(other.out)) << container() << " vs " << name;
+  }
+}
+
+TEST_F(TraceTest, RecordsThreadsAndAForkedChildInItsOwnFile) {
+  const char* program =
+      "import os, threading\n"
+      "def work(n):\n"
+      "    keep = [bytearray(64 + i % 900) for i in range(5000 + n)]\n"
+      "threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]\n"
+      "for t in threads: t.start()\n"
+      "for t in threads: t.join()\n"
+      "pid = os.fork()\n"
+      "if pid == 0:\n"
+      "    keep = [str(i) * 3 for i in range(20000)]\n"
+      "    os._exit(0)\n"
+      "os.waitpid(pid, 0)\n";
+  Child python;
+  fs::path trace = record_python({"-c", program}, dir_, &python);
+  Summary parent = summarize(read_bytes(trace));
+  ASSERT_TRUE(parent.valid) << parent.problem.what << " at " << parent.problem.offset;
+  EXPECT_EQ(parent.header.flags, 0);
+  EXPECT_EQ(parent.header.pid, static_cast<std::uint64_t>(python.pid));
+  EXPECT_GE(parent.per_thread.size(), 5u) << "main thread and 4 workers";
+
+  std::vector<fs::path> children;
+  for (const auto& entry : fs::directory_iterator(dir_))
+    if (entry.path().filename().string().rfind("trace.", 0) == 0 && entry.path() != trace)
+      children.push_back(entry.path());
+  ASSERT_EQ(children.size(), 1u);
+  Summary child = summarize(read_bytes(children[0]));
+  ASSERT_TRUE(child.valid) << child.problem.what << " at " << child.problem.offset;
+  EXPECT_EQ(child.header.flags, kFlagForkedChild);
+  EXPECT_GT(child.records, 20000u);
+
+  for (const fs::path& path : {trace, children[0]}) {
+    Child replay = run({replayer(container()).string(), path.string()}, {}, dir_);
+    ASSERT_TRUE(WIFEXITED(replay.status) && WEXITSTATUS(replay.status) == 0) << replay.err;
+    EXPECT_EQ(field(replay.out, "replay", "failed"), 0u);
+  }
+}
+
+TEST_F(TraceTest, RecordsEveryCallIncludingBeforeMain) {
+  Child program = run({RUNSEL_EVERY_CALL},
+                      {std::string("LD_PRELOAD=") + RUNSEL_TRACE_RECORDER,
+                       "RUNSEL_TRACE=" + (dir_ / "trace.%p").string()},
+                      dir_);
+  ASSERT_TRUE(WIFEXITED(program.status) && WEXITSTATUS(program.status) == 0) << program.err;
+  Bytes bytes = read_bytes(dir_ / ("trace." + std::to_string(program.pid)));
+  Reader reader(bytes.data(), bytes.size());
+  Header header;
+  ASSERT_TRUE(reader.read_header(header));
+  std::vector<Record> records;
+  for (Record r; reader.next(r);) records.push_back(r);
+  ASSERT_FALSE(reader.failed()) << reader.problem().what << " at " << reader.problem().offset;
+
+  auto first = [&](Op op, std::uint64_t size) {
+    for (std::size_t i = 0; i < records.size(); ++i)
+      if (records[i].op == op && records[i].size == size) return i;
+    return records.size();
+  };
+  std::size_t before_main = first(Op::malloc, 12345), start = first(Op::malloc, 1001);
+  ASSERT_LT(before_main, records.size()) << "the static constructor's malloc";
+  ASSERT_LT(start, records.size());
+  std::uint32_t worker = records[start].thread;  // not the main thread
+  EXPECT_NE(worker, records[before_main].thread);
+
+  // The worker's calls from free(sink) on, in order: op, count, size, alignment.
+  struct Call {
+    Op op;
+    std::uint64_t count, size, alignment;
+  };
+  const Call expected[] = {{Op::free, 0, 0, 0},       {Op::malloc, 0, 1001, 0},
+                           {Op::realloc, 0, 1002, 0}, {Op::reallocarray, 3, 1003, 0},
+                           {Op::free, 0, 0, 0},       {Op::calloc, 4, 1004, 0},
+                           {Op::free, 0, 0, 0},       {Op::posix_memalign, 0, 1005, 64},
+                           {Op::free, 0, 0, 0},       {Op::aligned_alloc, 0, 1024, 128},
+                           {Op::free, 0, 0, 0},       {Op::memalign, 0, 1007, 256},
+                           {Op::free, 0, 0, 0},       {Op::valloc, 0, 1008, 0},
+                           {Op::free, 0, 0, 0},       {Op::pvalloc, 0, 1009, 0},
+                           {Op::free, 0, 0, 0}};
+  std::vector<Record> calls;
+  for (std::size_t i = before_main + 1; i < records.size(); ++i) {
+    bool free_of_sink =
+        records[i].op == Op::free && records[i].input == records[before_main].result;
+    if (records[i].thread == worker && (free_of_sink || !calls.empty()))
+      calls.push_back(records[i]);
+  }
+  ASSERT_GE(calls.size(), std::size(expected)) << "free(sink) and what follows it";
+  for (std::size_t i = 0; i < std::size(expected); ++i) {
+    SCOPED_TRACE("call " + std::to_string(i) + " " + op_name(calls[i].op));
+    EXPECT_EQ(calls[i].op, expected[i].op);
+    EXPECT_EQ(calls[i].count, expected[i].count);
+    EXPECT_EQ(calls[i].size, expected[i].size);
+    EXPECT_EQ(calls[i].alignment, expected[i].alignment);
+    if (i > 0 && has_input(calls[i].op)) {
+      EXPECT_EQ(calls[i].input, calls[i - 1].result);
+    }
+    if (has_result(calls[i].op)) {
+      EXPECT_NE(calls[i].result, 0u);
+    }
+  }
+
+  Child replay = run(
+      {replayer(container()).string(), (dir_ / ("trace." + std::to_string(program.pid))).string()},
+      {}, dir_);
+  ASSERT_TRUE(WIFEXITED(replay.status) && WEXITSTATUS(replay.status) == 0) << replay.err;
+  EXPECT_EQ(field(replay.out, "replay", "ops"), records.size());
+  EXPECT_EQ(field(replay.out, "replay", "unknown_pointers"), 0u);
+}
+
+TEST_F(TraceTest, ThreadsFreeingEachOthersBlocksReplayWithoutUnknownPointers) {
+  // One glibc arena and no per-thread cache: a block one thread frees is the
+  // next another thread gets.
+  Child program = run({RUNSEL_EVERY_CALL, "--swap"},
+                      {"GLIBC_TUNABLES=glibc.malloc.tcache_count=0:glibc.malloc.arena_max=1",
+                       std::string("LD_PRELOAD=") + RUNSEL_TRACE_RECORDER,
+                       "RUNSEL_TRACE=" + (dir_ / "trace.%p").string()},
+                      dir_);
+  ASSERT_TRUE(WIFEXITED(program.status) && WEXITSTATUS(program.status) == 0) << program.err;
+  fs::path trace = dir_ / ("trace." + std::to_string(program.pid));
+  Summary summary = summarize(read_bytes(trace));
+  ASSERT_TRUE(summary.valid) << summary.problem.what << " at " << summary.problem.offset;
+  EXPECT_GE(summary.per_thread.size(), 5u);
+  EXPECT_GT(summary.records, 100000u);
+
+  // Had a reuse been recorded before its free, the replay would meet an
+  // address still live (reused_live) and later free it twice (unknown).
+  Child replay = run({replayer(container()).string(), trace.string()}, {}, dir_);
+  ASSERT_TRUE(WIFEXITED(replay.status) && WEXITSTATUS(replay.status) == 0) << replay.err;
+  EXPECT_EQ(field(replay.out, "replay", "ops"), summary.records);
+  EXPECT_EQ(field(replay.out, "replay", "unknown_pointers"), 0u);
+  EXPECT_EQ(field(replay.out, "replay", "reused_live"), 0u);
+}
+
+// --- bad input ------------------------------------------------------------------------
+
+// One random kind of damage. Returns what it did, for the failure message.
+std::string mutate(Bytes& bytes, std::mt19937_64& rng) {
+  auto at = [&](std::size_t limit) {
+    return static_cast<std::size_t>(rng() % (limit ? limit : 1));
+  };
+  switch (rng() % 5) {
+    case 0: {
+      std::size_t size = at(bytes.size());
+      bytes.resize(size);
+      return std::string("truncate to ").append(std::to_string(size));
+    }
+    case 1: {
+      std::string done = "flip";
+      for (int n = 1 + static_cast<int>(rng() % 8); n > 0; --n) {
+        std::size_t i = at(bytes.size());
+        bytes[i] ^= static_cast<std::uint8_t>(1 + rng() % 255);
+        done.append(" ").append(std::to_string(i));
+      }
+      return done;
+    }
+    case 2:
+      bytes[4] = static_cast<std::uint8_t>(2 + rng() % 250);
+      return "wrong version";
+    case 3: {
+      std::size_t i = at(bytes.size());
+      bytes.insert(bytes.begin() + static_cast<std::ptrdiff_t>(i), 0xFF);
+      return std::string("insert 0xFF at ").append(std::to_string(i));
+    }
+    default: {
+      std::size_t i = 7 + at(bytes.size() - 7);
+      bytes[i] = static_cast<std::uint8_t>(rng() % 16 == 0 ? 0x80 : rng() % 256);
+      return std::string("overwrite ").append(std::to_string(i));
+    }
+  }
+}
+
+TEST_F(TraceTest, MutatedTracesAreRejectedWithTheirOffsetOrReplayed) {
+  const char* seed_text = std::getenv("RUNSEL_TRACE_SEED");
+  const char* count_text = std::getenv("RUNSEL_TRACE_MUTATIONS");
+  std::uint64_t seed = seed_text ? std::strtoull(seed_text, nullptr, 10) : 20261122;
+  int mutations = count_text ? std::atoi(count_text) : 60;
+  SCOPED_TRACE("replay with RUNSEL_TRACE_SEED=" + std::to_string(seed));
+
+  fs::path trace = record_python({"-c", "x = {str(i): [i] * (i % 40) for i in range(3000)}"}, dir_);
+  Bytes original = read_bytes(trace);
+  ASSERT_TRUE(summarize(original).valid);
+  std::mt19937_64 rng(seed);
+  int rejected = 0;
+  for (int n = 0; n < mutations; ++n) {
+    Bytes bytes = original;
+    std::string what = mutate(bytes, rng);
+    fs::path path = dir_ / "mutated";
+    write_bytes(path, bytes);
+    for (bool partial : {false, true}) {
+      Summary expected = summarize(bytes, partial);
+      std::vector<std::string> argv = {replayer(container()).string(), path.string()};
+      if (partial) argv.insert(argv.begin() + 1, "--partial");
+      Child replay = run(argv, {}, dir_);
+      SCOPED_TRACE(what + (partial ? " (--partial)" : ""));
+      ASSERT_TRUE(WIFEXITED(replay.status))
+          << "killed by signal " << WTERMSIG(replay.status) << "\n"
+          << replay.err;
+      int code = WEXITSTATUS(replay.status);
+      if (expected.valid) {
+        EXPECT_EQ(code, 0) << replay.err;
+        EXPECT_EQ(field(replay.out, "replay", "ops"), expected.records);
+        continue;
+      }
+      ++rejected;
+      EXPECT_EQ(code, 2);
+      std::string offset = "byte offset " + std::to_string(expected.problem.offset) + ": ";
+      EXPECT_NE(replay.err.find(offset + expected.problem.what), std::string::npos)
+          << "expected '" << offset << expected.problem.what << "' in: " << replay.err;
+      EXPECT_EQ(replay.out, "") << "a rejected trace replays nothing";
+    }
+  }
+  std::printf("%d of %d replays rejected (seed %llu)\n", rejected, 2 * mutations,
+              static_cast<unsigned long long>(seed));
+  EXPECT_GT(rejected, 0);
+}
+
+}  // namespace
