@@ -65,8 +65,10 @@ void Arena::destroy_chunk(Chunk* chunk) {
   if (chunk->in_dirty_list) unlink_dirty(chunk);
   dirty_pages_ -= chunk->ndirty;
   committed_pages_ -= kChunkHeaderPages + chunk->ndirty;
-  if (chunk->prev_in_arena) chunk->prev_in_arena->next_in_arena = chunk->next_in_arena;
-  else chunks_ = chunk->next_in_arena;
+  if (chunk->prev_in_arena)
+    chunk->prev_in_arena->next_in_arena = chunk->next_in_arena;
+  else
+    chunks_ = chunk->next_in_arena;
   if (chunk->next_in_arena) chunk->next_in_arena->prev_in_arena = chunk->prev_in_arena;
   --chunk_count_;
   ChunkRegistry::set_range(chunk, kChunkSize, 0);
@@ -77,17 +79,23 @@ void Arena::link_dirty(Chunk* chunk) {
   chunk->in_dirty_list = true;
   chunk->next_dirty = nullptr;
   chunk->prev_dirty = dirty_tail_;
-  if (dirty_tail_) dirty_tail_->next_dirty = chunk;
-  else dirty_chunks_ = chunk;
+  if (dirty_tail_)
+    dirty_tail_->next_dirty = chunk;
+  else
+    dirty_chunks_ = chunk;
   dirty_tail_ = chunk;
 }
 
 void Arena::unlink_dirty(Chunk* chunk) {
   chunk->in_dirty_list = false;
-  if (chunk->prev_dirty) chunk->prev_dirty->next_dirty = chunk->next_dirty;
-  else dirty_chunks_ = chunk->next_dirty;
-  if (chunk->next_dirty) chunk->next_dirty->prev_dirty = chunk->prev_dirty;
-  else dirty_tail_ = chunk->prev_dirty;
+  if (chunk->prev_dirty)
+    chunk->prev_dirty->next_dirty = chunk->next_dirty;
+  else
+    dirty_chunks_ = chunk->next_dirty;
+  if (chunk->next_dirty)
+    chunk->next_dirty->prev_dirty = chunk->prev_dirty;
+  else
+    dirty_tail_ = chunk->prev_dirty;
 }
 
 // ---- page runs ------------------------------------------------------------
@@ -127,8 +135,8 @@ void Arena::mark_allocated(Chunk* chunk, std::size_t first, std::size_t pages,
 char* Arena::allocate_pages(std::size_t pages, std::uintptr_t head_bits, std::uintptr_t tail_bits,
                             bool zero) {
   const std::size_t wanted = pages << kPageShift;
-  PageMapEntry* entry =
-      free_runs_.first_not_below([wanted](const PageMapEntry* e) { return e->size_bytes() < wanted; });
+  PageMapEntry* entry = free_runs_.first_not_below(
+      [wanted](const PageMapEntry* e) { return e->size_bytes() < wanted; });
   if (entry == nullptr) {
     if (new_chunk() == nullptr) return nullptr;
     entry = free_runs_.first_not_below(

@@ -63,10 +63,10 @@ enum class BadPointer {
   kNone,
   kDoubleFreeSmall,
   kDoubleFreeLarge,
-  kFreePage,        // the page is free: a double free, or never allocated
+  kFreePage,  // the page is free: a double free, or never allocated
   kInteriorSmall,
   kInteriorLarge,
-  kInHeader,        // chunk header or guard page
+  kInHeader,  // chunk header or guard page
 };
 
 class Arena {
@@ -138,8 +138,8 @@ class Arena {
   unsigned index_ = 0;
   std::size_t dirty_max_pages_ = kDefaultDirtyMaxPages;
   RbTree<PageMapEntry, FreeRunOrder> free_runs_;
-  Chunk* chunks_ = nullptr;       // every chunk, spare included
-  Chunk* dirty_chunks_ = nullptr; // chunks with dirty pages, oldest first
+  Chunk* chunks_ = nullptr;        // every chunk, spare included
+  Chunk* dirty_chunks_ = nullptr;  // chunks with dirty pages, oldest first
   Chunk* dirty_tail_ = nullptr;
   Chunk* spare_ = nullptr;
 

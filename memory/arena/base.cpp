@@ -12,15 +12,15 @@ namespace runsel::base {
 namespace {
 
 constexpr std::size_t kBlockSize = std::size_t{1} << 20;
-constexpr unsigned kMinClassShift = 4;   // 16 bytes
-constexpr unsigned kNumClasses = 40;     // up to 2^43 bytes
+constexpr unsigned kMinClassShift = 4;  // 16 bytes
+constexpr unsigned kNumClasses = 40;    // up to 2^43 bytes
 
 struct FreeBlock {
   FreeBlock* next;
 };
 
 constinit Lock g_lock;
-constinit char* g_bump = nullptr;       // next free byte of the current block
+constinit char* g_bump = nullptr;  // next free byte of the current block
 constinit char* g_bump_end = nullptr;
 constinit std::size_t g_mapped = 0;
 constinit std::size_t g_committed = 0;  // pages of blocks touched by the bump pointer

@@ -63,8 +63,10 @@ void* Arena::malloc_small(std::size_t bin_index) {
   ++bin.regions_in_use;
   --bin.free_regions;
   ++bin.nmalloc;
-  if (run->free_count == 0) bin.runs.erase(run);
-  else bin.runs.touched(run);
+  if (run->free_count == 0)
+    bin.runs.erase(run);
+  else
+    bin.runs.touched(run);
   check_container(bin);
   return region;
 }

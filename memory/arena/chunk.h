@@ -43,7 +43,7 @@ struct Chunk {
   Arena* arena;
   Chunk* next_in_arena;  // all chunks of the arena, spare included
   Chunk* prev_in_arena;
-  Chunk* next_dirty;     // chunks with ndirty > 0
+  Chunk* next_dirty;  // chunks with ndirty > 0
   Chunk* prev_dirty;
   std::size_t ndirty;
   bool in_dirty_list;

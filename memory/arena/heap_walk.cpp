@@ -4,8 +4,8 @@
 #include <cstdio>
 
 #include "arena/arena.h"
-#include "runsel.h"
 #include "platform/os.h"
+#include "runsel.h"
 
 namespace runsel {
 
@@ -116,12 +116,14 @@ bool Arena::walk_and_compare() const {
         ++walked.bins[bin_index].runs;
         walked.bins[bin_index].regions_in_use += info.nregs - free_regions;
         for (std::size_t j = i; j < i + info.run_pages; ++j) {
-          if ((chunk->map[j].bits & ~kPageMask) != reinterpret_cast<std::uintptr_t>(run)) ok = false;
+          if ((chunk->map[j].bits & ~kPageMask) != reinterpret_cast<std::uintptr_t>(run))
+            ok = false;
         }
         i += info.run_pages;
       }
     }
-    if (chunk_dirty != chunk->ndirty) report("chunk dirty pages", index_, chunk->ndirty, chunk_dirty);
+    if (chunk_dirty != chunk->ndirty)
+      report("chunk dirty pages", index_, chunk->ndirty, chunk_dirty);
     if (chunk_dirty != chunk->ndirty) ok = false;
     if ((chunk->ndirty != 0) != chunk->in_dirty_list) ok = false;
     walked.dirty += chunk_dirty * kPageSize;

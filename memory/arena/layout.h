@@ -16,10 +16,10 @@ inline constexpr std::size_t kChunkMask = kChunkSize - 1;
 inline constexpr std::size_t kPagesPerChunk = kChunkSize / kPageSize;
 
 inline constexpr std::size_t kQuantum = 16;
-inline constexpr std::size_t kMaxQuantumClass = 496;   // 16..496 step 16: 31 bins
+inline constexpr std::size_t kMaxQuantumClass = 496;  // 16..496 step 16: 31 bins
 inline constexpr std::size_t kSubPageStep = 256;
 inline constexpr std::size_t kMinSubPageClass = 512;
-inline constexpr std::size_t kMaxSmallClass = 3840;   // 512..3840 step 256: 14 bins
+inline constexpr std::size_t kMaxSmallClass = 3840;  // 512..3840 step 256: 14 bins
 inline constexpr std::size_t kNumQuantumBins = kMaxQuantumClass / kQuantum;
 inline constexpr std::size_t kNumBins =
     kNumQuantumBins + (kMaxSmallClass - kMinSubPageClass) / kSubPageStep + 1;

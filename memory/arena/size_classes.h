@@ -48,7 +48,8 @@ constexpr BinInfo compute_bin_info(std::size_t index) {
     std::size_t nregs = (run - kRunHeaderFixedBytes) / size;
     while (nregs > 0 && run_header_bytes(nregs) + nregs * size > run) --nregs;
     const std::size_t overhead = run - nregs * size;
-    const bool good = overhead * 1000 <= 16 * run || (overhead > size && overhead * 1000 <= 24 * run);
+    const bool good =
+        overhead * 1000 <= 16 * run || (overhead > size && overhead * 1000 <= 24 * run);
     if (nregs >= 2 && (good || pages == kMaxSmallRunPages)) {
       BinInfo info{};
       info.size = static_cast<std::uint32_t>(size);

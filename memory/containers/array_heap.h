@@ -38,7 +38,7 @@ concept MetadataAllocator = requires(void* p, std::size_t bytes) {
 };
 
 template <class Node, class HookOf, class Metadata>
-  requires HookAccess<HookOf, Node> && MetadataAllocator<Metadata>
+requires HookAccess<HookOf, Node> && MetadataAllocator<Metadata>
 class ArrayHeapRuns {
  public:
   static constexpr const char* kName = "array_heap";

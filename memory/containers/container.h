@@ -12,7 +12,7 @@ namespace runsel {
 //   static ContainerHook<Node>& hook(Node*)
 template <class H, class Node>
 concept HookAccess = requires(Node* node) {
-  { H::hook(node) };
+  {H::hook(node)};
 };
 
 // insert(run): run became non-full (new, or full with one region freed).

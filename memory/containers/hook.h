@@ -18,9 +18,9 @@ struct ListLinks {
 
 template <class Node>
 struct PairingLinks {
-  Node* child;     // leftmost child
-  Node* next;      // next sibling
-  Node* prev;      // previous sibling, or the parent for a leftmost child
+  Node* child;  // leftmost child
+  Node* next;   // next sibling
+  Node* prev;   // previous sibling, or the parent for a leftmost child
 };
 
 template <class Node>

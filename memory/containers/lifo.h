@@ -24,7 +24,7 @@ namespace runsel {
 // Metadata is unused (a list needs no memory beyond the hook); it keeps the
 // template signature the same for every container.
 template <class Node, class HookOf, class Metadata>
-  requires HookAccess<HookOf, Node>
+requires HookAccess<HookOf, Node>
 class LifoRuns {
  public:
   static constexpr const char* kName = "lifo";

@@ -29,7 +29,7 @@ namespace runsel {
 // Metadata is unused (the heap needs no memory beyond the hook); it keeps the
 // template signature the same for every container.
 template <class Node, class HookOf, class Metadata>
-  requires HookAccess<HookOf, Node>
+requires HookAccess<HookOf, Node>
 class PairingHeapRuns {
  public:
   static constexpr const char* kName = "pairing_heap";

@@ -24,7 +24,7 @@ namespace runsel {
 // Metadata is unused: the tree needs no memory beyond the hook. It is a
 // parameter so that every container has the same template signature.
 template <class Node, class HookOf, class Metadata>
-  requires HookAccess<HookOf, Node>
+requires HookAccess<HookOf, Node>
 class RbFirstRuns {
  public:
   static constexpr const char* kName = "rb_first";
@@ -58,9 +58,7 @@ class RbFirstRuns {
     static bool less(const Node* a, const Node* b) { return address(a) < address(b); }
   };
 
-  static std::uintptr_t address(const Node* run) {
-    return reinterpret_cast<std::uintptr_t>(run);
-  }
+  static std::uintptr_t address(const Node* run) { return reinterpret_cast<std::uintptr_t>(run); }
 
   RbTree<Node, ByAddress> tree_;
 };

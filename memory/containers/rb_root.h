@@ -27,7 +27,7 @@ namespace runsel {
 // Metadata is unused (the tree needs no memory beyond the hook); it keeps the
 // template signature the same for every container.
 template <class Node, class HookOf, class Metadata>
-  requires HookAccess<HookOf, Node>
+requires HookAccess<HookOf, Node>
 class RbRootRuns {
  public:
   static constexpr const char* kName = "rb_root";

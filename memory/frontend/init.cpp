@@ -60,7 +60,8 @@ std::size_t env_size(const char* name, std::size_t fallback) {
   const char* text = getenv(name);
   if (text == nullptr || *text == '\0') return fallback;
   std::size_t value = 0;
-  for (; *text >= '0' && *text <= '9'; ++text) value = value * 10 + static_cast<std::size_t>(*text - '0');
+  for (; *text >= '0' && *text <= '9'; ++text)
+    value = value * 10 + static_cast<std::size_t>(*text - '0');
   return *text == '\0' ? value : fallback;
 }
 

@@ -21,23 +21,32 @@ constexpr std::size_t kMaxRequest = PTRDIFF_MAX;
 
 const char* describe(BadPointer problem) {
   switch (problem) {
-    case BadPointer::kDoubleFreeSmall: return "double free of a small region";
-    case BadPointer::kDoubleFreeLarge: return "double free of a large allocation";
-    case BadPointer::kFreePage: return "double free, or free of memory never allocated (the page is free)";
-    case BadPointer::kInteriorSmall: return "not the start of a small region (interior pointer)";
-    case BadPointer::kInteriorLarge: return "not the start of a large allocation (interior pointer)";
-    case BadPointer::kInHeader: return "not allocated by runsel (points into a chunk header)";
-    case BadPointer::kNone: break;
+    case BadPointer::kDoubleFreeSmall:
+      return "double free of a small region";
+    case BadPointer::kDoubleFreeLarge:
+      return "double free of a large allocation";
+    case BadPointer::kFreePage:
+      return "double free, or free of memory never allocated (the page is free)";
+    case BadPointer::kInteriorSmall:
+      return "not the start of a small region (interior pointer)";
+    case BadPointer::kInteriorLarge:
+      return "not the start of a large allocation (interior pointer)";
+    case BadPointer::kInHeader:
+      return "not allocated by runsel (points into a chunk header)";
+    case BadPointer::kNone:
+      break;
   }
   return "invalid pointer";
 }
 
 [[noreturn]] void fatal_huge(const char* function, const void* p, huge::Problem problem) {
   switch (problem) {
-    case huge::Problem::kDoubleFree: fatal_pointer(function, p, "double free of a huge allocation");
+    case huge::Problem::kDoubleFree:
+      fatal_pointer(function, p, "double free of a huge allocation");
     case huge::Problem::kInterior:
       fatal_pointer(function, p, "not the start of a huge allocation (interior pointer)");
-    default: break;
+    default:
+      break;
   }
   fatal_pointer(function, p, "not allocated by runsel (foreign pointer)");
 }

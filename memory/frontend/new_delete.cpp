@@ -73,7 +73,9 @@ RUNSEL_EXPORT void operator delete(void* p, std::size_t) noexcept { std::free(p)
 RUNSEL_EXPORT void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
 RUNSEL_EXPORT void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
 RUNSEL_EXPORT void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
-RUNSEL_EXPORT void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
+RUNSEL_EXPORT void operator delete(void* p, std::size_t, std::align_val_t) noexcept {
+  std::free(p);
+}
 RUNSEL_EXPORT void operator delete[](void* p, std::size_t, std::align_val_t) noexcept {
   std::free(p);
 }

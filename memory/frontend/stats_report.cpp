@@ -95,22 +95,33 @@ void write_json(int fd, const runsel_stats_t& s) {
     const char* name;
     std::size_t value;
   } fields[] = {
-      {"mapped", s.mapped}, {"committed", s.committed}, {"allocated", s.allocated},
-      {"waste", s.waste}, {"dirty", s.dirty}, {"bookkeeping", s.bookkeeping},
-      {"bin_unused", s.bin_unused}, {"small_allocated", s.small_allocated},
-      {"large_allocated", s.large_allocated}, {"huge_allocated", s.huge_allocated},
-      {"narenas", s.narenas}, {"chunks", s.chunks}, {"huge_count", s.huge_count},
-      {"dirty_max", s.dirty_max}, {"nmalloc", s.nmalloc}, {"nfree", s.nfree},
+      {"mapped", s.mapped},
+      {"committed", s.committed},
+      {"allocated", s.allocated},
+      {"waste", s.waste},
+      {"dirty", s.dirty},
+      {"bookkeeping", s.bookkeeping},
+      {"bin_unused", s.bin_unused},
+      {"small_allocated", s.small_allocated},
+      {"large_allocated", s.large_allocated},
+      {"huge_allocated", s.huge_allocated},
+      {"narenas", s.narenas},
+      {"chunks", s.chunks},
+      {"huge_count", s.huge_count},
+      {"dirty_max", s.dirty_max},
+      {"nmalloc", s.nmalloc},
+      {"nfree", s.nfree},
       {"purges", s.purges},
   };
   for (const auto& field : fields) w.add(",\"%s\":%zu", field.name, field.value);
   w.add(",\"bins\":[");
   for (std::size_t b = 0; b < kNumBins; ++b) {
     const runsel_bin_stats& bin = s.bins[b];
-    w.add("%s{\"size\":%zu,\"runs\":%zu,\"nonfull_runs\":%zu,\"regions_per_run\":%zu,"
-          "\"bytes_per_run\":%zu,\"unused_bytes\":%zu,\"regions_in_use\":%zu}",
-          b == 0 ? "" : ",", bin.size, bin.runs, bin.nonfull_runs, bin.regions_per_run,
-          bin.bytes_per_run, bin.unused_bytes, bin.regions_in_use);
+    w.add(
+        "%s{\"size\":%zu,\"runs\":%zu,\"nonfull_runs\":%zu,\"regions_per_run\":%zu,"
+        "\"bytes_per_run\":%zu,\"unused_bytes\":%zu,\"regions_in_use\":%zu}",
+        b == 0 ? "" : ",", bin.size, bin.runs, bin.nonfull_runs, bin.regions_per_run,
+        bin.bytes_per_run, bin.unused_bytes, bin.regions_in_use);
   }
   w.add("]}");
   buffer[w.length++] = '\n';

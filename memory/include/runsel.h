@@ -12,12 +12,12 @@ extern "C" {
 #define RUNSEL_NUM_BINS 45
 
 typedef struct runsel_bin_stats {
-  size_t size;             /* region size of the class */
-  size_t runs;             /* runs currently allocated to the bin */
-  size_t nonfull_runs;     /* runs in the bin's non-full container */
+  size_t size;         /* region size of the class */
+  size_t runs;         /* runs currently allocated to the bin */
+  size_t nonfull_runs; /* runs in the bin's non-full container */
   size_t regions_per_run;
-  size_t bytes_per_run;    /* run size in bytes (a page multiple) */
-  size_t unused_bytes;     /* free regions in the bin's runs x size */
+  size_t bytes_per_run; /* run size in bytes (a page multiple) */
+  size_t unused_bytes;  /* free regions in the bin's runs x size */
   size_t regions_in_use;
 } runsel_bin_stats;
 
@@ -25,21 +25,21 @@ typedef struct runsel_bin_stats {
  *   committed == allocated + waste + dirty + bookkeeping + bin_unused
  * Each term comes from its own counters, never as a remainder. */
 typedef struct runsel_stats_t {
-  size_t mapped;       /* address space mapped: chunks, huge mappings, metadata */
-  size_t committed;    /* pages that may be resident: page maps + huge + metadata */
-  size_t allocated;    /* live bytes rounded up to their size class */
-  size_t waste;        /* run tails of small runs */
-  size_t dirty;        /* free pages not yet purged */
-  size_t bookkeeping;  /* chunk headers, run headers, internal metadata */
-  size_t bin_unused;   /* free regions in small runs x region size */
+  size_t mapped;      /* address space mapped: chunks, huge mappings, metadata */
+  size_t committed;   /* pages that may be resident: page maps + huge + metadata */
+  size_t allocated;   /* live bytes rounded up to their size class */
+  size_t waste;       /* run tails of small runs */
+  size_t dirty;       /* free pages not yet purged */
+  size_t bookkeeping; /* chunk headers, run headers, internal metadata */
+  size_t bin_unused;  /* free regions in small runs x region size */
   size_t small_allocated, large_allocated, huge_allocated;
-  size_t narenas;      /* arenas created so far */
-  size_t chunks;       /* arena chunks mapped, spare chunks included */
-  size_t huge_count;   /* live huge allocations */
-  size_t dirty_max;    /* per-arena dirty page budget, in bytes */
-  size_t nmalloc;      /* allocation calls served (all kinds) */
-  size_t nfree;        /* frees served (all kinds) */
-  size_t purges;       /* madvise purges performed */
+  size_t narenas;    /* arenas created so far */
+  size_t chunks;     /* arena chunks mapped, spare chunks included */
+  size_t huge_count; /* live huge allocations */
+  size_t dirty_max;  /* per-arena dirty page budget, in bytes */
+  size_t nmalloc;    /* allocation calls served (all kinds) */
+  size_t nfree;      /* frees served (all kinds) */
+  size_t purges;     /* madvise purges performed */
   runsel_bin_stats bins[RUNSEL_NUM_BINS];
 } runsel_stats_t;
 
@@ -62,11 +62,11 @@ int runsel_check(void);
 
 /* Page occupancy of one arena chunk, for fragmentation pictures. */
 #define RUNSEL_PAGES_PER_CHUNK 256
-#define RUNSEL_PAGE_RESERVED 0   /* chunk header or guard page */
-#define RUNSEL_PAGE_FREE 1       /* free, purged or never touched */
-#define RUNSEL_PAGE_DIRTY 2      /* free, still committed */
-#define RUNSEL_PAGE_LARGE 3      /* part of a large allocation */
-#define RUNSEL_PAGE_SMALL 16     /* small run page: 16 + percent of its regions in use */
+#define RUNSEL_PAGE_RESERVED 0 /* chunk header or guard page */
+#define RUNSEL_PAGE_FREE 1     /* free, purged or never touched */
+#define RUNSEL_PAGE_DIRTY 2    /* free, still committed */
+#define RUNSEL_PAGE_LARGE 3    /* part of a large allocation */
+#define RUNSEL_PAGE_SMALL 16   /* small run page: 16 + percent of its regions in use */
 typedef struct runsel_chunk_map {
   size_t address;
   unsigned arena;

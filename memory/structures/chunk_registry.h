@@ -12,7 +12,7 @@ namespace runsel {
 
 class ChunkRegistry {
  public:
-  static constexpr unsigned kChunkShift = 20;  // 1 MiB chunks
+  static constexpr unsigned kChunkShift = 20;   // 1 MiB chunks
   static constexpr unsigned kAddressBits = 48;  // user-space addresses
   static constexpr unsigned kKeyBits = kAddressBits - kChunkShift;
   static constexpr unsigned kLeafBits = kKeyBits / 2;

@@ -24,7 +24,7 @@ concept RbRep = requires(Node* node, const Node* a, const Node* b) {
 };
 
 template <class Node, class Rep>
-  requires RbRep<Rep, Node>
+requires RbRep<Rep, Node>
 class RbTree {
  public:
   // Depth bound for any valid tree in a 64-bit address space (2*log2(n)+2).
@@ -114,8 +114,7 @@ class RbTree {
   // The lowest node for which is_below(node) is false; is_below must be true
   // on a prefix of the order (e.g. "smaller than the request" for best fit).
   template <class IsBelow>
-    requires std::predicate<IsBelow&, Node*>
-  Node* first_not_below(IsBelow is_below) const {
+  requires std::predicate<IsBelow&, Node*> Node* first_not_below(IsBelow is_below) const {
     Node* best = nullptr;
     Node* cursor = root_;
     while (cursor != nullptr) {

@@ -3,6 +3,8 @@
 // after every step. Replay one seed: RUNSEL_TEST_SEED=<n>; scale:
 // RUNSEL_STRESS=<k>. meson runs each container's cases in its own suite
 // (--gtest_filter=*/<container>.*); run the binary alone for all five.
+#include "containers/container.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -18,7 +20,6 @@
 #include <vector>
 
 #include "containers/array_heap.h"
-#include "containers/container.h"
 #include "containers/hook.h"
 #include "containers/lifo.h"
 #include "containers/pairing_heap.h"

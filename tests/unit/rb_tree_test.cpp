@@ -55,8 +55,8 @@ std::size_t max_size_for(std::uint64_t seed) {
 struct TestNode {
   RbLinks<TestNode> links;
   std::uint64_t key;
-  std::uint32_t id;      // tie-break for equal keys, like (size, address)
-  std::uint32_t slot;    // index in members or outsiders
+  std::uint32_t id;    // tie-break for equal keys, like (size, address)
+  std::uint32_t slot;  // index in members or outsiders
   bool in_tree;
 };
 
@@ -201,8 +201,8 @@ class Differential {
     TestNode* probe = &fresh;
     if constexpr (std::is_same_v<Rep, ByAddress>) probe = &pool_[rng_() % pool_.size()];
     const ModelLess model_less;
-    TestNode* found = tree_.first_not_below(
-        [&](const TestNode* node) { return model_less(node, probe); });
+    TestNode* found =
+        tree_.first_not_below([&](const TestNode* node) { return model_less(node, probe); });
     auto expected = model_.lower_bound(probe);
     ASSERT_EQ(found, expected == model_.end() ? nullptr : *expected);
   }
