@@ -15,7 +15,8 @@
 namespace experiments {
 
 struct AllocatorIdentity {
-  std::string name;      // "runsel:<variant>", "jemalloc", "tcmalloc", "mimalloc", "glibc", "unknown:<path>"
+  std::string
+      name;  // "runsel:<variant>", "jemalloc", "tcmalloc", "mimalloc", "glibc", "unknown:<path>"
   std::string provider;  // real path of the object whose `malloc` this process calls
 };
 

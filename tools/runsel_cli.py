@@ -12,14 +12,9 @@ import argparse
 import json
 import os
 import shlex
-import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import runsel_report  # noqa: E402  (next to this file)
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "trace"))
 import runsel_trace_cli  # noqa: E402  (tools/trace/: the trace and replay subcommands)
@@ -27,7 +22,9 @@ import runsel_trace_cli  # noqa: E402  (tools/trace/: the trace and replay subco
 ROOT = Path(__file__).resolve().parent.parent
 BUILD_DIR = Path("build")
 RESULTS_DIR = Path("results")
-WORKLOAD = Path("tests/programs/alloc_heavy.py")
+HARNESS = Path("experiments/harness/harness.py")
+WORKLOAD_PREFIX = "workload_"  # meson's name for build/experiments/workload_<name>
+REPORT_DIR = RESULTS_DIR / "report"
 BENCH_PROGRAM = Path("experiments/malloc_bench")  # under the build directory
 BENCH_COMPARE = Path("experiments/bench/compare.py")
 VARIANT_TARGET_PREFIX = "malloc-"  # meson's name for build/libmalloc-<container>.so
@@ -120,10 +117,6 @@ def variant_libraries(build_dir: Path) -> dict[str, Path]:
     return dict(sorted(libraries.items(), key=lambda item: item[0] != REFERENCE_VARIANT))
 
 
-def selected_variant(build_dir: Path) -> str:
-    return current_options(build_dir).get("run_container", "?")
-
-
 def build(build_dir: Path, outputs: list[Path] | None = None) -> None:
     """ninja on the given outputs (paths under build_dir), or on everything."""
     targets = [os.path.relpath(path, build_dir) for path in outputs or []]
@@ -137,194 +130,42 @@ def build_libraries(args: argparse.Namespace, extra: list[Path] = ()) -> dict[st
     return libraries
 
 
-# --- report: python3 under every variant ----------------------------------------------
+# --- report: the harness -----------------------------------------------------------
 
 
-def workload_python(args: argparse.Namespace) -> str:
-    """Debian's python3 (a real binary, so the child's pid is python's own), else ours."""
-    if args.python:
-        return args.python
-    return "/usr/bin/python3" if Path("/usr/bin/python3").exists() else sys.executable
+def workload_programs(build_dir: Path) -> list[Path]:
+    """The harness's workload executables (meson targets workload_<name>)."""
+    return [root_relative(Path(target["filename"][0])) for target in build_targets(build_dir)
+            if target["type"] == "executable" and target["name"].startswith(WORKLOAD_PREFIX)]
 
 
-def workload_command(args: argparse.Namespace) -> list[str]:
-    return [workload_python(args), str(args.script), *args.workload_args]
-
-
-def run_workload(args: argparse.Namespace, env_changes: dict[str, str]) -> dict:
-    """One run of the workload; returns its output, exit code, wall time and pid."""
-    command = workload_command(args)
-    environment = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "RUNSEL_STATS")}
-    environment.update(env_changes)
-    show(command, env_changes)
-    start = time.perf_counter()
-    child = subprocess.Popen(
-        command, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
-    try:
-        stdout, stderr = child.communicate(timeout=args.timeout)
-    except subprocess.TimeoutExpired:
-        child.kill()
-        stdout, stderr = child.communicate()
-        stderr += f"\n[runsel: killed after {args.timeout} s]"
-    seconds = time.perf_counter() - start
-    print(f"  {seconds:.2f} s, exit {child.returncode}", flush=True)
-    return {"pid": child.pid, "returncode": child.returncode, "stdout": stdout,
-            "stderr": stderr, "seconds": seconds}
-
-
-def stats_file(variant: str, repetition: int) -> Path:
-    path = RESULTS_DIR / "stats" / f"{variant}-{repetition}.jsonl"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.unlink(missing_ok=True)
-    return path
-
-
-def read_stats_line(path: Path, pid: int) -> dict | None:
-    """The stats line of process `pid` (python3 may have started others)."""
-    if not path.exists():
-        return None
-    for line in path.read_text().splitlines():
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if record.get("pid") == pid:
-            return record
-    return None
-
-
-def run_under_variant(args, variant: str, library: Path, repetition: int) -> dict:
-    stats_path = stats_file(variant, repetition)
-    result = run_workload(args, {"PYTHONMALLOC": "malloc", "LD_PRELOAD": str(ROOT / library),
-                                 "RUNSEL_STATS": str(ROOT / stats_path)})
-    result["stats"] = read_stats_line(stats_path, result["pid"])
-    result["stats_file"] = str(stats_path)
-    return result
-
-
-def run_all_interleaved(args, libraries: dict[str, Path]) -> tuple[list[dict], dict[str, list]]:
-    """Runs glibc then each variant, `repeat` times in turn, so drift hits all alike."""
-    baseline_runs, variant_runs = [], {variant: [] for variant in libraries}
-    for repetition in range(1, args.repeat + 1):
-        baseline_runs.append(run_workload(args, {"PYTHONMALLOC": "malloc"}))
-        for variant, library in libraries.items():
-            variant_runs[variant].append(run_under_variant(args, variant, library, repetition))
-    return baseline_runs, variant_runs
-
-
-def check_runs(variant: str, runs: list[dict], expected_stdout: str) -> list[dict]:
-    """What must hold for every run under a variant: {name, ok, detail, evidence}."""
-    checks = []
-
-    def add(name: str, failures: list, detail=lambda failure: "", evidence=lambda failure: ""):
-        first = failures[0] if failures else None
-        checks.append({"name": name, "ok": not failures,
-                       "detail": detail(first) if failures else "",
-                       "evidence": evidence(first) if failures else ""})
-
-    add("exit status 0", [run for run in runs if run["returncode"] != 0],
-        lambda run: f"exit {run['returncode']} (pid {run['pid']})",
-        lambda run: run["stderr"].strip()[-2000:])
-    add("output identical to glibc's", [run for run in runs if run["stdout"] != expected_stdout],
-        lambda run: runsel_report.first_difference(expected_stdout, run["stdout"]),
-        lambda run: runsel_report.output_diff(expected_stdout, run["stdout"]))
-    add("stats line written for the child's pid", [run for run in runs if run["stats"] is None],
-        lambda run: f"no line with pid {run['pid']} in {run['stats_file']}",
-        lambda run: run["stderr"].strip()[-2000:])
-    served = [run["stats"] for run in runs if run["stats"] is not None]
-    add(f"served by runsel ({variant})",
-        [stats for stats in served if stats.get("variant") != variant or not stats.get("nmalloc")],
-        lambda stats: f"variant={stats.get('variant')!r}, nmalloc={stats.get('nmalloc')}")
-    add("stats line has every figure", [stats for stats in served
-                                         if runsel_report.missing_figures(stats)],
-        lambda stats: "missing: " + ", ".join(runsel_report.missing_figures(stats)))
-    add("committed = allocated + waste + dirty + bookkeeping + bin_unused",
-        [stats for stats in served if runsel_report.identity_gap(stats) != 0],
-        lambda stats: "cannot check: a figure is missing" if runsel_report.identity_gap(stats)
-        is None else f"committed - terms = {runsel_report.identity_gap(stats)} bytes")
-    return checks
-
-
-def check_baseline(runs: list[dict]) -> list[dict]:
-    """The workload must be deterministic, or comparing outputs proves nothing."""
-    differing = [run for run in runs if run["stdout"] != runs[0]["stdout"]]
-    return [{"name": "deterministic: every run prints the same", "ok": not differing,
-             "detail": runsel_report.first_difference(runs[0]["stdout"], differing[0]["stdout"])
-             if differing else "",
-             "evidence": runsel_report.output_diff(runs[0]["stdout"], differing[0]["stdout"])
-             if differing else ""}]
-
-
-def summarize(args, libraries, baseline_runs, variant_runs) -> dict:
-    """Everything the report shows, as plain data (this is results/report.json)."""
-    baseline_median = statistics.median(run["seconds"] for run in baseline_runs)
-    expected_stdout = baseline_runs[0]["stdout"]
-    baseline_checks = check_baseline(baseline_runs)
-    variants = []
-    for variant, runs in variant_runs.items():
-        median = statistics.median(run["seconds"] for run in runs)
-        checks = check_runs(variant, runs, expected_stdout)
-        variants.append({
-            "name": variant,
-            "library": str(libraries[variant]),
-            "wall_seconds": [run["seconds"] for run in runs],
-            "median_seconds": median,
-            "vs_glibc": median / baseline_median if baseline_median else None,
-            "checks": checks,
-            "ok": all(check["ok"] for check in checks),
-            "stats": runs[0]["stats"],
-        })
-    return {
-        "generated": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "workload": shlex.join(workload_command(args)),
-        "environment": "PYTHONMALLOC=malloc; LD_PRELOAD=<variant library>; RUNSEL_STATS=<file>",
-        "python": subprocess.run([workload_python(args), "--version"], capture_output=True,
-                                 text=True).stdout.strip(),
-        "repeat": args.repeat,
-        "selected_container": selected_variant(args.build_dir),
-        "baseline": {
-            "name": "glibc",
-            "wall_seconds": [run["seconds"] for run in baseline_runs],
-            "median_seconds": baseline_median,
-            "stdout": expected_stdout,
-            "checks": baseline_checks,
-            "ok": all(check["ok"] for check in baseline_checks),
-        },
-        "variants": variants,
-        "ok": all(check["ok"] for check in baseline_checks) and all(v["ok"] for v in variants),
-    }
-
-
-def write_results(summary: dict, stem: str) -> tuple[Path, Path]:
-    RESULTS_DIR.mkdir(exist_ok=True)
-    json_path, markdown_path = RESULTS_DIR / f"{stem}.json", RESULTS_DIR / f"{stem}.md"
-    json_path.write_text(json.dumps(summary, indent=2) + "\n")
-    markdown_path.write_text(runsel_report.markdown(summary))
-    return markdown_path, json_path
+def harness_arguments(args: argparse.Namespace) -> list[str]:
+    """The report's options, passed on to experiments/harness/harness.py."""
+    forwarded = ["--build-dir", str(args.build_dir), "--out", str(args.out),
+                 "--instructions", args.instructions]
+    if args.quick:
+        forwarded.append("--quick")
+    if args.aslr:
+        forwarded.append("--aslr")
+    for option in ("repeat", "scale", "seed", "instruction_scale", "timeout"):
+        value = getattr(args, option)
+        if value is not None:
+            forwarded += [f"--{option.replace('_', '-')}", str(value)]
+    for option in ("workload", "allocator"):
+        for value in getattr(args, option):
+            forwarded += [f"--{option}", value]
+    return forwarded
 
 
 def command_report(args: argparse.Namespace) -> int:
-    if not args.script.exists():
-        raise StepFailed(f"{args.script} is missing: the report runs it under every variant")
+    """Builds every variant and workload, then runs the harness (which re-runs itself
+    under Debian's python3 when this one lacks matplotlib)."""
     configure(args.build_dir, requested_options(args))
-    libraries = build_libraries(args)
-    if args.variant:
-        unknown = set(args.variant) - set(libraries)
-        if unknown:
-            raise StepFailed(f"no such variant: {', '.join(sorted(unknown))}")
-        libraries = {name: path for name, path in libraries.items() if name in args.variant}
-    baseline_runs, variant_runs = run_all_interleaved(args, libraries)
-    if baseline_runs[0]["returncode"] != 0:
-        sys.stderr.write(baseline_runs[0]["stderr"])
-        raise StepFailed(f"{args.script} failed without runsel "
-                         f"(exit {baseline_runs[0]['returncode']})")
-    summary = summarize(args, libraries, baseline_runs, variant_runs)
-    print()
-    print(runsel_report.text(summary))
-    markdown_path, json_path = write_results(summary, "report")
-    print(f"\nreport written to {markdown_path} and {json_path}")
-    return 0 if summary["ok"] else 1
+    programs = workload_programs(args.build_dir)
+    if not programs:
+        raise StepFailed(f"meson defines no {WORKLOAD_PREFIX}* programs: is -Dbenchmarks=false?")
+    build_libraries(args, extra=programs)
+    return run([sys.executable, HARNESS, *harness_arguments(args)], check=False)
 
 
 # --- test -------------------------------------------------------------------------------
@@ -407,23 +248,37 @@ def parser() -> argparse.ArgumentParser:
     shared = [build_options()]
 
     report = commands.add_parser(
-        "report", parents=shared, help="the main job: build every variant, run python3 under each",
-        description=f"Builds every variant, runs {WORKLOAD} with python3 (PYTHONMALLOC=malloc) "
-                    "under glibc and under each variant (LD_PRELOAD), checks the output is "
-                    "identical and that runsel served it, and prints runsel's stats. "
-                    f"Writes {RESULTS_DIR}/report.md and {RESULTS_DIR}/report.json.")
-    report.add_argument("--repeat", type=int, default=3, metavar="N",
-                        help="runs per allocator, interleaved; times are medians (default: 3)")
-    report.add_argument("--variant", action="append", default=[], metavar="NAME",
-                        help="only this variant (repeatable; default: all)")
-    report.add_argument("--script", type=Path, metavar="PATH",
-                        help=f"Python script to run (default: {WORKLOAD})")
-    report.add_argument("--python", metavar="PATH",
-                        help="interpreter to run (default: /usr/bin/python3)")
-    report.add_argument("--timeout", type=float, default=900, metavar="SECONDS",
-                        help="per run (default: %(default)s)")
-    report.add_argument("workload_args", nargs="*", metavar="ARG",
-                        help="passed to the script (after --)")
+        "report", parents=shared,
+        help="the main job: every workload under every allocator, one report",
+        description="Builds every runsel variant and the workloads (experiments/workloads), "
+                    "then runs each workload under each variant, glibc, jemalloc, mimalloc and "
+                    "tcmalloc (LD_PRELOAD), interleaved and repeated; proves which allocator "
+                    "served every run; counts instructions (perf, else callgrind). Writes "
+                    f"{REPORT_DIR}/report.html (self-contained), report.md and results.json. "
+                    "About 10 minutes on 2 cores; --quick about 1.")
+    report.add_argument("--quick", action="store_true",
+                        help="about a minute: 3 repetitions at scale 0.1")
+    report.add_argument("--out", type=Path, default=REPORT_DIR, metavar="DIR",
+                        help="output directory (default: %(default)s)")
+    report.add_argument("--repeat", type=int, metavar="N",
+                        help="runs per workload and allocator (default: 21, quick: 3)")
+    report.add_argument("--scale", type=float, metavar="X",
+                        help="workload size (default: 1.0, quick: 0.1)")
+    report.add_argument("--seed", type=int, metavar="N", help="workload seed (default: 1)")
+    report.add_argument("--instructions", choices=("auto", "perf", "callgrind", "off"),
+                        default="auto", help="instruction counts: perf stat where the machine "
+                        "has counters, else valgrind's callgrind (default: auto)")
+    report.add_argument("--instruction-scale", type=float, metavar="X",
+                        help="workload size under callgrind (default: 0.05, quick: 0.01)")
+    report.add_argument("--workload", action="append", default=[], metavar="NAME",
+                        help="only this workload (repeatable)")
+    report.add_argument("--allocator", action="append", default=[], metavar="NAME",
+                        help="only this allocator (repeatable): a container, glibc, jemalloc, "
+                             "mimalloc or tcmalloc")
+    report.add_argument("--timeout", type=float, metavar="SECONDS", help="per run (default: 600)")
+    report.add_argument("--aslr", action="store_true",
+                        help="keep address-space randomisation (default: off via setarch -R, "
+                             "so runs of a variant choose alike)")
     report.set_defaults(handler=command_report)
 
     test = commands.add_parser(
@@ -464,8 +319,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if hasattr(args, "build_dir"):
         args.build_dir = root_relative(args.build_dir)
-    if hasattr(args, "script"):
-        args.script = root_relative(args.script, default=WORKLOAD)
+    if hasattr(args, "out"):
+        args.out = root_relative(args.out)
     os.chdir(ROOT)
     try:
         return args.handler(args)

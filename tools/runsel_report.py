@@ -16,7 +16,10 @@ STATS_FIGURES = ("committed", "allocated", "bin_unused", "waste", "dirty", "book
 
 
 def mib(count: float | None) -> str:
-    return "-" if count is None else f"{count / MIB:.1f}"
+    """MiB, one decimal; two below 10 MiB so small live sets still show."""
+    if count is None:
+        return "-"
+    return f"{count / MIB:.1f}" if abs(count) >= 10 * MIB else f"{count / MIB:.2f}"
 
 
 def delta_cell(delta: dict | None) -> str:
@@ -56,9 +59,13 @@ def summary_table(results: dict):
                          mib(point["live_requested"]),
                          "-" if point["fragmentation"] is None else f"{point['fragmentation']:.2f}"])
     settings = results["settings"]
-    note = (f"Median of {settings['repeat']} interleaved runs at scale {settings['scale']}. "
-            "Key = the checkpoint named after the workload: the last one that still holds a "
-            "live set. Fragmentation = (resident − resident at start) ÷ live requested bytes. "
+    layout = ("address-space randomisation on" if settings.get("aslr")
+              else "address-space randomisation off (setarch -R)")
+    note = (f"Median of {settings['repeat']} interleaved runs at scale {settings['scale']}, "
+            f"{layout}. "
+            "Key = the checkpoint in brackets after the workload: its last one that still "
+            "holds a live set (≥ 64 KiB). Fragmentation = (resident − resident at start) "
+            "÷ live requested bytes. "
             f"Instructions: {settings['instructions_how']}"
             + (f", scale {settings['instruction_scale']}." if settings["instructions"] != "off"
                else "."))
@@ -96,6 +103,29 @@ def runsel_stats_table(results: dict, workload: str):
             "committed = allocated + bin_unused + waste + dirty + bookkeeping (runsel_stats).")
 
 
+def bins_table(results: dict, workload: str):
+    """Runs and non-full runs per size class and variant at the key checkpoint."""
+    data = results["summary"][workload]
+    key = data["key_checkpoint"]
+    variants = {name: pair["runsel"][key]["bins"] for name, pair in data["allocators"].items()
+                if key in pair["runsel"]}
+    if not variants:
+        return f"{workload}: runs per bin", [], [], ""
+    headers = ["size", *[f"{name} runs / non-full / in use %" for name in variants]]
+    rows = []
+    for index, bin_ in enumerate(next(iter(variants.values()))):
+        cells = []
+        for bins in variants.values():
+            b = bins[index]
+            capacity = b["runs"] * b["regions_per_run"]
+            cells.append(f"{b['runs']} / {b['nonfull_runs']} / "
+                         f"{100 * b['regions_in_use'] / capacity:.0f}" if capacity else "-")
+        if any(cell != "-" for cell in cells):
+            rows.append([str(bin_["size"]), *cells])
+    return (f"{workload}: runs per bin at {key}", headers, rows,
+            "Only size classes with runs. In use % = regions in use ÷ regions in the bin's runs.")
+
+
 def checks_table(results: dict):
     headers = ["workload", "check", "result", "detail"]
     rows = [[check["workload"], check["check"], "ok" if check["ok"] else "FAILED",
@@ -115,6 +145,10 @@ def setup_table(results: dict):
     rows = [["command", results["command"]], ["generated", results["generated"]],
             ["duration", f"{results['duration_seconds']:.0f} s"],
             ["machine", f"{machine['cpu']}, {machine['cores']} cores, Linux {machine['kernel']}"],
+            ["load average (1 min) at start, end",
+             f"{machine.get('load_average_1min_at_start', '?')}, "
+             f"{machine.get('load_average_1min', '?')} (other work on the machine widens "
+             "the timing intervals)"],
             ["repetitions × scale × seed",
              f"{settings['repeat']} × {settings['scale']} × {settings['seed']}"],
             ["allocators", ", ".join(f"{a['name']}" + (f" ({a['preload']})" if a["preload"] else "")
@@ -127,9 +161,9 @@ def tables(results: dict) -> list:
     listed = [summary_table(results), checks_table(results)]
     for workload in results["summary"]:
         listed.append(checkpoints_table(results, workload))
-        stats = runsel_stats_table(results, workload)
-        if stats[2]:
-            listed.append(stats)
+        for table in (runsel_stats_table(results, workload), bins_table(results, workload)):
+            if table[2]:
+                listed.append(table)
     listed.append(setup_table(results))
     return listed
 

@@ -44,7 +44,7 @@ import runsel_report  # noqa: E402
 
 WORKLOAD_PREFIX = "workload_"
 # Run lengths: the default takes about 10 minutes on a 2-core machine, --quick about 1.
-DEFAULT = {"repeat": 11, "scale": 1.0, "instruction_scale": 0.05}
+DEFAULT = {"repeat": 21, "scale": 1.0, "instruction_scale": 0.05}
 QUICK = {"repeat": 3, "scale": 0.1, "instruction_scale": 0.01}
 KEEP_CHUNK_MAPS = ("rb_first", "lifo")  # the occupancy pictures compare these two
 
@@ -75,7 +75,8 @@ def machine() -> dict:
     cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text()
                 .splitlines() if line.startswith("model name")), platform.processor())
     return {"cpu": cpu, "cores": os.cpu_count(), "kernel": platform.release(),
-            "python": platform.python_version()}
+            "python": platform.python_version(),
+            "load_average_1min": round(os.getloadavg()[0], 2)}
 
 
 def trim_chunk_maps(summary: dict) -> None:
@@ -105,6 +106,9 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--workload", action="append", default=[], metavar="NAME")
     parser.add_argument("--allocator", action="append", default=[], metavar="NAME")
     parser.add_argument("--timeout", type=float, default=600, help="per run, seconds")
+    parser.add_argument("--aslr", action="store_true",
+                        help="keep address-space randomisation (default: runs use setarch -R "
+                             "so every run of a variant sees the same address layout)")
     args = parser.parse_args(argv)
     preset = QUICK if args.quick else DEFAULT
     args.repeat = args.repeat or preset["repeat"]
@@ -116,6 +120,7 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_arguments(argv)
     started = time.time()
+    load_before = round(os.getloadavg()[0], 2)
     workloads = pick(discover_workloads(args.build_dir), args.workload, "workload")
     system, missing = allocator_discovery.system_allocators()
     allocators = pick(allocator_discovery.runsel_variants(args.build_dir) + system,
@@ -127,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
           + (f" (not installed: {', '.join(missing)})" if missing else ""), file=sys.stderr)
 
     valid, discarded = runs.run_interleaved(workloads, allocators, args.repeat, args.scale,
-                                            args.seed, args.timeout)
+                                            args.seed, args.timeout, not args.aslr)
     counter, counter_why = runs.choose_counter(args.instructions)
     print(f"harness: instructions: {counter_why}", file=sys.stderr)
     counts = ({} if counter == "off" else
@@ -140,9 +145,10 @@ def main(argv: list[str] | None = None) -> int:
         "generated": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
         "duration_seconds": round(time.time() - started, 1),
         "command": " ".join(["tools/runsel report", *(argv if argv is not None else sys.argv[1:])]),
-        "machine": machine(),
+        "machine": {**machine(), "load_average_1min_at_start": load_before},
         "settings": {"repeat": args.repeat, "scale": args.scale, "seed": args.seed,
-                     "quick": args.quick, "instructions": counter, "instructions_how": counter_why,
+                     "quick": args.quick, "aslr": args.aslr, "instructions": counter,
+                     "instructions_how": counter_why,
                      "instruction_scale": args.instruction_scale if counter == "callgrind"
                      else args.scale},
         "reference": allocator_discovery.REFERENCE,

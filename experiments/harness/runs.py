@@ -81,18 +81,26 @@ class Progress:
         sys.stderr.write(("\n" if self.live else "") + text + "\n")
 
 
+# Address-space randomisation off: chunks are chosen by address, and where the kernel
+# places each mapping (and whether a huge realloc can grow in place) must not vary
+# between runs, or two runs of one variant make different choices.
+FIXED_LAYOUT = ["setarch", "-R"]
+
+
 def run_interleaved(workloads: list[Workload], allocators: list[Allocator], repeat: int,
-                    scale: float, seed: int, timeout: float) -> tuple[list[dict], list[dict]]:
+                    scale: float, seed: int, timeout: float,
+                    fixed_layout: bool = True) -> tuple[list[dict], list[dict]]:
     """Every workload under every allocator, `repeat` rounds of A B C ... so drift hits
     all alike; each round starts one allocator later so none always runs first.
     Returns (valid runs, discarded runs)."""
+    prefix = FIXED_LAYOUT if fixed_layout else []
     progress = Progress(repeat * len(workloads) * len(allocators), "runs")
     valid, discarded = [], []
     for repetition in range(repeat):
         for workload in workloads:
             shift = repetition % len(allocators)
             for allocator in allocators[shift:] + allocators[:shift]:
-                result = run_once(workload, allocator, scale, seed, timeout)
+                result = run_once(workload, allocator, scale, seed, timeout, prefix)
                 record = {"workload": workload.name, "allocator": allocator.name,
                           "repetition": repetition}
                 if result["ok"]:

@@ -2,7 +2,7 @@
 // hundred-odd items, edit, complete and delete them, render, then tear the app down,
 // over and over. Every object dies young and the live set stays small, so this
 // workload measures the speed of malloc/free (and of refilling runs); resident
-// memory barely moves.
+// memory barely moves. One round, half-way, is caught open ("app_open").
 #include <cstdio>
 
 #include "workload.h"
@@ -42,8 +42,9 @@ void remove_item(Heap& heap, Item* items, size_t& count, size_t index) {
   items[index] = items[--count];
 }
 
-// One round of the app: build, edit, render, delete, tear down.
-void run_app(Heap& heap, Rng& rng) {
+// One round of the app: build, edit, render, delete, tear down. With a recorder, a
+// checkpoint is taken while the app is open (after its first edit pass).
+void run_app(Heap& heap, Rng& rng, workload::Recorder* recorder) {
   size_t capacity = 1200, count = 0;
   auto* items = static_cast<Item*>(heap.allocate(capacity * sizeof(Item)));
   size_t wanted = rng.between(100, 800);
@@ -56,8 +57,10 @@ void run_app(Heap& heap, Rng& rng) {
       items[i].title.size = size;
     }
     for (size_t i = 0; i < count;) {  // delete the completed
-      if (rng.chance(0.3)) remove_item(heap, items, count, i);
-      else ++i;
+      if (rng.chance(0.3))
+        remove_item(heap, items, count, i);
+      else
+        ++i;
     }
     for (size_t added = count / 4; added > 0 && count < capacity; --added)
       add_item(heap, rng, items, count);
@@ -68,6 +71,7 @@ void run_app(Heap& heap, Rng& rng) {
       rendered.push(Block{heap.allocate(node), node});
     }
     rendered.release_all();
+    if (recorder != nullptr && pass == 0) recorder->checkpoint("app_open", heap, true);
   }
   while (count > 0) remove_item(heap, items, count, rng.below(count));
   heap.release_storage(items, capacity * sizeof(Item));
@@ -85,7 +89,7 @@ int main(int argc, char** argv) {
   auto work = [&] {
     char name[40];
     for (size_t i = 1; i <= iterations; ++i) {
-      run_app(heap, rng);
+      run_app(heap, rng, i == iterations / 2 ? &recorder : nullptr);
       if (i % (iterations / 4) == 0 && i != iterations) {
         std::snprintf(name, sizeof name, "round_%zu", i);
         recorder.checkpoint(name, heap, false);

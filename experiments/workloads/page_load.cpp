@@ -33,8 +33,10 @@ struct Document {
   void keep(size_t size) {
     Block block{heap.allocate(size), size};
     // A few objects are referenced from global caches (style sheets, fonts, atoms).
-    if (rng.chance(0.03)) cache.push(block);
-    else objects.push(block);
+    if (rng.chance(0.03))
+      cache.push(block);
+    else
+      objects.push(block);
   }
 
   // Parse temporaries: a short ring, the oldest freed as new ones arrive.
@@ -72,11 +74,11 @@ struct Document {
 
   void load(size_t nodes) {
     for (size_t node = 0; node < nodes; ++node) {
-      keep(rng.between(48, 256));                                       // element
-      if (rng.chance(0.6)) keep(rng.log_uniform(16, 512));              // text, attributes
-      if (rng.chance(0.02)) keep(rng.between(512, 4096));               // long text
-      if (rng.chance(0.5)) temporary(rng.log_uniform(16, 1024));        // parser, tokens
-      if (node % 64 == 0) grown_array(size_t(1) << rng.between(6, 14)); // child lists
+      keep(rng.between(48, 256));                                        // element
+      if (rng.chance(0.6)) keep(rng.log_uniform(16, 512));               // text, attributes
+      if (rng.chance(0.02)) keep(rng.between(512, 4096));                // long text
+      if (rng.chance(0.5)) temporary(rng.log_uniform(16, 1024));         // parser, tokens
+      if (node % 64 == 0) grown_array(size_t(1) << rng.between(6, 14));  // child lists
       if (node % 2048 == 0) hash_table(size_t(1) << rng.between(12, 16));
     }
     size_t images = rng.between(3, 8);

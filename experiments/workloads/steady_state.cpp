@@ -41,8 +41,10 @@ int main(int argc, char** argv) {
     for (size_t i = 0; i < startup; ++i) {
       size_t size = object_size(rng);
       Block block{heap.allocate(size), size};
-      if (rng.chance(0.05)) survivors.push(block);
-      else transient.push(block);
+      if (rng.chance(0.05))
+        survivors.push(block);
+      else
+        transient.push(block);
       if (transient.size() > startup / 3) {  // a phase ends: half of its garbage goes
         for (size_t n = transient.size() / 2; n > 0; --n) {
           Block dead = transient.take(rng.below(transient.size()));

@@ -182,14 +182,22 @@ void write_stats(FILE* out, const runsel_stats_t& stats) {
     const char* name;
     size_t value;
   } figures[] = {
-      {"mapped", stats.mapped},          {"committed", stats.committed},
-      {"allocated", stats.allocated},    {"waste", stats.waste},
-      {"dirty", stats.dirty},            {"bookkeeping", stats.bookkeeping},
-      {"bin_unused", stats.bin_unused},  {"small_allocated", stats.small_allocated},
-      {"large_allocated", stats.large_allocated}, {"huge_allocated", stats.huge_allocated},
-      {"narenas", stats.narenas},        {"chunks", stats.chunks},
-      {"huge_count", stats.huge_count},  {"dirty_max", stats.dirty_max},
-      {"nmalloc", stats.nmalloc},        {"nfree", stats.nfree},
+      {"mapped", stats.mapped},
+      {"committed", stats.committed},
+      {"allocated", stats.allocated},
+      {"waste", stats.waste},
+      {"dirty", stats.dirty},
+      {"bookkeeping", stats.bookkeeping},
+      {"bin_unused", stats.bin_unused},
+      {"small_allocated", stats.small_allocated},
+      {"large_allocated", stats.large_allocated},
+      {"huge_allocated", stats.huge_allocated},
+      {"narenas", stats.narenas},
+      {"chunks", stats.chunks},
+      {"huge_count", stats.huge_count},
+      {"dirty_max", stats.dirty_max},
+      {"nmalloc", stats.nmalloc},
+      {"nfree", stats.nfree},
       {"purges", stats.purges},
   };
   std::fputs("{", out);
@@ -211,8 +219,8 @@ void write_chunk_maps(FILE* out, const CheckpointRecord& record, const runsel_ch
   std::fprintf(out, "{\"total\": %zu, \"chunks\": [", record.chunks_total);
   for (size_t i = 0; i < record.map_count; ++i) {
     const runsel_chunk_map& map = maps[record.map_first + i];
-    std::fprintf(out, "%s{\"arena\": %u, \"address\": %zu, \"pages\": \"", i ? ", " : "",
-                 map.arena, map.address);
+    std::fprintf(out, "%s{\"arena\": %u, \"address\": %zu, \"pages\": \"", i ? ", " : "", map.arena,
+                 map.address);
     for (unsigned char page : map.pages) std::fprintf(out, "%02x", page);
     std::fputs("\"}", out);
   }
@@ -249,7 +257,8 @@ struct Recorder::Impl {
     record.map_first = maps_used;
     record.map_count = record.chunks_total = 0;
     if (want_maps && chunk_maps_function != nullptr) {
-      record.chunks_total = chunk_maps_function(scratch->maps + maps_used, kMaxChunkMaps - maps_used);
+      record.chunks_total =
+          chunk_maps_function(scratch->maps + maps_used, kMaxChunkMaps - maps_used);
       record.map_count = std::min(record.chunks_total, kMaxChunkMaps - maps_used);
       maps_used += record.map_count;
     }
@@ -259,14 +268,13 @@ struct Recorder::Impl {
 Recorder::Recorder(const char* workload_name, const Options& options) : impl_(new Impl) {
   impl_->workload_name = workload_name;
   impl_->options = options;
-  impl_->identity = experiments::detect_allocator();
   if (options.introspect) {
     impl_->stats_function = reinterpret_cast<StatsFunction>(dlsym(RTLD_DEFAULT, "runsel_stats"));
     impl_->chunk_maps_function =
         reinterpret_cast<ChunkMapsFunction>(dlsym(RTLD_DEFAULT, "runsel_chunk_maps"));
   }
-  void* area = mmap(nullptr, sizeof(Scratch), PROT_READ | PROT_WRITE,
-                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  void* area =
+      mmap(nullptr, sizeof(Scratch), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (area == MAP_FAILED) {
     std::perror("workload: mmap of the checkpoint scratch area");
     std::exit(1);
@@ -294,6 +302,10 @@ int Recorder::finish(const Heap& heap, const char* notes, bool deterministic) {
   double stopped = now_seconds();
   impl_->measured += stopped - impl_->region_started;
   impl_->record("end", heap, false);
+  // Only now: naming the allocator builds std::strings, whose heap allocations (a
+  // longer variant name passes the small-string limit) must not differ between
+  // variants inside the measured region.
+  impl_->identity = experiments::detect_allocator();
   const Impl& run = *impl_;
 
   FILE* out = run.options.out ? std::fopen(run.options.out, "w") : stdout;
@@ -318,8 +330,8 @@ int Recorder::finish(const Heap& heap, const char* notes, bool deterministic) {
     std::fprintf(out,
                  "  %s{\"name\": \"%s\", \"seconds\": %.9f, \"resident\": %zu, "
                  "\"live_requested\": %zu, \"minor_faults\": %ld",
-                 i ? "," : "", record.name, record.seconds, record.resident,
-                 record.live_requested, record.minor_faults);
+                 i ? "," : "", record.name, record.seconds, record.resident, record.live_requested,
+                 record.minor_faults);
     if (record.has_stats) {
       std::fputs(",\n   \"runsel\": ", out);
       write_stats(out, record.stats);

@@ -22,9 +22,9 @@ namespace workload {
 
 struct Options {
   uint64_t seed = 1;
-  double scale = 1.0;        // multiplies every count; sizes stay the same
-  bool introspect = true;    // --no-introspection: no runsel stats or maps (instruction counts)
-  const char* out = nullptr; // --out PATH, default stdout
+  double scale = 1.0;         // multiplies every count; sizes stay the same
+  bool introspect = true;     // --no-introspection: no runsel stats or maps (instruction counts)
+  const char* out = nullptr;  // --out PATH, default stdout
 };
 
 // Parses --seed N --scale X --no-introspection --out PATH; exits with usage on error.

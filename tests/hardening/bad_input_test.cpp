@@ -1,0 +1,397 @@
+// Bad input, listed: every misuse runsel is tested against and what it does.
+// The rows below are the README's bad-input table (RUNSEL_BAD_INPUT_TABLE=<path>
+// writes it as Markdown); each row is run as its own test.
+#include <errno.h>
+#include <gtest/gtest.h>
+#include <malloc.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "runsel.h"
+#include "seeded.h"
+
+extern "C" void* pvalloc(size_t size) noexcept;
+extern "C" void* valloc(size_t size) noexcept;
+extern "C" void* reallocarray(void* p, size_t count, size_t size) noexcept;
+extern "C" void* __libc_malloc(size_t size) noexcept;  // glibc's own malloc
+extern "C" void __libc_free(void* p) noexcept;
+
+// The misuses below are deliberate; GCC sees some of them through opaque().
+#pragma GCC diagnostic ignored "-Wuse-after-free"
+#pragma GCC diagnostic ignored "-Wfree-nonheap-object"
+#pragma GCC diagnostic ignored "-Walloc-size-larger-than="
+
+namespace {
+
+using runsel_test::opaque;
+
+constexpr size_t kChunk = size_t{1} << 20;
+constexpr size_t kSmall = 64, kLarge = 64 * 1024, kHuge = 3 * kChunk;
+constexpr size_t kTooBig = size_t{PTRDIFF_MAX} + 1;
+
+// ---- Misuses that abort: run in a forked child, which names the pointer
+// it is about to pass before doing so.
+
+int g_pointer_pipe = -1;
+void* announce(void* p) {
+  char text[32];
+  int n = snprintf(text, sizeof text, "%p", p);
+  if (write(g_pointer_pipe, text, n) != n) _exit(3);
+  return opaque(p);
+}
+
+void double_free(size_t size) {
+  void* keep = opaque(malloc(size));  // keeps the run/chunk alive
+  void* p = opaque(malloc(size));
+  free(p);
+  free(announce(p));
+  free(keep);
+}
+void double_free_small() { double_free(kSmall); }
+void double_free_large() { double_free(kLarge); }
+void double_free_huge() { double_free(kHuge); }
+void double_free_after_purge() {
+  void* keep = opaque(malloc(kLarge));
+  void* p = opaque(malloc(kLarge));
+  free(p);
+  runsel_free_dirty_pages();  // its pages are now clean, maybe coalesced
+  free(announce(p));
+  free(keep);
+}
+void interior(size_t size, size_t offset) {
+  char* p = static_cast<char*>(opaque(malloc(size)));
+  free(announce(p + offset));
+}
+void interior_small() { interior(kSmall, 16); }
+void misaligned_small() { interior(kSmall, 1); }
+void interior_large() { interior(kLarge, 4096); }
+void interior_huge() { interior(kHuge, kChunk); }
+void foreign_mmap() {
+  void* map = mmap(nullptr, 3 * kChunk, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  uintptr_t aligned = (reinterpret_cast<uintptr_t>(map) + kChunk - 1) & ~(kChunk - 1);
+  memset(reinterpret_cast<void*>(aligned), 0xA5, kChunk);  // a garbage "chunk header"
+  free(announce(reinterpret_cast<char*>(aligned) + 4096));
+}
+void foreign_glibc() { free(announce(opaque(__libc_malloc(64)))); }
+void stack_memory() {
+  char on_stack[64];
+  free(announce(opaque(static_cast<void*>(on_stack))));
+}
+char g_static_buffer[64];
+void static_memory() { free(announce(opaque(static_cast<void*>(g_static_buffer)))); }
+void realloc_freed(size_t size) {
+  void* keep = opaque(malloc(size));
+  void* p = opaque(malloc(size));
+  free(p);
+  opaque(realloc(announce(p), 2 * size));
+  free(keep);
+}
+void realloc_freed_small() { realloc_freed(kSmall); }
+void realloc_freed_large() { realloc_freed(kLarge); }
+void realloc_freed_huge() { realloc_freed(kHuge); }
+void realloc_interior() {
+  char* p = static_cast<char*>(opaque(malloc(256)));
+  opaque(realloc(announce(p + 32), 1000));
+}
+void realloc_foreign() { opaque(realloc(announce(opaque(__libc_malloc(64))), 128)); }
+void delete_interior() {
+  char* p = new char[100];
+  delete[] static_cast<char*>(announce(p + 48));
+}
+
+// ---- Misuses that are refused or tolerated: checked in-process; each
+// returns "" or what went wrong.
+
+std::string expect_enomem(void* p, const char* call) {
+  int e = errno;
+  free(p);
+  if (p != nullptr) return std::string(call) + " returned a block";
+  if (e != ENOMEM) return std::string(call) + ": errno " + std::to_string(e) + ", want ENOMEM";
+  return "";
+}
+std::string expect_einval(void* p, const char* call) {
+  int e = errno;
+  free(p);
+  if (p != nullptr) return std::string(call) + " returned a block";
+  if (e != EINVAL) return std::string(call) + ": errno " + std::to_string(e) + ", want EINVAL";
+  return "";
+}
+
+std::string huge_sizes() {
+  for (size_t size : {kTooBig, SIZE_MAX, SIZE_MAX - 4095}) {
+    errno = 0;
+    std::string why = expect_enomem(opaque(malloc(size)), "malloc");
+    if (why.empty()) why = expect_enomem(opaque(realloc(nullptr, size)), "realloc(NULL)");
+    if (why.empty()) why = expect_enomem(opaque(valloc(size)), "valloc");
+    if (why.empty()) why = expect_enomem(opaque(pvalloc(size)), "pvalloc");
+    if (why.empty()) why = expect_enomem(opaque(aligned_alloc(64, size)), "aligned_alloc");
+    if (!why.empty()) return why + " of " + std::to_string(size);
+  }
+  return "";
+}
+std::string calloc_overflow() {
+  const size_t cases[][2] = {{SIZE_MAX / 2 + 1, 2}, {2, SIZE_MAX / 2 + 1},
+                             {SIZE_MAX, SIZE_MAX},  {size_t{1} << 32, size_t{1} << 32},
+                             {1, kTooBig},          {kTooBig / 2 + 1, 2}};
+  for (const auto& c : cases) {
+    errno = 0;
+    std::string why = expect_enomem(opaque(calloc(c[0], c[1])), "calloc");
+    if (!why.empty()) return why + " (" + std::to_string(c[0]) + " x " + std::to_string(c[1]) + ")";
+  }
+  return "";
+}
+// The old block is untouched by a refused realloc/reallocarray.
+std::string refused_resize(bool array) {
+  for (size_t size : {kSmall, kLarge, kHuge}) {
+    unsigned char* p = static_cast<unsigned char*>(malloc(size));
+    memset(p, 0x5C, size);
+    errno = 0;
+    void* q = array ? reallocarray(p, SIZE_MAX / 2 + 1, 2) : realloc(p, kTooBig);
+    std::string why = expect_enomem(opaque(q), array ? "reallocarray" : "realloc");
+    for (size_t i = 0; why.empty() && i < size; ++i)
+      if (p[i] != 0x5C) why = "old block changed at byte " + std::to_string(i);
+    if (why.empty() && malloc_usable_size(p) < size) why = "old block lost";
+    free(p);
+    if (!why.empty()) return why + " (block of " + std::to_string(size) + ")";
+  }
+  return "";
+}
+std::string realloc_overflow() { return refused_resize(false); }
+std::string reallocarray_overflow() { return refused_resize(true); }
+std::string bad_alignment() {
+  for (size_t alignment :
+       {size_t{0}, size_t{3}, size_t{24}, size_t{4097}, size_t{PTRDIFF_MAX}, SIZE_MAX}) {
+    void* sentinel = reinterpret_cast<void*>(uintptr_t{0x1234});
+    void* p = sentinel;
+    errno = 0;
+    int result = posix_memalign(&p, alignment, 64);
+    if (result != EINVAL || p != sentinel || errno != 0)
+      return "posix_memalign(" + std::to_string(alignment) + ") returned " +
+             std::to_string(result) + " (want EINVAL, *result and errno untouched)";
+    errno = 0;
+    std::string why = expect_einval(opaque(aligned_alloc(alignment, 64)), "aligned_alloc");
+    if (why.empty()) errno = 0, why = expect_einval(opaque(memalign(alignment, 64)), "memalign");
+    if (!why.empty()) return why + " with alignment " + std::to_string(alignment);
+  }
+  // posix_memalign also wants a multiple of sizeof(void*).
+  void* p = nullptr;
+  if (int result = posix_memalign(&p, sizeof(void*) / 2, 64); result != EINVAL)
+    return "posix_memalign(" + std::to_string(sizeof(void*) / 2) + ") returned " +
+           std::to_string(result);
+  return "";
+}
+std::string absurd_alignment() {
+  for (size_t shift : {47, 52, 62, 63}) {
+    size_t alignment = size_t{1} << shift;
+    void* p = nullptr;
+    int result = posix_memalign(&p, alignment, 64);
+    if (result != ENOMEM) {
+      if (result == 0) free(p);
+      return "posix_memalign(2^" + std::to_string(shift) + ") returned " + std::to_string(result);
+    }
+    errno = 0;
+    std::string why = expect_enomem(opaque(aligned_alloc(alignment, 64)), "aligned_alloc");
+    if (why.empty()) errno = 0, why = expect_enomem(opaque(memalign(alignment, 64)), "memalign");
+    if (!why.empty()) return why + " with alignment 2^" + std::to_string(shift);
+  }
+  return "";
+}
+std::string null_and_zero() {
+  free(nullptr);
+  if (malloc_usable_size(nullptr) != 0) return "malloc_usable_size(NULL) != 0";
+  void* a = malloc(0);
+  void* b = malloc(0);
+  if (!a || !b || a == b) return "malloc(0) must give distinct blocks";
+  if (malloc_usable_size(a) != 16) return "malloc(0) is not a 16-byte region";
+  void* c = realloc(a, 0);  // a minimal block, like mozjemalloc; not a free
+  if (c == nullptr || malloc_usable_size(c) != 16) return "realloc(p, 0) did not keep a block";
+  free(c);
+  free(b);
+  return "";
+}
+std::string usable_size_of_foreign() {
+  char on_stack[32];
+  void* glibc = __libc_malloc(64);
+  size_t stack_size = malloc_usable_size(opaque(static_cast<void*>(on_stack)));
+  size_t glibc_size = malloc_usable_size(opaque(glibc));
+  __libc_free(glibc);
+  if (stack_size != 0 || glibc_size != 0)
+    return "malloc_usable_size of foreign pointers: " + std::to_string(stack_size) + ", " +
+           std::to_string(glibc_size);
+  return "";
+}
+
+// ---- The table.
+
+struct Row {
+  const char* misuse;
+  const char* behaviour;  // Markdown, as in README (aborting rows: made from the message)
+  void (*aborts)();       // a misuse that must abort with the one line
+  const char* function;   // "runsel: FUNCTION(P): PROBLEM"
+  const char* problem;
+  std::string (*check)();  // or a misuse that is refused or tolerated
+};
+
+const std::vector<Row>& rows() {
+  static const std::vector<Row> table = {
+      {"double free of a small block (64 B)", nullptr, double_free_small, "free",
+       "double free of a small region", nullptr},
+      {"double free of a large block (64 KiB)", nullptr, double_free_large, "free",
+       "double free, or free of memory never allocated (the page is free)", nullptr},
+      {"double free of a huge block (3 MiB)", nullptr, double_free_huge, "free",
+       "double free of a huge allocation", nullptr},
+      {"double free of a large block after its pages were purged", nullptr, double_free_after_purge,
+       "free", "double free, or free of memory never allocated (the page is free)", nullptr},
+      {"free of an interior pointer (small, +16)", nullptr, interior_small, "free",
+       "not the start of a small region (interior pointer)", nullptr},
+      {"free of a misaligned pointer (small, +1)", nullptr, misaligned_small, "free",
+       "not the start of a small region (interior pointer)", nullptr},
+      {"free of an interior pointer (large, +4096)", nullptr, interior_large, "free",
+       "not the start of a large allocation (interior pointer)", nullptr},
+      {"free of an interior pointer (huge, +1 MiB)", nullptr, interior_huge, "free",
+       "not the start of a huge allocation (interior pointer)", nullptr},
+      {"`delete[]` of an interior pointer", nullptr, delete_interior, "free",
+       "not the start of a small region (interior pointer)", nullptr},
+      {"free of a foreign pointer (mmap'd chunk-aligned memory with a garbage header)", nullptr,
+       foreign_mmap, "free", "not allocated by runsel (foreign pointer)", nullptr},
+      {"free of glibc's `__libc_malloc` block", nullptr, foreign_glibc, "free",
+       "not allocated by runsel (foreign pointer)", nullptr},
+      {"free of stack memory", nullptr, stack_memory, "free",
+       "not allocated by runsel (foreign pointer)", nullptr},
+      {"free of static memory", nullptr, static_memory, "free",
+       "not allocated by runsel (foreign pointer)", nullptr},
+      {"realloc of a freed small block", nullptr, realloc_freed_small, "realloc",
+       "double free of a small region", nullptr},
+      {"realloc of a freed large block", nullptr, realloc_freed_large, "realloc",
+       "double free, or free of memory never allocated (the page is free)", nullptr},
+      {"realloc of a freed huge block", nullptr, realloc_freed_huge, "realloc",
+       "double free of a huge allocation", nullptr},
+      {"realloc of an interior pointer", nullptr, realloc_interior, "realloc",
+       "not the start of a small region (interior pointer)", nullptr},
+      {"realloc of glibc's block", nullptr, realloc_foreign, "realloc",
+       "not allocated by runsel (foreign pointer)", nullptr},
+      {"`malloc`, `realloc(NULL, n)`, `valloc`, `pvalloc`, `aligned_alloc` of n > `PTRDIFF_MAX` "
+       "(2^63, `SIZE_MAX`, `SIZE_MAX`−4095)",
+       "NULL, `errno = ENOMEM`", nullptr, nullptr, nullptr, huge_sizes},
+      {"overflowing `calloc` (e.g. `SIZE_MAX/2+1` × 2, 2^32 × 2^32) or product > `PTRDIFF_MAX`",
+       "NULL, `errno = ENOMEM`", nullptr, nullptr, nullptr, calloc_overflow},
+      {"`realloc(p, n)` with n > `PTRDIFF_MAX`", "NULL, `errno = ENOMEM`, p untouched and live",
+       nullptr, nullptr, nullptr, realloc_overflow},
+      {"overflowing `reallocarray(p, SIZE_MAX/2+1, 2)`",
+       "NULL, `errno = ENOMEM`, p untouched and live", nullptr, nullptr, nullptr,
+       reallocarray_overflow},
+      {"alignment 0, 3, 24, 4097, `PTRDIFF_MAX`, `SIZE_MAX` (not a power of two); "
+       "`posix_memalign` with 4 (< `sizeof(void*)`)",
+       "`posix_memalign` returns `EINVAL` (`*result` and `errno` untouched); `aligned_alloc`, "
+       "`memalign`: NULL, `errno = EINVAL`",
+       nullptr, nullptr, nullptr, bad_alignment},
+      {"absurd power-of-two alignment (2^47, 2^52, 2^62, 2^63)",
+       "`posix_memalign` returns `ENOMEM`; `aligned_alloc`, `memalign`: NULL, `errno = ENOMEM`",
+       nullptr, nullptr, nullptr, absurd_alignment},
+      {"`free(NULL)`, `malloc(0)`, `realloc(p, 0)`",
+       "no-op; a distinct 16-byte block; a 16-byte block (like mozjemalloc, not a free)", nullptr,
+       nullptr, nullptr, null_and_zero},
+      {"`malloc_usable_size` of stack or glibc memory", "0 (no abort)", nullptr, nullptr, nullptr,
+       usable_size_of_foreign},
+  };
+  return table;
+}
+
+std::string behaviour(const Row& row) {
+  if (!row.aborts) return row.behaviour;
+  return std::string("abort (SIGABRT), one line: `runsel: ") + row.function +
+         "(P): " + row.problem + "`";
+}
+
+std::string markdown_table() {
+  std::string text = "| misuse | what runsel does |\n| --- | --- |\n";
+  for (const Row& row : rows())
+    text += std::string("| ") + row.misuse + " | " + behaviour(row) + " |\n";
+  return text;
+}
+
+// Runs an aborting row in a child; the child's stderr must be exactly
+// "runsel: FUNCTION(P): PROBLEM\n" with P the pointer it announced,
+// and the child must die of SIGABRT.
+void expect_abort(const Row& row) {
+  int err_pipe[2], pointer_pipe[2];
+  ASSERT_EQ(pipe(err_pipe), 0);
+  ASSERT_EQ(pipe(pointer_pipe), 0);
+  fflush(nullptr);
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    struct rlimit no_core = {0, 0};
+    setrlimit(RLIMIT_CORE, &no_core);
+    close(err_pipe[0]);
+    close(pointer_pipe[0]);
+    dup2(err_pipe[1], 2);
+    g_pointer_pipe = pointer_pipe[1];
+    row.aborts();
+    _exit(0);  // the misuse went unnoticed
+  }
+  close(err_pipe[1]);
+  close(pointer_pipe[1]);
+  auto drain = [](int fd) {
+    std::string text;
+    char buffer[512];
+    for (ssize_t n; (n = read(fd, buffer, sizeof buffer)) > 0;) text.append(buffer, n);
+    close(fd);
+    return text;
+  };
+  std::string pointer = drain(pointer_pipe[0]);
+  std::string err = drain(err_pipe[0]);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT)
+      << "status " << status << ", stderr: " << err;
+  ASSERT_FALSE(pointer.empty()) << "the child died before the misuse; stderr: " << err;
+  EXPECT_EQ(err,
+            std::string("runsel: ") + row.function + "(" + pointer + "): " + row.problem + "\n");
+  printf("observed: %s", err.c_str());
+}
+
+class BadInput : public testing::TestWithParam<size_t> {};
+
+TEST_P(BadInput, DoesWhatTheTableSays) {
+  const Row& row = rows()[GetParam()];
+  SCOPED_TRACE(row.misuse);
+  if (row.aborts) {
+    expect_abort(row);
+  } else {
+    std::string why = row.check();
+    EXPECT_EQ(why, "") << behaviour(row);
+    EXPECT_EQ(runsel_check(), 0);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Rows, BadInput, testing::Range(size_t{0}, rows().size()),
+                         [](const testing::TestParamInfo<size_t>& info) {
+                           std::string name = "row" + std::to_string(info.param) + "_";
+                           for (const char* c = rows()[info.param].misuse; *c && name.size() < 60;
+                                ++c)
+                             name += isalnum(static_cast<unsigned char>(*c)) ? *c : '_';
+                           return name;
+                         });
+
+// Writes the table to RUNSEL_BAD_INPUT_TABLE, for README.
+TEST(BadInputTable, Markdown) {
+  std::string table = markdown_table();
+  EXPECT_EQ(std::count(table.begin(), table.end(), '\n'), static_cast<long>(rows().size() + 2));
+  if (const char* path = getenv("RUNSEL_BAD_INPUT_TABLE")) {
+    std::ofstream(path) << table;
+  }
+}
+
+}  // namespace
