@@ -154,6 +154,8 @@ def harness_arguments(args: argparse.Namespace) -> list[str]:
     for option in ("workload", "allocator"):
         for value in getattr(args, option):
             forwarded += [f"--{option}", value]
+    for trace in args.trace:
+        forwarded += ["--trace", str(trace.resolve())]
     return forwarded
 
 
@@ -275,6 +277,9 @@ def parser() -> argparse.ArgumentParser:
     report.add_argument("--allocator", action="append", default=[], metavar="NAME",
                         help="only this allocator (repeatable): a container, glibc, jemalloc, "
                              "mimalloc or tcmalloc")
+    report.add_argument("--trace", action="append", default=[], type=Path, metavar="PATH",
+                        help="also replay this recorded trace (runsel trace -- CMD) as workload "
+                             "replay:<file name> under every allocator (repeatable)")
     report.add_argument("--timeout", type=float, metavar="SECONDS", help="per run (default: 600)")
     report.add_argument("--aslr", action="store_true",
                         help="keep address-space randomisation (default: off via setarch -R, "

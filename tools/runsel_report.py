@@ -187,7 +187,8 @@ def pictures(results: dict, out: Path) -> list[tuple[str, Path]]:
     ]
     for workload in results["summary"]:
         drawn.append((f"Chunk and page occupancy, {workload}: rb_first beside lifo",
-                      draw.chunk_occupancy(results, workload, out / f"occupancy_{workload}.png")))
+                      draw.chunk_occupancy(results, workload,
+                                           out / f"occupancy_{workload.replace(':', '_')}.png")))
     return [(caption, path) for caption, path in drawn if path is not None]
 
 

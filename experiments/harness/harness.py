@@ -43,6 +43,7 @@ import runs  # noqa: E402
 import runsel_report  # noqa: E402
 
 WORKLOAD_PREFIX = "workload_"
+REPLAY = "replay"  # workload_replay needs a trace: one replay:<name> workload per --trace
 # Run lengths: the default takes about 10 minutes on a 2-core machine, --quick about 1.
 DEFAULT = {"repeat": 21, "scale": 1.0, "instruction_scale": 0.05}
 QUICK = {"repeat": 3, "scale": 0.1, "instruction_scale": 0.01}
@@ -62,9 +63,35 @@ def discover_workloads(build_dir: Path) -> list[runs.Workload]:
     return found
 
 
+def trace_workloads(programs: list[runs.Workload], traces: list[Path]) -> list[runs.Workload]:
+    """One replay:<file name> workload per --trace, after checking that each trace is
+    well formed (workload_replay validates the whole file before replaying)."""
+    replayer = next((w.program for w in programs if w.name == REPLAY), None)
+    if traces and replayer is None:
+        sys.exit("harness: --trace needs the workload_replay program (run ninja)")
+    found, names = [], set()
+    for trace in traces:
+        trace = trace.resolve()
+        if not trace.is_file():
+            sys.exit(f"harness: --trace {trace}: no such file")
+        check = subprocess.run([str(replayer), "--trace", str(trace), "--scale", "1e-12",
+                                "--no-introspection"], capture_output=True, text=True)
+        if check.returncode != 0:
+            sys.exit(f"harness: --trace {trace}: {check.stderr.strip()}")
+        name, suffix = f"{REPLAY}:{trace.name}", 2
+        while name in names:
+            name, suffix = f"{REPLAY}:{trace.name}#{suffix}", suffix + 1
+        names.add(name)
+        found.append(runs.Workload(name, replayer, ("--trace", str(trace))))
+    return found
+
+
 def pick(items: list, wanted: list[str], what: str) -> list:
     if not wanted:
         return items
+    if what == "workload" and REPLAY in wanted:  # --workload replay: every trace
+        wanted = [name for name in wanted if name != REPLAY] + \
+            [item.name for item in items if item.name.startswith(REPLAY + ":")]
     unknown = set(wanted) - {item.name for item in items}
     if unknown:
         sys.exit(f"harness: no such {what}: {', '.join(sorted(unknown))}")
@@ -104,6 +131,9 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--instruction-scale", type=float,
                         help="workload size for callgrind runs (it is ~50x slower)")
     parser.add_argument("--workload", action="append", default=[], metavar="NAME")
+    parser.add_argument("--trace", action="append", default=[], type=Path, metavar="PATH",
+                        help="add a replay:<file name> workload replaying this recorded "
+                             "trace (repeatable); --scale below 1 replays that fraction")
     parser.add_argument("--allocator", action="append", default=[], metavar="NAME")
     parser.add_argument("--timeout", type=float, default=600, help="per run, seconds")
     parser.add_argument("--aslr", action="store_true",
@@ -121,7 +151,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_arguments(argv)
     started = time.time()
     load_before = round(os.getloadavg()[0], 2)
-    workloads = pick(discover_workloads(args.build_dir), args.workload, "workload")
+    programs = discover_workloads(args.build_dir)
+    workloads = pick([w for w in programs if w.name != REPLAY]
+                     + trace_workloads(programs, args.trace), args.workload, "workload")
     system, missing = allocator_discovery.system_allocators()
     allocators = pick(allocator_discovery.runsel_variants(args.build_dir) + system,
                       args.allocator, "allocator")
@@ -148,6 +180,7 @@ def main(argv: list[str] | None = None) -> int:
         "machine": {**machine(), "load_average_1min_at_start": load_before},
         "settings": {"repeat": args.repeat, "scale": args.scale, "seed": args.seed,
                      "quick": args.quick, "aslr": args.aslr, "instructions": counter,
+                     "traces": {w.name: w.arguments[1] for w in workloads if w.arguments},
                      "instructions_how": counter_why,
                      "instruction_scale": args.instruction_scale if counter == "callgrind"
                      else args.scale},

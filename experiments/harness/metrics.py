@@ -91,6 +91,7 @@ def summarize_pair(documents: list[dict]) -> dict:
         "identity": first["allocator"]["name"],
         "checksum": first["checksum"],
         "deterministic": first.get("deterministic", True),
+        "replay": first.get("replay"),  # replay:<trace> workloads: records, unknown pointers
         "runsel": runsel_snapshot(first),
         "chunk_maps": {checkpoint["name"]: checkpoint["chunk_maps"]
                        for checkpoint in first["checkpoints"] if "chunk_maps" in checkpoint},

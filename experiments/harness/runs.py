@@ -21,6 +21,7 @@ from allocators import Allocator, identity_problem
 class Workload:
     name: str
     program: Path
+    arguments: tuple[str, ...] = ()  # e.g. ("--trace", PATH) for a replay:<name> workload
 
 
 def environment_for(allocator: Allocator) -> dict[str, str]:
@@ -33,7 +34,8 @@ def environment_for(allocator: Allocator) -> dict[str, str]:
 def run_once(workload: Workload, allocator: Allocator, scale: float, seed: int,
              timeout: float, prefix: list[str] = (), introspect: bool = True) -> dict:
     """One run; returns {"ok", "document" or "error", "stderr"}. Never raises for a bad run."""
-    command = [*prefix, str(workload.program), "--seed", str(seed), "--scale", str(scale)]
+    command = [*prefix, str(workload.program), *workload.arguments, "--seed", str(seed),
+               "--scale", str(scale)]
     if not introspect:
         command.append("--no-introspection")
     try:

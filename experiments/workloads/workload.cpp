@@ -298,7 +298,7 @@ void Recorder::checkpoint(const char* name, const Heap& heap, bool chunk_maps) {
   impl_->region_started = now_seconds();
 }
 
-int Recorder::finish(const Heap& heap, const char* notes, bool deterministic) {
+int Recorder::finish(const Heap& heap, const char* notes, bool deterministic, const char* extra) {
   double stopped = now_seconds();
   impl_->measured += stopped - impl_->region_started;
   impl_->record("end", heap, false);
@@ -321,10 +321,10 @@ int Recorder::finish(const Heap& heap, const char* notes, bool deterministic) {
   std::fprintf(out, " \"measured_seconds\": %.9f, \"wall_seconds\": %.9f, \"checksum\": %llu,\n",
                run.measured, stopped - run.wall_started,
                static_cast<unsigned long long>(heap.checksum()));
-  std::fprintf(out,
-               " \"notes\": \"%s\", \"deterministic\": %s, \"checkpoints_overflowed\": %s,\n"
-               " \"checkpoints\": [\n",
+  std::fprintf(out, " \"notes\": \"%s\", \"deterministic\": %s, \"checkpoints_overflowed\": %s,\n",
                notes, deterministic ? "true" : "false", run.overflowed ? "true" : "false");
+  if (extra != nullptr) std::fprintf(out, " %s,\n", extra);
+  std::fputs(" \"checkpoints\": [\n", out);
   for (size_t i = 0; i < run.checkpoint_count; ++i) {
     const CheckpointRecord& record = run.scratch->checkpoints[i];
     std::fprintf(out,

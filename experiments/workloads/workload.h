@@ -68,6 +68,13 @@ class Heap {
   // For blocks that hold pointers (arrays of blocks): not read into the checksum,
   // whose value must not depend on addresses.
   void release_storage(void* block, size_t size);
+  // For a caller that makes its own malloc calls (the trace replay): `size` bytes
+  // became live, or stopped being live (`checked` goes into the checksum).
+  void count_allocated(size_t size) { live_.fetch_add(size, std::memory_order_relaxed); }
+  void count_freed(size_t size, uint64_t checked) {
+    live_.fetch_sub(size, std::memory_order_relaxed);
+    checksum_.fetch_add(checked, std::memory_order_relaxed);
+  }
   size_t live_bytes() const { return live_.load(std::memory_order_relaxed); }
   uint64_t checksum() const { return checksum_.load(std::memory_order_relaxed); }
 
@@ -140,7 +147,9 @@ class Recorder {
   // Stops the clock, takes the "end" checkpoint and writes the JSON document.
   // `deterministic`: every allocator sees the same call sequence (single thread).
   // Returns the process exit code.
-  int finish(const Heap& heap, const char* notes, bool deterministic = true);
+  // `extra`: more top-level JSON members ("\"name\": value, ..."), written as given.
+  int finish(const Heap& heap, const char* notes, bool deterministic = true,
+             const char* extra = nullptr);
 
  private:
   struct Impl;

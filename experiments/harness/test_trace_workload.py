@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""meson test --suite harness (harness_trace): a recorded trace as a harness workload.
+
+Records a small real program (python3 with PYTHONMALLOC=malloc, under
+build/tools/librunsel-trace.so), runs the harness with `--workload replay --trace FILE`
+under every allocator, and checks that replay:<file> is there for each of them with
+sane numbers, that it replayed every record (the count runsel-replay-rb_first gives),
+and that rb_first, array_heap and pairing_heap end with identical stats (SPEC §3).
+A truncated copy of the trace must be refused up front, with its byte offset.
+
+    experiments/harness/test_trace_workload.py --build-dir build
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from allocators import runsel_variants, system_allocators  # noqa: E402
+from test_harness import Failures, check_agreement, check_allocators, check_numbers  # noqa: E402
+
+PYTHON = "/usr/bin/python3"  # the interpreter itself (a pyenv shim would fork a shell)
+PROGRAM = """
+import random
+rng = random.Random(5)
+table, kept = {}, []
+for round in range(4):
+    for i in range(6000):
+        table[(round, i)] = ["x" * rng.randint(1, 300), list(range(rng.randint(0, 40)))]
+    for key in rng.sample(sorted(table), len(table) // 2):
+        kept.append(table.pop(key)[0]) if rng.random() < 0.1 else table.pop(key)
+    blob = [bytes(rng.randint(1000, 70000)) for _ in range(20)]
+print(len(table), len(kept), len(blob))
+"""
+
+
+def record(build_dir: Path, scratch: Path) -> Path:
+    recorder = build_dir / "tools" / "librunsel-trace.so"
+    environment = {**os.environ, "PYTHONMALLOC": "malloc", "LD_PRELOAD": str(recorder),
+                   "RUNSEL_TRACE": str(scratch / "python.%p")}
+    child = subprocess.Popen([PYTHON, "-c", PROGRAM], env=environment, stdout=subprocess.PIPE)
+    child.communicate(timeout=60)
+    if child.returncode != 0:
+        sys.exit(f"recording python3 failed: exit {child.returncode}")
+    return scratch / f"python.{child.pid}"
+
+
+def replayed_records(build_dir: Path, trace: Path) -> int:
+    """The record count by the trace tools' own replayer."""
+    output = subprocess.run([str(build_dir / "tools" / "runsel-replay-rb_first"), str(trace)],
+                            capture_output=True, text=True, check=True).stdout
+    return int(re.search(r"^replay ops=(\d+)", output, re.MULTILINE).group(1))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--build-dir", type=Path, required=True)
+    args = parser.parse_args()
+    build_dir = args.build_dir.resolve()
+    variants = [allocator.name for allocator in runsel_variants(build_dir)]
+    expected = variants + [allocator.name for allocator in system_allocators()[0]]
+    failures = Failures()
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="runsel-harness-trace-") as scratch_name:
+        scratch = Path(scratch_name)
+        trace = record(build_dir, scratch)
+        records = replayed_records(build_dir, trace)
+        print(f"recorded {trace.name}: {trace.stat().st_size} bytes, {records} records",
+              flush=True)
+        harness = [sys.executable, str(HERE / "harness.py"), "--build-dir", str(build_dir),
+                   "--quick", "--scale", "1", "--instructions", "off", "--workload", "replay"]
+
+        # A malformed trace is refused before any run, with the byte offset.
+        cut = scratch / "cut"
+        cut.write_bytes(trace.read_bytes()[:trace.stat().st_size // 2])
+        refused = subprocess.run([*harness, "--trace", str(cut), "--out", str(scratch / "cut.out")],
+                                 capture_output=True, text=True)
+        failures.expect(refused.returncode != 0 and "byte offset" in refused.stderr,
+                        f"truncated trace not refused with an offset: exit {refused.returncode}, "
+                        f"{refused.stderr.strip()[-300:]}")
+
+        out = scratch / "report"
+        command = [*harness, "--trace", str(trace), "--out", str(out)]
+        print("+ " + " ".join(command), flush=True)
+        failures.expect(subprocess.call(command) == 0, "harness failed")
+        results = json.loads((out / "results.json").read_text())
+        name = f"replay:{trace.name}"
+        failures.expect(results["workloads"] == [name], f"workloads: {results['workloads']}")
+        failures.expect(name in results["summary"], f"{name} missing from the summary")
+        check_allocators(results, expected, failures)
+        check_numbers(results, failures)
+        check_agreement(results, variants, failures)
+        for allocator, pair in results["summary"].get(name, {}).get("allocators", {}).items():
+            replay = pair.get("replay") or {}
+            failures.expect(replay.get("ops") == records == replay.get("records"),
+                            f"{allocator}: replayed {replay.get('ops')} of {records} records")
+            failures.expect(replay.get("failed") == 0, f"{allocator}: failed {replay}")
+            failures.expect(len(pair["checkpoints"]) == 7,  # start, five, end
+                            f"{allocator}: checkpoints {[p['name'] for p in pair['checkpoints']]}")
+            peak = max(point["live_requested"] for point in pair["checkpoints"])
+            failures.expect(peak > 1 << 20, f"{allocator}: live requested peaks at {peak}")
+        agreed = [check for check in results["checks"] if check["check"].startswith("same choices")]
+        if all(variant in variants for variant in ("rb_first", "array_heap", "pairing_heap")):
+            failures.expect(len(agreed) == 1 and agreed[0]["ok"], f"agreement check: {agreed}")
+        failures.expect((out / "report.md").read_text().count(name) > 0, "report.md lacks it")
+    for failure in failures:
+        print(f"FAILED: {failure}")
+    print(f"trace workload test: {len(failures)} failure(s) in {time.monotonic() - started:.0f} s; "
+          f"allocators: {', '.join(expected)}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,344 @@
+// Replay of a recorded trace (tools/trace/format.md) as a harness workload: the
+// calls a real program made, in the order it made them, on one thread. Unlike
+// tools/trace/replay.cpp (runsel-replay-<container>, linked with one container),
+// this program is not linked with runsel, so the harness runs the same trace under
+// every allocator through LD_PRELOAD (`tools/runsel report --trace PATH`).
+//
+//   workload_replay --trace PATH [--every N] [--partial] [--seed N] [--scale X]
+//                   [--no-introspection] [--out PATH]
+//
+// The whole trace is validated first with the reader of trace_format.h (a malformed
+// one replays nothing: exit 2, the byte offset on stderr); then the replay runs
+// inside the measured region, with a checkpoint every N records (default: five
+// evenly spaced) and at the end. --scale below 1 replays only that fraction of
+// the records (the first ones); --seed is accepted and unused (a trace has no
+// randomness). Recorded addresses are mapped to the replay's blocks in slot tables
+// mmap'd and touched before "start", so they never change resident memory inside
+// the measured region. Like every workload, each block is written when allocated
+// and its first byte read when freed. Frees of unknown pointers are counted in the
+// JSON ("replay": {"unknown_pointers": ...}), never fatal.
+#include <fcntl.h>
+#include <malloc.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "address_table.h"
+#include "trace_format.h"
+#include "workload.h"
+
+namespace {
+
+using namespace runsel::trace;
+using workload::Heap;
+
+struct Tally {
+  uint64_t ops = 0;
+  uint64_t unknown_pointers = 0;  // free/realloc of an address not live in the trace
+  uint64_t failed = 0;            // the program got memory, the replay did not
+  uint64_t reused_live = 0;       // an address returned again without a free
+};
+
+unsigned char fill_byte(size_t size) { return static_cast<unsigned char>((size * 131) | 1); }
+
+// The recorded address -> the block the replay got, and -> its requested size + 1
+// (the tables' "absent" is 0). Sized for the trace's peak number of live blocks.
+class Replay {
+ public:
+  Replay(Heap& heap, size_t peak_live)
+      : heap_(heap), blocks_(peak_live, true), sizes_(peak_live, true) {}
+
+  void step(const Record& r) {
+    ++tally_.ops;
+    switch (r.op) {
+      case Op::malloc:
+        return bind(r.result, malloc(r.size), r.size, 0);
+      case Op::calloc: {
+        uint64_t bytes = 0;
+        if (__builtin_mul_overflow(r.count, r.size, &bytes)) bytes = 0;
+        void* p = calloc(r.count, r.size);
+        if (p != nullptr && bytes > 0) static_cast<unsigned char*>(p)[0] = fill_byte(bytes);
+        return bind(r.result, p, bytes, bytes);  // zeroed: written but for one byte
+      }
+      case Op::aligned_alloc:
+        return bind(r.result, aligned_alloc(r.alignment, r.size), r.size, 0);
+      case Op::memalign:
+        return bind(r.result, memalign(r.alignment, r.size), r.size, 0);
+      case Op::valloc:
+        return bind(r.result, valloc(r.size), r.size, 0);
+      case Op::pvalloc:
+        return bind(r.result, pvalloc(r.size), r.size, 0);
+      case Op::posix_memalign: {
+        void* p = nullptr;
+        if (posix_memalign(&p, r.alignment, r.size) != 0) p = nullptr;
+        return bind(r.result, p, r.size, 0);
+      }
+      case Op::free:
+        return release(r.input);
+      case Op::realloc:
+      case Op::reallocarray:
+        return resize(r);
+    }
+  }
+
+  const Tally& tally() const { return tally_; }
+  size_t live_blocks() const { return blocks_.size(); }
+
+ private:
+  // The program's call returned `address`; the replay's returned p (size bytes, of
+  // which the first `written` already hold their contents).
+  void bind(uint64_t address, void* p, size_t size, size_t written) {
+    if (p == nullptr) {
+      if (address != 0) ++tally_.failed;
+      return;
+    }
+    if (address == 0) {  // the program's call failed: keep nothing live
+      free(p);
+      return;
+    }
+    auto* bytes = static_cast<unsigned char*>(p);
+    if (size > written) std::memset(bytes + written, fill_byte(size), size - written);
+    // An address returned again without a free: the free was not traced. The
+    // older block stays allocated (and counted live).
+    if (blocks_.insert(address, p) != nullptr) ++tally_.reused_live;
+    sizes_.insert(address, reinterpret_cast<void*>(size + 1));
+    heap_.count_allocated(size);
+  }
+
+  // Unbinds address: its block (or nullptr) and requested size.
+  void* unbind(uint64_t address, size_t& size) {
+    void* p = blocks_.erase(address);
+    size = p == nullptr ? 0 : reinterpret_cast<size_t>(sizes_.erase(address)) - 1;
+    return p;
+  }
+
+  void rebind(uint64_t address, void* p, size_t size) {
+    blocks_.insert(address, p);
+    sizes_.insert(address, reinterpret_cast<void*>(size + 1));
+  }
+
+  void release(uint64_t address) {
+    if (address == 0) return;
+    size_t size = 0;
+    void* p = unbind(address, size);
+    if (p == nullptr) {
+      ++tally_.unknown_pointers;
+      return;
+    }
+    uint64_t checked = size + (size > 0 ? *static_cast<unsigned char*>(p) : 0);
+    free(p);
+    heap_.count_freed(size, checked);
+  }
+
+  void resize(const Record& r) {
+    void* old = nullptr;
+    size_t old_size = 0;
+    if (r.input != 0) {
+      old = unbind(r.input, old_size);
+      if (old == nullptr) ++tally_.unknown_pointers;  // replayed as an allocation
+    }
+    uint64_t bytes = r.size;
+    bool overflow = r.op == Op::reallocarray && __builtin_mul_overflow(r.count, r.size, &bytes);
+    if (r.result == 0 && old != nullptr) {
+      // glibc's realloc(p, 0) frees p and returns NULL; a failed one leaves p.
+      if (bytes == 0 && !overflow) {
+        free(old);
+        heap_.count_freed(old_size, old_size);
+      } else {
+        rebind(r.input, old, old_size);
+      }
+      return;
+    }
+    if (bytes == 0 && !overflow) {
+      // realloc(p, 0) that returned a block: not every allocator does, so free and
+      // allocate 0 bytes instead, the same calls under every allocator.
+      if (old != nullptr) {
+        free(old);
+        heap_.count_freed(old_size, old_size);
+      }
+      return bind(r.result, malloc(0), 0, 0);
+    }
+    void* p = r.op == Op::realloc ? realloc(old, r.size) : reallocarray(old, r.count, r.size);
+    if (p == nullptr) {
+      if (old != nullptr) rebind(r.input, old, old_size);  // still live
+      return bind(r.result, nullptr, 0, 0);
+    }
+    if (old != nullptr) heap_.count_freed(old_size, 0);  // moved into p
+    size_t kept = old_size < bytes ? old_size : bytes;
+    bind(r.result, p, bytes, kept);
+  }
+
+  Heap& heap_;
+  AddressTable blocks_, sizes_;
+  Tally tally_;
+};
+
+// --- the command ------------------------------------------------------------------------
+
+struct TraceOptions {
+  const char* path = nullptr;
+  uint64_t every = 0;
+  bool partial = false;
+};
+
+// Takes --trace, --every and --partial out of argv; the rest are the common options.
+TraceOptions take_trace_options(int& argc, char** argv) {
+  TraceOptions options;
+  int kept = 1;
+  for (int i = 1; i < argc; ++i) {
+    bool has_value = i + 1 < argc;
+    if (std::strcmp(argv[i], "--trace") == 0 && has_value) {
+      options.path = argv[++i];
+    } else if (std::strcmp(argv[i], "--every") == 0 && has_value) {
+      char* end = nullptr;
+      options.every = std::strtoull(argv[++i], &end, 10);
+      if (*end != 0 || options.every == 0) {
+        std::fprintf(stderr, "workload_replay: --every needs a positive count\n");
+        std::exit(2);
+      }
+    } else if (std::strcmp(argv[i], "--partial") == 0) {
+      options.partial = true;
+    } else {
+      argv[kept++] = argv[i];
+    }
+  }
+  argc = kept;
+  argv[argc] = nullptr;
+  if (options.path == nullptr) {
+    std::fprintf(stderr,
+                 "usage: %s --trace PATH [--every N] [--partial] [--seed N] [--scale X] "
+                 "[--no-introspection] [--out PATH]\n"
+                 "Replays a runsel trace (tools/trace/format.md) under whatever allocator "
+                 "serves malloc and prints one JSON document.\n",
+                 argv[0]);
+    std::exit(2);
+  }
+  return options;
+}
+
+// The whole file, mapped read-only (no allocation). size 0 gives nullptr.
+const uint8_t* map_file(const char* path, size_t& size) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  struct stat info;
+  if (fd < 0 || fstat(fd, &info) != 0) {
+    if (fd >= 0) close(fd);
+    return reinterpret_cast<const uint8_t*>(MAP_FAILED);
+  }
+  size = static_cast<size_t>(info.st_size);
+  void* data = size == 0 ? nullptr : mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  close(fd);
+  return static_cast<const uint8_t*>(data);
+}
+
+int reject(const char* path, const Problem& problem) {
+  std::fprintf(stderr, "workload_replay: %s: malformed trace at byte offset %zu: %s\n", path,
+               problem.offset, problem.what);
+  return 2;
+}
+
+// Validates the whole trace; counts its records and the most blocks live at once.
+bool validate(const uint8_t* data, size_t size, bool partial, Header& header, uint64_t& records,
+              size_t& peak_live, bool& complete, Problem& problem) {
+  Reader reader(data, size, partial);
+  if (!reader.read_header(header)) {
+    problem = reader.problem();
+    return false;
+  }
+  AddressTable live;
+  Record r;
+  peak_live = 0;
+  while (reader.next(r)) {
+    if (has_input(r.op) && r.input != 0) live.erase(r.input);
+    if (has_result(r.op) && r.result != 0) live.insert(r.result, reinterpret_cast<void*>(1));
+    if (live.size() > peak_live) peak_live = live.size();
+  }
+  if (reader.failed()) {
+    problem = reader.problem();
+    return false;
+  }
+  records = reader.records();
+  complete = reader.complete();
+  return true;
+}
+
+// A JSON string's contents: the file name only, quotes, backslashes and control
+// characters replaced.
+void json_name(const char* path, char* out, size_t room) {
+  const char* slash = std::strrchr(path, '/');
+  const char* name = slash ? slash + 1 : path;
+  size_t n = 0;
+  for (; *name != 0 && n + 1 < room; ++name)
+    out[n++] =
+        (*name == '"' || *name == '\\' || static_cast<unsigned char>(*name) < 0x20) ? '_' : *name;
+  out[n] = 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  TraceOptions trace = take_trace_options(argc, argv);
+  workload::Options options = workload::parse_options(argc, argv, "replay");
+
+  size_t size = 0;
+  const uint8_t* data = map_file(trace.path, size);
+  if (data == MAP_FAILED) {
+    std::fprintf(stderr, "workload_replay: %s: %s\n", trace.path, std::strerror(errno));
+    return 1;
+  }
+  Header header;
+  uint64_t records = 0;
+  size_t peak_live = 0;
+  bool complete = false;
+  Problem problem;
+  if (!validate(data, size, trace.partial, header, records, peak_live, complete, problem))
+    return reject(trace.path, problem);
+
+  uint64_t replayed = records;
+  if (options.scale < 1) replayed = workload::scaled(options, records, records ? 1 : 0);
+  uint64_t every = trace.every ? trace.every : (replayed + 5) / 6;  // five + the end
+  if (every == 0) every = 1;
+
+  workload::Recorder recorder("replay", options);
+  Heap heap;
+  Replay replay(heap, peak_live);
+  Reader reader(data, size, trace.partial);
+  reader.read_header(header);
+
+  auto work = [&] {
+    Record r;
+    char name[40];
+    while (replay.tally().ops < replayed && reader.next(r)) {
+      replay.step(r);
+      uint64_t ops = replay.tally().ops;
+      if (ops % every == 0 && ops < replayed) {
+        std::snprintf(name, sizeof name, "ops_%" PRIu64, ops);
+        recorder.checkpoint(name, heap, true);
+      }
+    }
+  };
+  recorder.begin(heap);
+  workload::run_measured(work);
+
+  static char notes[512], extra[1024], file[256];
+  json_name(trace.path, file, sizeof file);
+  const Tally& tally = replay.tally();
+  std::snprintf(notes, sizeof notes,
+                "replay of %s (pid %" PRIu64 "%s): %" PRIu64 " of %" PRIu64 " records", file,
+                header.pid, (header.flags & kFlagForkedChild) ? ", forked child" : "", tally.ops,
+                records);
+  std::snprintf(extra, sizeof extra,
+                "\"replay\": {\"trace\": \"%s\", \"records\": %" PRIu64 ", \"ops\": %" PRIu64
+                ", \"unknown_pointers\": %" PRIu64 ", \"failed\": %" PRIu64
+                ", \"reused_live\": %" PRIu64
+                ", \"live_blocks\": %zu, \"peak_live_blocks\": %zu"
+                ", \"complete\": %s}",
+                file, records, tally.ops, tally.unknown_pointers, tally.failed, tally.reused_live,
+                replay.live_blocks(), peak_live, complete ? "true" : "false");
+  return recorder.finish(heap, notes, true, extra);
+}
