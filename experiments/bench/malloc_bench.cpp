@@ -22,67 +22,15 @@
 #include <thread>
 #include <vector>
 
+#include "../allocator_identity.h"
+
 namespace {
 
 // ---------------------------------------------------------------------------
 // Which allocator is serving malloc.
 
-struct AllocatorIdentity {
-  std::string name;      // "runsel:<variant>", "jemalloc", "tcmalloc", "mimalloc", "glibc"
-  std::string provider;  // real path of the object whose `malloc` this process calls
-};
-
-std::string real_path_of(const char* path) {
-  char buffer[PATH_MAX];
-  return realpath(path, buffer) != nullptr ? std::string(buffer) : std::string(path);
-}
-
-// Classifies a library path (or a /proc/self/maps line) by the allocator it names.
-std::string allocator_named_in(std::string_view text) {
-  if (text.find("libjemalloc") != std::string_view::npos) return "jemalloc";
-  if (text.find("libtcmalloc") != std::string_view::npos) return "tcmalloc";
-  if (text.find("libmimalloc") != std::string_view::npos) return "mimalloc";
-  return {};
-}
-
-// Fallback when dladdr cannot name malloc's object: any known allocator mapped.
-std::string allocator_in_proc_maps() {
-  int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return {};
-  std::string maps;
-  char chunk[4096];
-  for (ssize_t n; (n = read(fd, chunk, sizeof chunk)) > 0;) maps.append(chunk, size_t(n));
-  close(fd);
-  return allocator_named_in(maps);
-}
-
-AllocatorIdentity detect_allocator() {
-  AllocatorIdentity identity;
-  // The global lookup scope is what every malloc call in this process binds to, so
-  // the object defining the first `malloc` in it is the allocator that serves us.
-  Dl_info info{};
-  void* malloc_symbol = dlsym(RTLD_DEFAULT, "malloc");
-  if (malloc_symbol != nullptr && dladdr(malloc_symbol, &info) != 0 && info.dli_fname != nullptr)
-    identity.provider = real_path_of(info.dli_fname);
-
-  using VariantFunction = const char* (*)();
-  auto variant = reinterpret_cast<VariantFunction>(dlsym(RTLD_DEFAULT, "runsel_variant"));
-  if (variant != nullptr) {
-    const char* variant_name = variant();
-    identity.name = std::string("runsel:") + (variant_name != nullptr ? variant_name : "?");
-    return identity;
-  }
-  if (!identity.provider.empty()) {
-    identity.name = allocator_named_in(identity.provider);
-    if (identity.name.empty() && identity.provider.find("/libc.so") != std::string::npos)
-      identity.name = "glibc";
-    if (identity.name.empty()) identity.name = "unknown:" + identity.provider;
-    return identity;
-  }
-  identity.name = allocator_in_proc_maps();
-  if (identity.name.empty()) identity.name = "glibc";
-  return identity;
-}
+using experiments::AllocatorIdentity;
+using experiments::detect_allocator;
 
 const AllocatorIdentity& allocator_identity() {
   static const AllocatorIdentity identity = detect_allocator();
