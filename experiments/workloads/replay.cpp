@@ -30,6 +30,7 @@
 #include <cstring>
 
 #include "address_table.h"
+#include "replay_engine.h"
 #include "trace_format.h"
 #include "workload.h"
 
@@ -38,146 +39,49 @@ namespace {
 using namespace runsel::trace;
 using workload::Heap;
 
-struct Tally {
-  uint64_t ops = 0;
-  uint64_t unknown_pointers = 0;  // free/realloc of an address not live in the trace
-  uint64_t failed = 0;            // the program got memory, the replay did not
-  uint64_t reused_live = 0;       // an address returned again without a free
-};
-
 unsigned char fill_byte(size_t size) { return static_cast<unsigned char>((size * 131) | 1); }
 
-// The recorded address -> the block the replay got, and -> its requested size + 1
-// (the tables' "absent" is 0). Sized for the trace's peak number of live blocks.
-class Replay {
+// The replay engine's Blocks policy of a workload: each block is written when
+// allocated and its first byte read when freed, and the heap counts the bytes.
+// Keeps each recorded address's requested size + 1 (the table's "absent" is 0),
+// in a slot table sized for the trace's peak number of live blocks.
+class WrittenBlocks {
  public:
-  Replay(Heap& heap, size_t peak_live)
-      : heap_(heap), blocks_(peak_live, true), sizes_(peak_live, true) {}
+  // realloc(p, 0) makes the same calls under every allocator.
+  static constexpr bool kZeroResizeAsFreeAndMalloc = true;
 
-  void step(const Record& r) {
-    ++tally_.ops;
-    switch (r.op) {
-      case Op::malloc:
-        return bind(r.result, malloc(r.size), r.size, 0);
-      case Op::calloc: {
-        uint64_t bytes = 0;
-        if (__builtin_mul_overflow(r.count, r.size, &bytes)) bytes = 0;
-        void* p = calloc(r.count, r.size);
-        if (p != nullptr && bytes > 0) static_cast<unsigned char*>(p)[0] = fill_byte(bytes);
-        return bind(r.result, p, bytes, bytes);  // zeroed: written but for one byte
-      }
-      case Op::aligned_alloc:
-        return bind(r.result, aligned_alloc(r.alignment, r.size), r.size, 0);
-      case Op::memalign:
-        return bind(r.result, memalign(r.alignment, r.size), r.size, 0);
-      case Op::valloc:
-        return bind(r.result, valloc(r.size), r.size, 0);
-      case Op::pvalloc:
-        return bind(r.result, pvalloc(r.size), r.size, 0);
-      case Op::posix_memalign: {
-        void* p = nullptr;
-        if (posix_memalign(&p, r.alignment, r.size) != 0) p = nullptr;
-        return bind(r.result, p, r.size, 0);
-      }
-      case Op::free:
-        return release(r.input);
-      case Op::realloc:
-      case Op::reallocarray:
-        return resize(r);
-    }
+  WrittenBlocks(Heap& heap, size_t peak_live) : heap_(heap), sizes_(peak_live, true) {}
+
+  void zeroed(void* p, size_t bytes) {  // written but for one byte
+    if (bytes > 0) static_cast<unsigned char*>(p)[0] = fill_byte(bytes);
   }
 
-  const Tally& tally() const { return tally_; }
-  size_t live_blocks() const { return blocks_.size(); }
-
- private:
-  // The program's call returned `address`; the replay's returned p (size bytes, of
-  // which the first `written` already hold their contents).
-  void bind(uint64_t address, void* p, size_t size, size_t written) {
-    if (p == nullptr) {
-      if (address != 0) ++tally_.failed;
-      return;
-    }
-    if (address == 0) {  // the program's call failed: keep nothing live
-      free(p);
-      return;
-    }
+  void allocated(uint64_t address, void* p, size_t size, size_t written) {
     auto* bytes = static_cast<unsigned char*>(p);
     if (size > written) std::memset(bytes + written, fill_byte(size), size - written);
-    // An address returned again without a free: the free was not traced. The
-    // older block stays allocated (and counted live).
-    if (blocks_.insert(address, p) != nullptr) ++tally_.reused_live;
     sizes_.insert(address, reinterpret_cast<void*>(size + 1));
     heap_.count_allocated(size);
   }
 
-  // Unbinds address: its block (or nullptr) and requested size.
-  void* unbind(uint64_t address, size_t& size) {
-    void* p = blocks_.erase(address);
-    size = p == nullptr ? 0 : reinterpret_cast<size_t>(sizes_.erase(address)) - 1;
-    return p;
-  }
+  size_t unbound(uint64_t address) { return reinterpret_cast<size_t>(sizes_.erase(address)) - 1; }
 
-  void rebind(uint64_t address, void* p, size_t size) {
-    blocks_.insert(address, p);
+  void rebound(uint64_t address, size_t size) {
     sizes_.insert(address, reinterpret_cast<void*>(size + 1));
   }
 
-  void release(uint64_t address) {
-    if (address == 0) return;
-    size_t size = 0;
-    void* p = unbind(address, size);
-    if (p == nullptr) {
-      ++tally_.unknown_pointers;
-      return;
-    }
-    uint64_t checked = size + (size > 0 ? *static_cast<unsigned char*>(p) : 0);
-    free(p);
-    heap_.count_freed(size, checked);
+  void freeing(void* p, size_t size) {
+    heap_.count_freed(size, size + (size > 0 ? *static_cast<unsigned char*>(p) : 0));
   }
 
-  void resize(const Record& r) {
-    void* old = nullptr;
-    size_t old_size = 0;
-    if (r.input != 0) {
-      old = unbind(r.input, old_size);
-      if (old == nullptr) ++tally_.unknown_pointers;  // replayed as an allocation
-    }
-    uint64_t bytes = r.size;
-    bool overflow = r.op == Op::reallocarray && __builtin_mul_overflow(r.count, r.size, &bytes);
-    if (r.result == 0 && old != nullptr) {
-      // glibc's realloc(p, 0) frees p and returns NULL; a failed one leaves p.
-      if (bytes == 0 && !overflow) {
-        free(old);
-        heap_.count_freed(old_size, old_size);
-      } else {
-        rebind(r.input, old, old_size);
-      }
-      return;
-    }
-    if (bytes == 0 && !overflow) {
-      // realloc(p, 0) that returned a block: not every allocator does, so free and
-      // allocate 0 bytes instead, the same calls under every allocator.
-      if (old != nullptr) {
-        free(old);
-        heap_.count_freed(old_size, old_size);
-      }
-      return bind(r.result, malloc(0), 0, 0);
-    }
-    void* p = r.op == Op::realloc ? realloc(old, r.size) : reallocarray(old, r.count, r.size);
-    if (p == nullptr) {
-      if (old != nullptr) rebind(r.input, old, old_size);  // still live
-      return bind(r.result, nullptr, 0, 0);
-    }
-    if (old != nullptr) heap_.count_freed(old_size, 0);  // moved into p
-    size_t kept = old_size < bytes ? old_size : bytes;
-    bind(r.result, p, bytes, kept);
-  }
+  void dropped(size_t size) { heap_.count_freed(size, size); }
+  void moved(size_t size) { heap_.count_freed(size, 0); }  // its contents went along
 
+ private:
   Heap& heap_;
-  AddressTable blocks_, sizes_;
-  Tally tally_;
+  AddressTable sizes_;
 };
+
+using Replay = ReplayEngine<WrittenBlocks>;
 
 // --- the command ------------------------------------------------------------------------
 
@@ -306,7 +210,7 @@ int main(int argc, char** argv) {
 
   workload::Recorder recorder("replay", options);
   Heap heap;
-  Replay replay(heap, peak_live);
+  Replay replay(peak_live, true, heap, peak_live);  // slots resident before "start"
   Reader reader(data, size, trace.partial);
   reader.read_header(header);
 
@@ -327,7 +231,7 @@ int main(int argc, char** argv) {
 
   static char notes[512], extra[1024], file[256];
   json_name(trace.path, file, sizeof file);
-  const Tally& tally = replay.tally();
+  const ReplayTally& tally = replay.tally();
   std::snprintf(notes, sizeof notes,
                 "replay of %s (pid %" PRIu64 "%s): %" PRIu64 " of %" PRIu64 " records", file,
                 header.pid, (header.flags & kFlagForkedChild) ? ", forked child" : "", tally.ops,
@@ -339,6 +243,6 @@ int main(int argc, char** argv) {
                 ", \"live_blocks\": %zu, \"peak_live_blocks\": %zu"
                 ", \"complete\": %s}",
                 file, records, tally.ops, tally.unknown_pointers, tally.failed, tally.reused_live,
-                replay.live_blocks(), peak_live, complete ? "true" : "false");
+                replay.live(), peak_live, complete ? "true" : "false");
   return recorder.finish(heap, notes, true, extra);
 }

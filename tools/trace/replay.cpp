@@ -17,21 +17,13 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "address_table.h"
+#include "replay_engine.h"
 #include "runsel.h"
 #include "trace_format.h"
 
 namespace {
 
 using namespace runsel::trace;
-
-// What the replay saw besides the calls themselves.
-struct Tally {
-  std::uint64_t ops = 0;
-  std::uint64_t unknown_pointers = 0;  // free/realloc of an address never allocated
-  std::uint64_t failed = 0;            // the program got memory, the replay did not
-  std::uint64_t reused_live = 0;       // an address returned again without a free
-};
 
 // --- the report ------------------------------------------------------------------
 
@@ -83,7 +75,7 @@ void print_checkpoint(std::uint64_t ops, std::size_t slot_table) {
   std::fflush(stdout);
 }
 
-void print_end(const Tally& tally, std::size_t live, std::size_t slot_table) {
+void print_end(const ReplayTally& tally, std::size_t live, std::size_t slot_table) {
   runsel_stats_t stats;
   runsel_stats(&stats);
   print_stats_line("end", tally.ops, stats, slot_table);
@@ -93,93 +85,6 @@ void print_end(const Tally& tally, std::size_t live, std::size_t slot_table) {
   print_bin_table(stats);
   std::fflush(stdout);
 }
-
-// --- replaying ----------------------------------------------------------------------
-
-class Replayer {
- public:
-  void replay(const Record& r) {
-    ++tally_.ops;
-    switch (r.op) {
-      case Op::malloc:
-        return bind(r.result, malloc(r.size));
-      case Op::calloc:
-        return bind(r.result, calloc(r.count, r.size));
-      case Op::aligned_alloc:
-        return bind(r.result, aligned_alloc(r.alignment, r.size));
-      case Op::memalign:
-        return bind(r.result, memalign(r.alignment, r.size));
-      case Op::valloc:
-        return bind(r.result, valloc(r.size));
-      case Op::pvalloc:
-        return bind(r.result, pvalloc(r.size));
-      case Op::posix_memalign: {
-        void* p = nullptr;
-        if (posix_memalign(&p, r.alignment, r.size) != 0) p = nullptr;
-        return bind(r.result, p);
-      }
-      case Op::free:
-        return release(r.input);
-      case Op::realloc:
-      case Op::reallocarray:
-        return resize(r);
-    }
-  }
-
-  const Tally& tally() const { return tally_; }
-  std::size_t live() const { return slots_.size(); }
-  std::size_t slot_table_bytes() const { return slots_.bytes(); }
-
- private:
-  // The program's call returned `address`; the replay's returned p.
-  void bind(std::uint64_t address, void* p) {
-    if (p == nullptr) {
-      if (address != 0) ++tally_.failed;
-      return;
-    }
-    if (address == 0) {  // the program's call failed: keep nothing live
-      free(p);
-      return;
-    }
-    // An address returned again without a free: the free was not traced
-    // (e.g. it happened before the recorder started). Keep the old block.
-    if (slots_.insert(address, p) != nullptr) ++tally_.reused_live;
-  }
-
-  void release(std::uint64_t address) {
-    if (address == 0) return;
-    void* p = slots_.erase(address);
-    if (p == nullptr) {
-      ++tally_.unknown_pointers;
-      return;
-    }
-    free(p);
-  }
-
-  void resize(const Record& r) {
-    void* old = nullptr;
-    if (r.input != 0) {
-      old = slots_.erase(r.input);
-      if (old == nullptr) ++tally_.unknown_pointers;  // replayed as an allocation
-    }
-    std::uint64_t bytes = r.size;
-    bool overflow = r.op == Op::reallocarray && __builtin_mul_overflow(r.count, r.size, &bytes);
-    if (r.result == 0 && old != nullptr) {
-      // glibc's realloc(p, 0) frees p and returns NULL; a failed one leaves p.
-      if (bytes == 0 && !overflow)
-        free(old);
-      else
-        slots_.insert(r.input, old);
-      return;
-    }
-    void* p = r.op == Op::realloc ? realloc(old, r.size) : reallocarray(old, r.count, r.size);
-    if (p == nullptr && old != nullptr) slots_.insert(r.input, old);  // still live
-    bind(r.result, p);
-  }
-
-  AddressTable slots_;
-  Tally tally_;
-};
 
 // --- the command ----------------------------------------------------------------------
 
@@ -273,11 +178,11 @@ int main(int argc, char** argv) {
               runsel_variant(), options.path, header.pid,
               (header.flags & kFlagForkedChild) ? ", forked child" : "", check.records(),
               check.complete() ? "" : ", partial: no end record");
-  Replayer replayer;
+  ReplayEngine<UntouchedBlocks> replayer;  // blocks are only allocated and freed
   Reader reader(data, size, options.partial);
   reader.read_header(header);
   while (reader.next(record)) {
-    replayer.replay(record);
+    replayer.step(record);
     if (options.every != 0 && replayer.tally().ops % options.every == 0)
       print_checkpoint(replayer.tally().ops, replayer.slot_table_bytes());
   }

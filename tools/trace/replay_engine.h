@@ -1,0 +1,203 @@
+// The replay engine shared by runsel-replay-<container> (tools/trace/replay.cpp)
+// and the harness's workload_replay (experiments/workloads/replay.cpp): applies one
+// trace record (tools/trace/format.md) by making the same call on whatever serves
+// malloc, and binds the recorded result address to the pointer the replay got, in
+// a slot table mmap'd outside the allocator (address_table.h). Frees of addresses
+// never bound are counted, not fatal; so are calls that failed in the replay only.
+//
+// What happens to a block besides being allocated and freed is the Blocks policy's
+// (runsel-replay leaves blocks untouched; the workload writes and counts them):
+//
+//   static constexpr bool kZeroResizeAsFreeAndMalloc;
+//       true: a realloc(p, 0) that returned a block is replayed as free(p) and
+//       malloc(0), the same calls under every allocator; false: as realloc(p, 0).
+//   void zeroed(void* p, std::size_t bytes);
+//       calloc returned p (bytes: count * size, 0 on overflow), before binding it.
+//   void allocated(std::uint64_t address, void* p, std::size_t size,
+//                  std::size_t written);
+//       p (size bytes, the first `written` already holding their contents) was
+//       just bound to address: by an allocation, or by a realloc that moved it.
+//   std::size_t unbound(std::uint64_t address);
+//       address's block left the slot table; returns the size given to allocated
+//       or rebound (a policy that keeps no sizes returns 0).
+//   void rebound(std::uint64_t address, std::size_t size);
+//       a block unbound for a realloc that did not happen is bound again.
+//   void freeing(void* p, std::size_t size);
+//       before the replay of a traced free(p).
+//   void dropped(std::size_t size);
+//       after free(p) replayed a realloc(p, 0) that freed p.
+//   void moved(std::size_t size);
+//       a realloc gave a new block for this one (allocated follows for it).
+#ifndef RUNSEL_TRACE_REPLAY_ENGINE_H
+#define RUNSEL_TRACE_REPLAY_ENGINE_H
+
+#include <malloc.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <utility>
+
+#include "address_table.h"
+#include "trace_format.h"
+
+namespace runsel::trace {
+
+// What the replay saw besides the calls themselves.
+struct ReplayTally {
+  std::uint64_t ops = 0;
+  std::uint64_t unknown_pointers = 0;  // free/realloc of an address not live in the trace
+  std::uint64_t failed = 0;            // the program got memory, the replay did not
+  std::uint64_t reused_live = 0;       // an address returned again without a free
+};
+
+// The Blocks policy of a replay that only allocates and frees: nothing is written,
+// counted or remembered besides the slot table.
+struct UntouchedBlocks {
+  static constexpr bool kZeroResizeAsFreeAndMalloc = false;
+  void zeroed(void*, std::size_t) {}
+  void allocated(std::uint64_t, void*, std::size_t, std::size_t) {}
+  std::size_t unbound(std::uint64_t) { return 0; }
+  void rebound(std::uint64_t, std::size_t) {}
+  void freeing(void*, std::size_t) {}
+  void dropped(std::size_t) {}
+  void moved(std::size_t) {}
+};
+
+template <class Blocks>
+class ReplayEngine {
+ public:
+  // Slots that grow as needed.
+  ReplayEngine() = default;
+  // Slots for `live` bindings without growing; with `touch`, resident from now on.
+  // The remaining arguments construct the Blocks policy.
+  template <class... BlockArgs>
+  ReplayEngine(std::size_t live, bool touch, BlockArgs&&... block_args)
+      : slots_(live, touch), blocks_(std::forward<BlockArgs>(block_args)...) {}
+
+  void step(const Record& r) {
+    ++tally_.ops;
+    switch (r.op) {
+      case Op::malloc:
+        return bind(r.result, malloc(r.size), r.size, 0);
+      case Op::calloc: {
+        std::uint64_t bytes = 0;
+        if (__builtin_mul_overflow(r.count, r.size, &bytes)) bytes = 0;
+        void* p = calloc(r.count, r.size);
+        if (p != nullptr) blocks_.zeroed(p, bytes);
+        return bind(r.result, p, bytes, bytes);  // zeroed: its contents are there
+      }
+      case Op::aligned_alloc:
+        return bind(r.result, aligned_alloc(r.alignment, r.size), r.size, 0);
+      case Op::memalign:
+        return bind(r.result, memalign(r.alignment, r.size), r.size, 0);
+      case Op::valloc:
+        return bind(r.result, valloc(r.size), r.size, 0);
+      case Op::pvalloc:
+        return bind(r.result, pvalloc(r.size), r.size, 0);
+      case Op::posix_memalign: {
+        void* p = nullptr;
+        if (posix_memalign(&p, r.alignment, r.size) != 0) p = nullptr;
+        return bind(r.result, p, r.size, 0);
+      }
+      case Op::free:
+        return release(r.input);
+      case Op::realloc:
+      case Op::reallocarray:
+        return resize(r);
+    }
+  }
+
+  const ReplayTally& tally() const { return tally_; }
+  std::size_t live() const { return slots_.size(); }
+  std::size_t slot_table_bytes() const { return slots_.bytes(); }
+
+ private:
+  // The program's call returned `address`; the replay's returned p (size bytes, of
+  // which the first `written` already hold their contents).
+  void bind(std::uint64_t address, void* p, std::size_t size, std::size_t written) {
+    if (p == nullptr) {
+      if (address != 0) ++tally_.failed;
+      return;
+    }
+    if (address == 0) {  // the program's call failed: keep nothing live
+      free(p);
+      return;
+    }
+    // An address returned again without a free: the free was not traced (e.g. it
+    // happened before the recorder started). The older block stays allocated.
+    if (slots_.insert(address, p) != nullptr) ++tally_.reused_live;
+    blocks_.allocated(address, p, size, written);
+  }
+
+  // Unbinds address: its block (or nullptr) and, from the policy, its size.
+  void* unbind(std::uint64_t address, std::size_t& size) {
+    void* p = slots_.erase(address);
+    size = p == nullptr ? 0 : blocks_.unbound(address);
+    return p;
+  }
+
+  void rebind(std::uint64_t address, void* p, std::size_t size) {
+    slots_.insert(address, p);
+    blocks_.rebound(address, size);
+  }
+
+  void release(std::uint64_t address) {
+    if (address == 0) return;
+    std::size_t size = 0;
+    void* p = unbind(address, size);
+    if (p == nullptr) {
+      ++tally_.unknown_pointers;
+      return;
+    }
+    blocks_.freeing(p, size);
+    free(p);
+  }
+
+  void resize(const Record& r) {
+    void* old = nullptr;
+    std::size_t old_size = 0;
+    if (r.input != 0) {
+      old = unbind(r.input, old_size);
+      if (old == nullptr) ++tally_.unknown_pointers;  // replayed as an allocation
+    }
+    std::uint64_t bytes = r.size;
+    bool overflow = r.op == Op::reallocarray && __builtin_mul_overflow(r.count, r.size, &bytes);
+    if (r.result == 0 && old != nullptr) {
+      // glibc's realloc(p, 0) frees p and returns NULL; a failed one leaves p.
+      if (bytes == 0 && !overflow) {
+        free(old);
+        blocks_.dropped(old_size);
+      } else {
+        rebind(r.input, old, old_size);
+      }
+      return;
+    }
+    if constexpr (Blocks::kZeroResizeAsFreeAndMalloc) {
+      if (bytes == 0 && !overflow) {
+        // realloc(p, 0) that returned a block: not every allocator does, so free
+        // and allocate 0 bytes instead, the same calls under every allocator.
+        if (old != nullptr) {
+          free(old);
+          blocks_.dropped(old_size);
+        }
+        return bind(r.result, malloc(0), 0, 0);
+      }
+    }
+    void* p = r.op == Op::realloc ? realloc(old, r.size) : reallocarray(old, r.count, r.size);
+    if (p == nullptr) {
+      if (old != nullptr) rebind(r.input, old, old_size);  // still live
+      return bind(r.result, nullptr, 0, 0);
+    }
+    if (old != nullptr) blocks_.moved(old_size);
+    bind(r.result, p, bytes, old_size < bytes ? old_size : bytes);
+  }
+
+  AddressTable slots_;
+  Blocks blocks_;
+  ReplayTally tally_;
+};
+
+}  // namespace runsel::trace
+
+#endif
