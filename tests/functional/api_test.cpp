@@ -11,21 +11,17 @@
 #include <vector>
 
 #include "runsel.h"
+#include "test_support.h"
 
 namespace {
 
-constexpr size_t kPage = 4096;
-constexpr size_t kChunk = size_t{1} << 20;
+using test_support::kChunk;
+using test_support::kPage;
+using test_support::opaque;
+using test_support::snapshot;
+
 constexpr size_t kLargeMax = 252 * kPage;  // 1,032,192 bytes
 constexpr size_t kTooBig = size_t{PTRDIFF_MAX} + 1;
-
-// Hides a value from the optimizer so malloc/free pairs and impossible sizes
-// are neither elided nor diagnosed at compile time.
-template <class T>
-T opaque(T value) {
-  asm volatile("" : "+r"(value)::"memory");
-  return value;
-}
 
 size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
@@ -74,12 +70,6 @@ size_t first_nonzero(const unsigned char* p, size_t n) {
   for (size_t i = 0; i < n; ++i)
     if (p[i] != 0) return i;
   return n;
-}
-
-runsel_stats_t snapshot() {
-  runsel_stats_t s;
-  runsel_stats(&s);
-  return s;
 }
 
 TEST(Api, VariantIsTheExpectedContainer) {

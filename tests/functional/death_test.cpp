@@ -13,18 +13,12 @@
 #include <string>
 
 #include "runsel.h"
+#include "test_support.h"
 
 namespace {
 
-constexpr size_t kChunk = size_t{1} << 20;
-
-// Hides a pointer's provenance so the compiler neither warns about the
-// deliberate misuse nor optimises it away.
-template <class T>
-T opaque(T value) {
-  asm volatile("" : "+r"(value)::"memory");
-  return value;
-}
+using test_support::kChunk;
+using test_support::opaque;
 
 std::string pointer_text(const void* p) {
   char text[32];

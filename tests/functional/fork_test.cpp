@@ -13,28 +13,19 @@
 #include <vector>
 
 #include "runsel.h"
+#include "test_support.h"
 
 namespace {
 
-constexpr size_t kMiB = size_t{1} << 20;
+using test_support::kMiB;
+using test_support::opaque;
+using test_support::snapshot;
+using test_support::splitmix;
 
-template <class T>
-T opaque(T value) {
-  asm volatile("" : "+r"(value)::"memory");
-  return value;
-}
-
+// The identity as a plain bool, for the forked child, which has no gtest.
 bool identity_holds() {
-  runsel_stats_t s;
-  runsel_stats(&s);
-  return s.committed == s.allocated + s.waste + s.dirty + s.bookkeeping + s.bin_unused;
-}
-
-uint64_t splitmix(uint64_t& state) {
-  uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
+  runsel_stats_t s = snapshot();
+  return s.committed == test_support::identity_sum(s);
 }
 
 // Keeps 64 blocks alive and replaces a random one per step, so the thread

@@ -1,43 +1,33 @@
 // Stats: the exact identity after seeded random workloads, per-bin figures, purging and RSS.
-#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <malloc.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include <string>
 #include <vector>
 
 #include "runsel.h"
+#include "test_support.h"
 
 namespace {
 
-constexpr size_t kPage = 4096;
-constexpr size_t kMiB = size_t{1} << 20;
+using test_support::env_number;
+using test_support::kMiB;
+using test_support::kPage;
+using test_support::opaque;
+using test_support::resident_bytes;
+using test_support::snapshot;
+using test_support::splitmix;
 
-template <class T>
-T opaque(T value) {
-  asm volatile("" : "+r"(value)::"memory");
-  return value;
-}
-
-runsel_stats_t snapshot() {
-  runsel_stats_t s;
-  runsel_stats(&s);
-  return s;
-}
-
-// committed == allocated + waste + dirty + bookkeeping + bin_unused, exactly.
+// The shared identity check, also saying by how much the two sides differ.
 testing::AssertionResult IdentityHolds(const runsel_stats_t& s) {
-  size_t sum = s.allocated + s.waste + s.dirty + s.bookkeeping + s.bin_unused;
-  if (s.committed == sum) return testing::AssertionSuccess();
-  return testing::AssertionFailure()
-         << "committed " << s.committed << " != allocated " << s.allocated << " + waste " << s.waste
-         << " + dirty " << s.dirty << " + bookkeeping " << s.bookkeeping << " + bin_unused "
-         << s.bin_unused << " = " << sum
-         << " (committed - sum = " << static_cast<long long>(s.committed - sum) << ")";
+  testing::AssertionResult result = test_support::IdentityHolds(s);
+  if (!result)
+    result << " (committed - sum = "
+           << static_cast<long long>(s.committed - test_support::identity_sum(s)) << ")";
+  return result;
 }
 
 // Figures that must agree with each other at any quiescent point.
@@ -76,18 +66,6 @@ testing::AssertionResult FiguresConsistent(const runsel_stats_t& s) {
   if (s.committed > s.mapped) return testing::AssertionFailure() << "committed > mapped";
   if (s.nfree > s.nmalloc) return testing::AssertionFailure() << "nfree > nmalloc";
   return testing::AssertionSuccess();
-}
-
-uint64_t splitmix(uint64_t& state) {
-  uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
-size_t env_number(const char* name, size_t fallback) {
-  const char* value = getenv(name);
-  return value && *value ? strtoull(value, nullptr, 0) : fallback;
 }
 
 // Mostly small, some large, a few huge, like a real program.
@@ -228,20 +206,6 @@ TEST(Stats, EveryClassCountsExactly) {
     free(p);
     EXPECT_TRUE(IdentityHolds(snapshot())) << size;
   }
-}
-
-// Resident memory of this process, from /proc/self/statm. Reads without
-// stdio, which would allocate and free, leaving dirty pages behind.
-size_t resident_bytes() {
-  char text[128] = {};
-  int fd = open("/proc/self/statm", O_RDONLY);
-  if (fd < 0) return 0;
-  ssize_t length = read(fd, text, sizeof text - 1);
-  close(fd);
-  if (length <= 0) return 0;
-  char* after_total = nullptr;
-  strtoul(text, &after_total, 10);
-  return strtoul(after_total, nullptr, 10) * static_cast<size_t>(sysconf(_SC_PAGESIZE));
 }
 
 TEST(Stats, FreeingLargeBlocksPurgesAutomatically) {

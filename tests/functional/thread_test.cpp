@@ -15,43 +15,16 @@
 #include <vector>
 
 #include "runsel.h"
+#include "test_support.h"
 
 namespace {
 
-constexpr size_t kMiB = size_t{1} << 20;
-
-template <class T>
-T opaque(T value) {
-  asm volatile("" : "+r"(value)::"memory");
-  return value;
-}
-
-runsel_stats_t snapshot() {
-  runsel_stats_t s;
-  runsel_stats(&s);
-  return s;
-}
-
-testing::AssertionResult IdentityHolds(const runsel_stats_t& s) {
-  size_t sum = s.allocated + s.waste + s.dirty + s.bookkeeping + s.bin_unused;
-  if (s.committed == sum) return testing::AssertionSuccess();
-  return testing::AssertionFailure()
-         << "committed " << s.committed << " != allocated " << s.allocated << " + waste " << s.waste
-         << " + dirty " << s.dirty << " + bookkeeping " << s.bookkeeping << " + bin_unused "
-         << s.bin_unused << " = " << sum;
-}
-
-uint64_t splitmix(uint64_t& state) {
-  uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
-size_t env_number(const char* name, size_t fallback) {
-  const char* value = getenv(name);
-  return value && *value ? strtoull(value, nullptr, 0) : fallback;
-}
+using test_support::env_number;
+using test_support::IdentityHolds;
+using test_support::kMiB;
+using test_support::opaque;
+using test_support::snapshot;
+using test_support::splitmix;
 
 // Every byte of a block is a function of (thread, sequence, offset).
 uint64_t block_key(uint32_t thread, uint64_t seq) {
