@@ -220,15 +220,28 @@ std::string null_and_zero() {
   free(b);
   return "";
 }
-std::string usable_size_of_foreign() {
+std::string usable_size_of_bad_pointers() {
   char on_stack[32];
   void* glibc = __libc_malloc(64);
-  size_t stack_size = malloc_usable_size(opaque(static_cast<void*>(on_stack)));
-  size_t glibc_size = malloc_usable_size(opaque(glibc));
+  std::string sizes;
+  bool all_zero = true;
+  auto probe = [&](const void* p) {
+    size_t size = malloc_usable_size(opaque(const_cast<void*>(p)));
+    sizes += std::to_string(size) + " ";
+    all_zero &= size == 0;
+  };
+  probe(on_stack);
+  probe(glibc);
   __libc_free(glibc);
-  if (stack_size != 0 || glibc_size != 0)
-    return "malloc_usable_size of foreign pointers: " + std::to_string(stack_size) + ", " +
-           std::to_string(glibc_size);
+  for (size_t size : {kSmall, kLarge, kHuge}) {
+    void* keep = malloc(size);
+    char* p = static_cast<char*>(malloc(size));
+    probe(p + (size == kSmall ? 16 : 4096));  // interior
+    free(p);
+    probe(p);  // freed
+    free(keep);
+  }
+  if (!all_zero) return "malloc_usable_size of bad pointers: " + sizes;
   return "";
 }
 
@@ -302,8 +315,9 @@ const std::vector<Row>& rows() {
       {"`free(NULL)`, `malloc(0)`, `realloc(p, 0)`",
        "no-op; a distinct 16-byte block; a 16-byte block (like mozjemalloc, not a free)", nullptr,
        nullptr, nullptr, null_and_zero},
-      {"`malloc_usable_size` of stack or glibc memory", "0 (no abort)", nullptr, nullptr, nullptr,
-       usable_size_of_foreign},
+      {"`malloc_usable_size` of stack or glibc memory, of an interior pointer or of a freed "
+       "block (small, large, huge)",
+       "returns 0 (no abort)", nullptr, nullptr, nullptr, usable_size_of_bad_pointers},
   };
   return table;
 }
