@@ -15,143 +15,23 @@
 #include <utility>
 #include <vector>
 
+#include "program_runner.h"
 #include "runsel.h"
-
-extern char** environ;
 
 namespace {
 
 const std::string kPrograms = std::string(RUNSEL_SOURCE_DIR) + "/tests/programs/";
 
-// Absolute path of an executable found through PATH, or "".
-std::string find_in_path(const std::string& name) {
-  const char* path = getenv("PATH");
-  std::stringstream dirs(path ? path : "/usr/bin:/bin");
-  for (std::string dir; std::getline(dirs, dir, ':');) {
-    std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
-    if (access(candidate.c_str(), X_OK) == 0) return candidate;
-  }
-  return "";
-}
-
-// A private temporary directory, removed with everything in it.
-struct ScratchDir {
-  std::string path;
-  ScratchDir() {
-    const char* base = getenv("TMPDIR");
-    std::string pattern = std::string(base && *base ? base : "/tmp") + "/runsel-programs-XXXXXX";
-    if (mkdtemp(pattern.data())) path = pattern;
-  }
-  ~ScratchDir() {
-    if (!path.empty()) std::filesystem::remove_all(path);
-  }
-};
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-// Environment changes: a value sets the variable, nullopt removes it.
-using EnvChanges = std::vector<std::pair<std::string, std::optional<std::string>>>;
-
-struct Outcome {
-  pid_t pid = -1;
-  int status = -1;
-  std::string out, err;
-};
-
-// Runs argv with stdin from stdin_path (or /dev/null), capturing stdout and
-// stderr. The child's alarm survives exec, so a hung program is killed.
-Outcome run(const std::vector<std::string>& argv, const EnvChanges& changes,
-            const std::string& stdin_path, const std::string& scratch) {
-  std::vector<std::string> env;
-  for (char** e = environ; *e; ++e) {
-    std::string entry = *e;
-    bool replaced = false;
-    for (const auto& change : changes)
-      replaced |= entry.compare(0, change.first.size() + 1, change.first + "=") == 0;
-    if (!replaced) env.push_back(entry);
-  }
-  for (const auto& [name, value] : changes)
-    if (value) env.push_back(name + "=" + *value);
-  std::vector<char*> env_pointers, argv_pointers;
-  for (std::string& e : env) env_pointers.push_back(e.data());
-  env_pointers.push_back(nullptr);
-  std::vector<std::string> args = argv;
-  for (std::string& a : args) argv_pointers.push_back(a.data());
-  argv_pointers.push_back(nullptr);
-  std::string out_path = scratch + "/stdout", err_path = scratch + "/stderr";
-  std::string in_path = stdin_path.empty() ? "/dev/null" : stdin_path;
-
-  Outcome outcome;
-  fflush(nullptr);
-  outcome.pid = fork();
-  if (outcome.pid == 0) {
-    int in = open(in_path.c_str(), O_RDONLY);
-    int out = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    int err = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    if (in < 0 || out < 0 || err < 0) _exit(126);
-    dup2(in, 0);
-    dup2(out, 1);
-    dup2(err, 2);
-    alarm(120);
-    execve(argv_pointers[0], argv_pointers.data(), env_pointers.data());
-    _exit(127);
-  }
-  if (outcome.pid < 0) return outcome;
-  waitpid(outcome.pid, &outcome.status, 0);
-  outcome.out = read_file(out_path);
-  outcome.err = read_file(err_path);
-  return outcome;
-}
-
-// Scalar lookups in one JSON line of runsel's stats (the "bins" array cut out).
-std::optional<std::string> json_value(const std::string& json, const std::string& key) {
-  std::string quoted = "\"" + key + "\"";
-  size_t at = json.find(quoted);
-  if (at == std::string::npos) return std::nullopt;
-  at = json.find_first_not_of(" \t", at + quoted.size());
-  if (at == std::string::npos || json[at] != ':') return std::nullopt;
-  at = json.find_first_not_of(" \t", at + 1);
-  if (at == std::string::npos) return std::nullopt;
-  if (json[at] == '"') {
-    size_t end = json.find('"', at + 1);
-    return end == std::string::npos ? std::nullopt
-                                    : std::optional(json.substr(at + 1, end - at - 1));
-  }
-  size_t end = json.find_first_of(",}", at);
-  return json.substr(at, end - at);
-}
-unsigned long long json_number(const std::string& json, const std::string& key) {
-  auto value = json_value(json, key);
-  return value ? strtoull(value->c_str(), nullptr, 10) : 0;
-}
-
-struct StatsLine {
-  std::string scalars;  // the line without its bins array
-  size_t bin_objects = 0;
-};
-
-std::vector<StatsLine> parse_stats(const std::string& text) {
-  std::vector<StatsLine> lines;
-  std::stringstream in(text);
-  for (std::string line; std::getline(in, line);) {
-    if (line.find('{') == std::string::npos) continue;
-    StatsLine parsed{line};
-    size_t bins = line.find("\"bins\"");
-    size_t open = bins == std::string::npos ? bins : line.find('[', bins);
-    size_t close = open == std::string::npos ? open : line.find(']', open);
-    if (close != std::string::npos) {
-      for (size_t i = open; i < close; ++i) parsed.bin_objects += line[i] == '{';
-      parsed.scalars = line.substr(0, bins) + line.substr(close + 1);
-    }
-    lines.push_back(parsed);
-  }
-  return lines;
-}
+using runsel_test::EnvChanges;
+using runsel_test::find_in_path;
+using runsel_test::json_number;
+using runsel_test::json_value;
+using runsel_test::Outcome;
+using runsel_test::parse_stats;
+using runsel_test::read_file;
+using runsel_test::run;
+using runsel_test::ScratchDir;
+using runsel_test::StatsLine;
 
 struct Program {
   std::string executable;      // looked up in PATH

@@ -15,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-#include "program_runner.h"
+#include "../functional/program_runner.h"
 #include "runsel.h"
 
 namespace {
