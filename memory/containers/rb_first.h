@@ -23,6 +23,15 @@ namespace runsel {
 
 // Metadata is unused: the tree needs no memory beyond the hook. It is a
 // parameter so that every container has the same template signature.
+// Address order of runs in an RbTree over the hook's rb links; shared by the
+// red-black containers (rb_first, rb_root).
+template <class Node, class HookOf>
+struct RunAddressOrder {
+  static RbLinks<Node>& links(Node* run) { return HookOf::hook(run).rb; }
+  static bool less(const Node* a, const Node* b) { return address(a) < address(b); }
+  static std::uintptr_t address(const Node* run) { return reinterpret_cast<std::uintptr_t>(run); }
+};
+
 template <class Node, class HookOf, class Metadata>
 requires HookAccess<HookOf, Node>
 class RbFirstRuns {
@@ -53,12 +62,7 @@ class RbFirstRuns {
   }
 
  private:
-  struct ByAddress {
-    static RbLinks<Node>& links(Node* run) { return HookOf::hook(run).rb; }
-    static bool less(const Node* a, const Node* b) { return address(a) < address(b); }
-  };
-
-  static std::uintptr_t address(const Node* run) { return reinterpret_cast<std::uintptr_t>(run); }
+  using ByAddress = RunAddressOrder<Node, HookOf>;
 
   RbTree<Node, ByAddress> tree_;
 };

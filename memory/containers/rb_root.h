@@ -19,6 +19,7 @@
 
 #include "containers/container.h"
 #include "containers/hook.h"
+#include "containers/rb_first.h"
 #include "structures/rb_links.h"
 #include "structures/rb_tree.h"
 
@@ -64,12 +65,8 @@ class RbRootRuns {
   }
 
  private:
-  struct ByAddress {
-    static RbLinks<Node>& links(Node* run) { return HookOf::hook(run).rb; }
-    static bool less(const Node* a, const Node* b) { return address(a) < address(b); }
-  };
-
-  static std::uintptr_t address(const Node* run) { return reinterpret_cast<std::uintptr_t>(run); }
+  using ByAddress = RunAddressOrder<Node, HookOf>;
+  static std::uintptr_t address(const Node* run) { return ByAddress::address(run); }
 
   RbTree<Node, ByAddress> tree_;
   Node* current_ = nullptr;  // sticky pick; a member of tree_ whenever set
