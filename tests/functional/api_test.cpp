@@ -11,14 +11,15 @@
 #include <vector>
 
 #include "runsel.h"
-#include "test_support.h"
+#include "support/blocks.h"
+#include "support/heap.h"
 
 namespace {
 
-using test_support::kChunk;
-using test_support::kPage;
-using test_support::opaque;
-using test_support::snapshot;
+using runsel_test::kChunk;
+using runsel_test::kPage;
+using runsel_test::opaque;
+using runsel_test::snapshot;
 
 constexpr size_t kLargeMax = 252 * kPage;  // 1,032,192 bytes
 constexpr size_t kTooBig = size_t{PTRDIFF_MAX} + 1;
@@ -73,7 +74,7 @@ size_t first_nonzero(const unsigned char* p, size_t n) {
 }
 
 TEST(Api, VariantIsTheExpectedContainer) {
-  EXPECT_STREQ(runsel_variant(), RUNSEL_EXPECTED_VARIANT);
+  EXPECT_EQ(std::string(runsel_variant()), runsel_test::expected_variant());
 }
 
 TEST(Api, ThisProcessMallocIsRunsel) {

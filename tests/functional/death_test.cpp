@@ -13,12 +13,13 @@
 #include <string>
 
 #include "runsel.h"
-#include "test_support.h"
+#include "support/blocks.h"
+#include "support/heap.h"
 
 namespace {
 
-using test_support::kChunk;
-using test_support::opaque;
+using runsel_test::kChunk;
+using runsel_test::opaque;
 
 std::string pointer_text(const void* p) {
   char text[32];

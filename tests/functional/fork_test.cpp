@@ -13,19 +13,21 @@
 #include <vector>
 
 #include "runsel.h"
-#include "test_support.h"
+#include "support/blocks.h"
+#include "support/heap.h"
+#include "support/seeds.h"
 
 namespace {
 
-using test_support::kMiB;
-using test_support::opaque;
-using test_support::snapshot;
-using test_support::splitmix;
+using runsel_test::kMiB;
+using runsel_test::opaque;
+using runsel_test::snapshot;
+using runsel_test::splitmix;
 
 // The identity as a plain bool, for the forked child, which has no gtest.
 bool identity_holds() {
   runsel_stats_t s = snapshot();
-  return s.committed == test_support::identity_sum(s);
+  return s.committed == runsel_test::identity_sum(s);
 }
 
 // Keeps 64 blocks alive and replaces a random one per step, so the thread

@@ -15,8 +15,9 @@
 #include <utility>
 #include <vector>
 
-#include "program_runner.h"
 #include "runsel.h"
+#include "support/heap.h"
+#include "support/program_runner.h"
 
 namespace {
 
@@ -71,7 +72,7 @@ void CompareUnderRunsel(const Program& program) {
 
   std::string stats_path = scratch + "/stats.json";
   EnvChanges preloaded = program.environment;
-  preloaded.push_back({"LD_PRELOAD", std::string(RUNSEL_LIBRARY_PATH)});
+  preloaded.push_back({"LD_PRELOAD", runsel_test::library_path()});
   preloaded.push_back({"RUNSEL_STATS", stats_path});
   Outcome with = run(argv, preloaded, stdin_path, scratch);
   EXPECT_TRUE(WIFEXITED(with.status) && WEXITSTATUS(with.status) == 0)
@@ -82,7 +83,8 @@ void CompareUnderRunsel(const Program& program) {
   ASSERT_FALSE(lines.empty()) << "no stats written to " << stats_path;
   const StatsLine* busiest = &lines[0];
   for (const StatsLine& line : lines) {
-    EXPECT_EQ(json_value(line.scalars, "variant").value_or("(missing)"), RUNSEL_EXPECTED_VARIANT)
+    EXPECT_EQ(json_value(line.scalars, "variant").value_or("(missing)"),
+              runsel_test::expected_variant())
         << line.scalars;
     if (json_number(line.scalars, program.served_counter) >
         json_number(busiest->scalars, program.served_counter))
@@ -133,22 +135,21 @@ TEST(Programs, StatsDestinations) {
   ScratchDir scratch_dir;
   const std::string& scratch = scratch_dir.path;
   ASSERT_FALSE(scratch.empty());
-  Outcome per_pid = run({perl, "-e", "print qq(hello\\n)"},
-                        {{"LD_PRELOAD", std::string(RUNSEL_LIBRARY_PATH)},
-                         {"RUNSEL_STATS", scratch + "/stats-%p.json"}},
-                        "", scratch);
+  Outcome per_pid = run(
+      {perl, "-e", "print qq(hello\\n)"},
+      {{"LD_PRELOAD", runsel_test::library_path()}, {"RUNSEL_STATS", scratch + "/stats-%p.json"}},
+      "", scratch);
   EXPECT_EQ(per_pid.out, "hello\n") << per_pid.err;
   std::vector<StatsLine> lines =
       parse_stats(read_file(scratch + "/stats-" + std::to_string(per_pid.pid) + ".json"));
   ASSERT_EQ(lines.size(), 1u) << "one line in stats-" << per_pid.pid << ".json";
   EXPECT_EQ(json_number(lines[0].scalars, "pid"), static_cast<unsigned long long>(per_pid.pid));
-  EXPECT_EQ(json_value(lines[0].scalars, "variant").value_or(""), RUNSEL_EXPECTED_VARIANT);
+  EXPECT_EQ(json_value(lines[0].scalars, "variant").value_or(""), runsel_test::expected_variant());
 
   for (const char* destination : {"stderr", "1"}) {
-    Outcome to_stderr =
-        run({perl, "-e", "print qq(hello\\n)"},
-            {{"LD_PRELOAD", std::string(RUNSEL_LIBRARY_PATH)}, {"RUNSEL_STATS", destination}}, "",
-            scratch);
+    Outcome to_stderr = run(
+        {perl, "-e", "print qq(hello\\n)"},
+        {{"LD_PRELOAD", runsel_test::library_path()}, {"RUNSEL_STATS", destination}}, "", scratch);
     EXPECT_EQ(to_stderr.out, "hello\n");
     lines = parse_stats(to_stderr.err);
     ASSERT_EQ(lines.size(), 1u) << "RUNSEL_STATS=" << destination << ", stderr: " << to_stderr.err;

@@ -9,24 +9,26 @@
 #include <vector>
 
 #include "runsel.h"
-#include "test_support.h"
+#include "support/blocks.h"
+#include "support/heap.h"
+#include "support/seeds.h"
 
 namespace {
 
-using test_support::env_number;
-using test_support::kMiB;
-using test_support::kPage;
-using test_support::opaque;
-using test_support::resident_bytes;
-using test_support::snapshot;
-using test_support::splitmix;
+using runsel_test::env_number;
+using runsel_test::kMiB;
+using runsel_test::kPage;
+using runsel_test::opaque;
+using runsel_test::resident_bytes;
+using runsel_test::snapshot;
+using runsel_test::splitmix;
 
 // The shared identity check, also saying by how much the two sides differ.
 testing::AssertionResult IdentityHolds(const runsel_stats_t& s) {
-  testing::AssertionResult result = test_support::IdentityHolds(s);
+  testing::AssertionResult result = runsel_test::IdentityHolds(s);
   if (!result)
     result << " (committed - sum = "
-           << static_cast<long long>(s.committed - test_support::identity_sum(s)) << ")";
+           << static_cast<long long>(s.committed - runsel_test::identity_sum(s)) << ")";
   return result;
 }
 

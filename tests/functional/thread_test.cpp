@@ -15,16 +15,18 @@
 #include <vector>
 
 #include "runsel.h"
-#include "test_support.h"
+#include "support/blocks.h"
+#include "support/heap.h"
+#include "support/seeds.h"
 
 namespace {
 
-using test_support::env_number;
-using test_support::IdentityHolds;
-using test_support::kMiB;
-using test_support::opaque;
-using test_support::snapshot;
-using test_support::splitmix;
+using runsel_test::env_number;
+using runsel_test::IdentityHolds;
+using runsel_test::kMiB;
+using runsel_test::opaque;
+using runsel_test::snapshot;
+using runsel_test::splitmix;
 
 // Every byte of a block is a function of (thread, sequence, offset).
 uint64_t block_key(uint32_t thread, uint64_t seq) {

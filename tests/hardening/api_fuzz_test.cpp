@@ -14,7 +14,9 @@
 #include <vector>
 
 #include "runsel.h"
-#include "seeded.h"
+#include "support/blocks.h"
+#include "support/heap.h"
+#include "support/seeds.h"
 
 // glibc declares these only under some feature macros.
 extern "C" void* pvalloc(size_t size) noexcept;
@@ -456,5 +458,7 @@ TEST(ApiFuzz, CheckedAfterEveryCall) { fuzz(4000 * stress_factor(), 64, 1, 64); 
 
 // Bigger heap, checked every 256 calls. RUNSEL_STRESS=100 runs 20 million calls.
 TEST(ApiFuzz, ManyCalls) { fuzz(200000 * stress_factor(), 512, 256, 4096); }
+
+TEST(ApiFuzz, RunsOnTheExpectedVariant) { EXPECT_TRUE(runsel_test::RunsExpectedVariant()); }
 
 }  // namespace

@@ -19,7 +19,8 @@
 #include <vector>
 
 #include "runsel.h"
-#include "seeded.h"
+#include "support/blocks.h"
+#include "support/heap.h"
 
 extern "C" void* pvalloc(size_t size) noexcept;
 extern "C" void* valloc(size_t size) noexcept;
@@ -407,5 +408,7 @@ TEST(BadInputTable, Markdown) {
     std::ofstream(path) << table;
   }
 }
+
+TEST(BadInput, RunsOnTheExpectedVariant) { EXPECT_TRUE(runsel_test::RunsExpectedVariant()); }
 
 }  // namespace

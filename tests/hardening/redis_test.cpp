@@ -15,8 +15,9 @@
 #include <thread>
 #include <vector>
 
-#include "../functional/program_runner.h"
 #include "runsel.h"
+#include "support/heap.h"
+#include "support/program_runner.h"
 
 namespace {
 
@@ -118,7 +119,7 @@ void run_server(bool preload, const std::string& scratch, ServerRun* result) {
   std::string dir = scratch + (preload ? "/with" : "/without");
   std::filesystem::create_directory(dir);
   EnvChanges env = {
-      {"LD_PRELOAD", preload ? std::optional(std::string(RUNSEL_LIBRARY_PATH)) : std::nullopt},
+      {"LD_PRELOAD", preload ? std::optional(runsel_test::library_path()) : std::nullopt},
       {"RUNSEL_STATS", preload ? std::optional(scratch + "/stats-%p.json") : std::nullopt}};
   pid_t pid = spawn({server, "--port", std::to_string(port), "--bind", "127.0.0.1", "--save", "",
                      "--appendonly", "no", "--daemonize", "no", "--dir", dir, "--logfile", ""},
@@ -195,7 +196,7 @@ TEST(Redis, ServesTheSameDataUnderRunsel) {
   EXPECT_EQ(with.data, without.data);
 
   // Both libraries are mapped into the preloaded server...
-  std::string library = std::filesystem::canonical(RUNSEL_LIBRARY_PATH).string();
+  std::string library = runsel_test::library_path();
   EXPECT_NE(with.maps.find(library), std::string::npos) << "runsel not mapped:\n" << with.maps;
   EXPECT_EQ(without.maps.find(library), std::string::npos);
   bool links_jemalloc = without.maps.find("libjemalloc") != std::string::npos;
@@ -206,7 +207,8 @@ TEST(Redis, ServesTheSameDataUnderRunsel) {
   std::vector<StatsLine> lines = parse_stats(read_file(stats_path));
   ASSERT_EQ(lines.size(), 1u) << "no stats line from the server in " << stats_path;
   const std::string& json = lines[0].scalars;
-  EXPECT_EQ(json_value(json, "variant").value_or("(missing)"), RUNSEL_EXPECTED_VARIANT) << json;
+  EXPECT_EQ(json_value(json, "variant").value_or("(missing)"), runsel_test::expected_variant())
+      << json;
   EXPECT_EQ(json_number(json, "pid"), static_cast<unsigned long long>(with.pid));
   EXPECT_GT(json_number(json, "nmalloc"), 200000u) << json;
   EXPECT_TRUE(stats_identity_holds(json)) << json;

@@ -16,7 +16,9 @@
 #include <vector>
 
 #include "runsel.h"
-#include "seeded.h"
+#include "support/blocks.h"
+#include "support/heap.h"
+#include "support/seeds.h"
 
 // Under ThreadSanitizer, whose runtime owns the process's malloc, the test
 // reaches runsel through renamed entry points (see tests/hardening/meson.build).
@@ -45,7 +47,6 @@ inline void free(void* p) { ::free(p); }
 #endif
 }  // namespace api
 
-constexpr size_t kChunk = size_t{1} << 20;
 constexpr size_t kChunkHeader = 3 * 4096;     // header pages of an arena chunk
 constexpr size_t kRegistryLeaf = 128 * 1024;  // one leaf of the chunk registry
 constexpr size_t kSlack = 16 * 4096;
@@ -306,5 +307,9 @@ INSTANTIATE_TEST_SUITE_P(Threads, Stress, testing::Values(2u, 4u, 8u),
                          [](const testing::TestParamInfo<size_t>& info) {
                            return std::to_string(info.param) + "_threads";
                          });
+
+#ifndef RUNSEL_RENAMED_API
+TEST(Stress, RunsOnTheExpectedVariant) { EXPECT_TRUE(RunsExpectedVariant()); }
+#endif
 
 }  // namespace

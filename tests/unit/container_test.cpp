@@ -25,15 +25,15 @@
 #include "containers/pairing_heap.h"
 #include "containers/rb_first.h"
 #include "containers/rb_root.h"
-#include "test_seeds.h"
+#include "support/seeds.h"
 
 namespace runsel {
 namespace {
 
 // ---- seeds -----------------------------------------------------------------
 
-using seeding::replay_hint;
-using seeding::test_seeds;
+using runsel_test::replay_hint;
+using runsel_test::test_seeds;
 
 // ---- a fake run header -----------------------------------------------------
 

@@ -16,15 +16,15 @@
 #include <utility>
 #include <vector>
 
-#include "test_seeds.h"
+#include "support/seeds.h"
 
 namespace runsel {
 namespace {
 
 // ---- seeds -----------------------------------------------------------------
 
-using seeding::replay_hint;
-using seeding::test_seeds;
+using runsel_test::replay_hint;
+using runsel_test::test_seeds;
 
 // Most seeds keep the tree small (where rebalancing cases are densest); every
 // 10th grows it to 1,000 nodes and every 100th to 10,000.

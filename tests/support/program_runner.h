@@ -1,9 +1,6 @@
 // Running real programs for runsel's tests: PATH lookup, scratch directories,
 // fork/exec with a changed environment, and reading the RUNSEL_STATS JSON lines.
-// Header-only so any test binary can include it (functional/programs_test.cpp
-// holds an older copy of the same helpers).
-#ifndef RUNSEL_TESTS_PROGRAM_RUNNER_H
-#define RUNSEL_TESTS_PROGRAM_RUNNER_H
+#pragma once
 
 #include <fcntl.h>
 #include <stdlib.h>
@@ -182,5 +179,3 @@ inline bool stats_identity_holds(const std::string& json) {
 }
 
 }  // namespace runsel_test
-
-#endif
