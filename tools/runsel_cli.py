@@ -14,6 +14,8 @@ import os
 import shlex
 import subprocess
 import sys
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "trace"))
@@ -44,10 +46,12 @@ def show(command: list[str], env_changes: dict[str, str] | None = None) -> None:
     print("+ " + shlex.join(prefix + [str(part) for part in command]), flush=True)
 
 
-def run(command: list[str], check: bool = True) -> int:
+def run(command: list[str], check: bool = True,
+        env_changes: dict[str, str] | None = None) -> int:
     """Shows and runs a command with the terminal as its output; returns its exit code."""
-    show(command)
-    code = subprocess.call([str(part) for part in command])
+    show(command, env_changes)
+    env = {**os.environ, **env_changes} if env_changes else None
+    code = subprocess.call([str(part) for part in command], env=env)
     if check and code != 0:
         raise StepFailed(f"{shlex.join(str(part) for part in command)} exited with {code}")
     return code
@@ -78,14 +82,27 @@ def is_configured(build_dir: Path) -> bool:
 
 def current_options(build_dir: Path) -> dict[str, str]:
     options = capture_json(["meson", "introspect", str(build_dir), "--buildoptions"])
-    return {option["name"]: str(option["value"]) for option in options}
+    return {option["name"]: option_text(option["value"]) for option in options}
 
 
-def configure(build_dir: Path, options: dict[str, str]) -> None:
-    """meson setup on a new build directory; --reconfigure when an option changes."""
+def option_text(value) -> str:
+    """An option's value as it is written after -Dname= (lists space-separated)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return " ".join(map(str, value))
+    return str(value)
+
+
+def configure(build_dir: Path, options: dict[str, str],
+              setup_env: dict[str, str] | None = None) -> None:
+    """meson setup on a new build directory (in setup_env, e.g. CXX); --reconfigure when an
+    option changes."""
     defines = [f"-D{name}={value}" for name, value in options.items()]
     if not is_configured(build_dir):
-        run(["meson", "setup", build_dir, *defines])
+        code = run(["meson", "setup", build_dir, *defines], check=False, env_changes=setup_env)
+        if code != 0:
+            raise StepFailed(f"meson setup {build_dir} failed ({code})")
         return
     current = current_options(build_dir)
     changed = {name: value for name, value in options.items() if current.get(name) != value}
@@ -173,6 +190,48 @@ def command_report(args: argparse.Namespace) -> int:
 # --- test -------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class TestBuild:
+    """One build directory that `runsel test` configures, builds and tests."""
+    name: str
+    options: dict[str, str]  # meson options on top of the command line's
+    env: dict[str, str] = field(default_factory=dict)  # for meson test
+    setup_env: dict[str, str] = field(default_factory=dict)  # for meson setup (CXX)
+    suites: tuple[str, ...] = ()  # always these suites (default: every suite, or --suite)
+    timeout_multiplier: int = 1
+
+    def directory(self, main_dir: Path) -> Path:
+        return main_dir if self.name == "main" else main_dir.with_name(f"{main_dir.name}-{self.name}")
+
+
+# The builds `runsel test` runs, in this order. The extra ones live beside the
+# main build directory (build-tsan, ...) and leave out the benchmarks and the
+# harness, which measure rather than check.
+#   tsan     ThreadSanitizer. Its runtime owns the process's malloc, so only the
+#            threaded stress test runs, against the instrumented allocator core
+#            linked in under renamed entry points (tests/hardening/meson.build).
+#   ubsan    UndefinedBehaviorSanitizer, every allocator test: UBSan does not
+#            replace malloc, so runsel stays the allocator of every test.
+#   checked  -Dchecked=true: every container's invariant walker after each
+#            operation inside the allocator, plus the tests' runsel_check() calls.
+#   fuzz     clang and libFuzzer: the API fuzzer driven by coverage of the
+#            allocator, in a checked build (a smoke run per container).
+NO_BENCHMARKS = {"benchmarks": "false"}
+TEST_BUILDS = {
+    "main": TestBuild("main", {}),
+    "tsan": TestBuild("tsan", {**NO_BENCHMARKS, "b_sanitize": "thread"},
+                      env={"TSAN_OPTIONS": "halt_on_error=1 second_deadlock_stack=1"},
+                      suites=("tsan",), timeout_multiplier=2),
+    "ubsan": TestBuild("ubsan", {**NO_BENCHMARKS, "b_sanitize": "undefined",
+                                 "cpp_args": "-fno-sanitize-recover=undefined"},
+                       env={"UBSAN_OPTIONS": "print_stacktrace=1:halt_on_error=1"},
+                       timeout_multiplier=3),
+    "checked": TestBuild("checked", {**NO_BENCHMARKS, "checked": "true"}, timeout_multiplier=3),
+    "fuzz": TestBuild("fuzz", {**NO_BENCHMARKS, "checked": "true", "fuzzing": "true"},
+                      setup_env={"CXX": "clang++"}, suites=("fuzz",)),
+}
+
+
 def count_test_results(build_dir: Path) -> dict[str, int] | None:
     """Counts meson's per-test results from its log (None when there is no log)."""
     log = build_dir / "meson-logs" / "testlog.json"
@@ -186,18 +245,62 @@ def count_test_results(build_dir: Path) -> dict[str, int] | None:
     return counts
 
 
+def suite_targets(build_dir: Path, suites: tuple[str, ...]) -> list[Path]:
+    """The files the tests of these suites need (their programs and declared dependencies)."""
+    tests = capture_json(["meson", "introspect", str(build_dir), "--tests"])
+    wanted = {dependency for test in tests
+              if any(suite.split(":")[-1] in suites for suite in test["suite"])
+              for dependency in test["depends"]}
+    return [Path(name) for target in build_targets(build_dir) if target["id"] in wanted
+            for name in target["filename"]]
+
+
+def run_test_build(spec: TestBuild, args: argparse.Namespace) -> dict:
+    """Configures, builds and tests one build; returns its outcome for the summary."""
+    build_dir = spec.directory(args.build_dir)
+    started = time.monotonic()
+    print(f"== {spec.name} build: {build_dir}/", flush=True)
+    outcome = {"build": spec.name, "passed": 0, "failed": 0, "skipped": 0, "error": ""}
+    try:
+        configure(build_dir, {**requested_options(args), **spec.options}, spec.setup_env)
+        build(build_dir, suite_targets(build_dir, spec.suites) if spec.suites else None)
+    except (StepFailed, subprocess.CalledProcessError) as failure:
+        outcome["error"] = f"build failed: {failure}"
+        outcome["seconds"] = time.monotonic() - started
+        return outcome
+    (build_dir / "meson-logs" / "testlog.json").unlink(missing_ok=True)
+    suites = spec.suites or tuple(args.suite)
+    code = run(["meson", "test", "-C", build_dir, "--no-rebuild", "--print-errorlogs",
+                "--timeout-multiplier", str(spec.timeout_multiplier),
+                *[part for suite in suites for part in ("--suite", suite)], *args.meson_args],
+               check=False, env_changes=spec.env)
+    counts = count_test_results(build_dir) or {}
+    outcome.update(counts)
+    if code != 0 and not counts.get("failed"):
+        outcome["error"] = f"meson test exited with {code}"
+    outcome["seconds"] = time.monotonic() - started
+    print(f"tests ({spec.name}): {outcome['passed']} passed, {outcome['failed']} failed, "
+          f"{outcome['skipped']} skipped", flush=True)
+    return outcome
+
+
 def command_test(args: argparse.Namespace) -> int:
-    configure(args.build_dir, requested_options(args))
-    build(args.build_dir)
-    (args.build_dir / "meson-logs" / "testlog.json").unlink(missing_ok=True)
-    suites = [part for suite in args.suite for part in ("--suite", suite)]
-    code = run(["meson", "test", "-C", args.build_dir, "--print-errorlogs", *suites,
-                *args.meson_args], check=False)
-    counts = count_test_results(args.build_dir)
-    if counts is not None:
-        print(f"tests: {counts['passed']} passed, {counts['failed']} failed, "
-              f"{counts['skipped']} skipped")
-    return code
+    names = [name for part in args.builds for name in part.split(",") if name] or list(TEST_BUILDS)
+    unknown = [name for name in names if name not in TEST_BUILDS]
+    if unknown:
+        raise StepFailed(f"unknown build {', '.join(unknown)}; choose from {', '.join(TEST_BUILDS)}")
+    outcomes = [run_test_build(TEST_BUILDS[name], args) for name in names]
+    print("\n== summary")
+    print(f"{'build':<8} {'passed':>6} {'failed':>6} {'skipped':>7} {'minutes':>7}")
+    for outcome in outcomes:
+        print(f"{outcome['build']:<8} {outcome['passed']:>6} {outcome['failed']:>6} "
+              f"{outcome['skipped']:>7} {outcome['seconds'] / 60:>7.1f}  {outcome['error']}")
+    totals = {key: sum(outcome[key] for outcome in outcomes)
+              for key in ("passed", "failed", "skipped")}
+    print(f"tests: {totals['passed']} passed, {totals['failed']} failed, "
+          f"{totals['skipped']} skipped")
+    failed = totals["failed"] or any(outcome["error"] for outcome in outcomes)
+    return 1 if failed else 0
 
 
 # --- bench ------------------------------------------------------------------------------
@@ -287,11 +390,19 @@ def parser() -> argparse.ArgumentParser:
     report.set_defaults(handler=command_report)
 
     test = commands.add_parser(
-        "test", parents=shared, help="build, then run every test (meson test)",
-        description="Builds everything, then runs meson test --print-errorlogs. "
-                    "Exit code is meson's.")
+        "test", parents=shared,
+        help="build, then run every test: main build, TSan, UBSan, checked (meson test)",
+        description="Builds and runs meson test --print-errorlogs in each build: the main one "
+                    f"({BUILD_DIR}/), then ThreadSanitizer, UndefinedBehaviorSanitizer and "
+                    "-Dchecked=true builds beside it (build-tsan/, build-ubsan/, build-checked/). "
+                    "About 25 minutes on 2 cores; --builds main about 5. Exit code 0 when "
+                    "every test of every build passed.")
+    test.add_argument("--builds", action="append", default=[], metavar="LIST",
+                      help="comma-separated builds to run, from " + ", ".join(TEST_BUILDS) +
+                           " (default: all of them, in that order)")
     test.add_argument("--suite", action="append", default=[], metavar="SUITE",
-                      help="only this suite: a container name, unit or functional (repeatable)")
+                      help="only this suite: a container name, unit, functional, hardening, "
+                           "trace or harness (repeatable; the tsan build always runs its own)")
     test.add_argument("meson_args", nargs="*", metavar="ARG",
                       help="more meson test arguments (after --)")
     test.set_defaults(handler=command_test)

@@ -15,6 +15,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -35,9 +36,9 @@ extern "C" void __libc_free(void* p) noexcept;
 
 namespace {
 
+using runsel_test::kChunk;
 using runsel_test::opaque;
 
-constexpr size_t kChunk = size_t{1} << 20;
 constexpr size_t kSmall = 64, kLarge = 64 * 1024, kHuge = 3 * kChunk;
 constexpr size_t kTooBig = size_t{PTRDIFF_MAX} + 1;
 
@@ -400,13 +401,22 @@ INSTANTIATE_TEST_SUITE_P(Rows, BadInput, testing::Range(size_t{0}, rows().size()
                            return name;
                          });
 
-// Writes the table to RUNSEL_BAD_INPUT_TABLE, for README.
-TEST(BadInputTable, Markdown) {
+// README lists every misuse tried, as this table; RUNSEL_BAD_INPUT_TABLE=<path>
+// writes the table to paste there when a row changes.
+TEST(BadInputTable, ReadmeHasTheTable) {
   std::string table = markdown_table();
   EXPECT_EQ(std::count(table.begin(), table.end(), '\n'), static_cast<long>(rows().size() + 2));
   if (const char* path = getenv("RUNSEL_BAD_INPUT_TABLE")) {
     std::ofstream(path) << table;
   }
+  std::ifstream readme(std::string(RUNSEL_SOURCE_DIR) + "/README.md");
+  ASSERT_TRUE(readme) << RUNSEL_SOURCE_DIR "/README.md";
+  std::stringstream text;
+  text << readme.rdbuf();
+  EXPECT_NE(text.str().find(table), std::string::npos)
+      << "README.md does not contain the bad-input table; regenerate it with "
+         "RUNSEL_BAD_INPUT_TABLE=<path> and paste it in:\n"
+      << table;
 }
 
 TEST(BadInput, RunsOnTheExpectedVariant) { EXPECT_TRUE(runsel_test::RunsExpectedVariant()); }
