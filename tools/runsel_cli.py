@@ -391,10 +391,11 @@ def parser() -> argparse.ArgumentParser:
 
     test = commands.add_parser(
         "test", parents=shared,
-        help="build, then run every test: main build, TSan, UBSan, checked (meson test)",
+        help="build, then run every test: main build, TSan, UBSan, checked, fuzz (meson test)",
         description="Builds and runs meson test --print-errorlogs in each build: the main one "
-                    f"({BUILD_DIR}/), then ThreadSanitizer, UndefinedBehaviorSanitizer and "
-                    "-Dchecked=true builds beside it (build-tsan/, build-ubsan/, build-checked/). "
+                    f"({BUILD_DIR}/), then ThreadSanitizer, UndefinedBehaviorSanitizer, "
+                    "-Dchecked=true and libFuzzer (clang) builds beside it (build-tsan/, "
+                    "build-ubsan/, build-checked/, build-fuzz/). "
                     "About 25 minutes on 2 cores; --builds main about 5. Exit code 0 when "
                     "every test of every build passed.")
     test.add_argument("--builds", action="append", default=[], metavar="LIST",
