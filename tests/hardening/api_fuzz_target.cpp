@@ -93,6 +93,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (step <= kCheckedSteps || step % kCheckEvery == 0) check("after the step", step);
     }
     if (!fuzzer.verify_all(&error)) finding("corrupted block", step, error);
+    fuzzer.release_all();
     const Counts& counts = fuzzer.counts();
     for (size_t i = 0; i < counts.calls.size(); ++i) total.calls[i] += counts.calls[i];
     total.refused += counts.refused;

@@ -37,6 +37,7 @@ void fuzz(size_t steps, size_t slots, size_t check_every, size_t verify_every) {
         ASSERT_TRUE(fuzzer.verify_all(&error)) << "after step " << i << ": " << error;
       }
     }
+    fuzzer.release_all();
     counts = fuzzer.counts();
   }
   ASSERT_EQ(runsel_check(), 0) << "after freeing everything";

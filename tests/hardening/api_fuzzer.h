@@ -85,8 +85,11 @@ class Fuzzer {
  public:
   Fuzzer(Source source, size_t slots, uint64_t key_seed)
       : random_(source), key_state_(key_seed), live_(slots), edges_(edge_sizes()) {}
-  ~Fuzzer() {
-    for (Block& b : live_) free(b.p);
+  ~Fuzzer() { release_all(); }
+
+  // Frees every live block (counted as frees).
+  void release_all() {
+    for (Block& b : live_) release(b);
   }
 
   // One random call; false (with a message) when something is wrong.
