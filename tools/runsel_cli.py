@@ -396,7 +396,7 @@ def parser() -> argparse.ArgumentParser:
                     f"({BUILD_DIR}/), then ThreadSanitizer, UndefinedBehaviorSanitizer, "
                     "-Dchecked=true and libFuzzer (clang) builds beside it (build-tsan/, "
                     "build-ubsan/, build-checked/, build-fuzz/). "
-                    "About 25 minutes on 2 cores; --builds main about 5. Exit code 0 when "
+                    "About 20 minutes on 2 cores; --builds main about 5. Exit code 0 when "
                     "every test of every build passed.")
     test.add_argument("--builds", action="append", default=[], metavar="LIST",
                       help="comma-separated builds to run, from " + ", ".join(TEST_BUILDS) +
