@@ -35,7 +35,6 @@ class ByteSource {
  public:
   ByteSource(const uint8_t* data, size_t size) : data_(data), size_(size) {}
   bool exhausted() const { return used_ >= size_; }
-  uint64_t next() { return take(8); }
   uint64_t below(uint64_t n) {
     if (n <= 1) return 0;
     unsigned bytes = (64 - __builtin_clzll(n - 1) + 7) / 8;

@@ -76,8 +76,8 @@ inline const char* const kCallNames[12] = {
     "malloc",   "calloc", "realloc", "free",         "posix_memalign",     "aligned_alloc",
     "memalign", "valloc", "pvalloc", "reallocarray", "malloc_usable_size", "realloc(NULL)"};
 
-// Source: where every choice comes from, with below(n) (0..n-1), one_in(n)
-// and next(): Random for the seeded test, the fuzzer's input bytes for the
+// Source: where every choice comes from, with below(n) (0..n-1) and
+// one_in(n): Random for the seeded test, the fuzzer's input bytes for the
 // libFuzzer target. Pattern keys come from their own sequence (key_seed), so
 // blocks stay distinguishable whatever the source gives.
 template <class Source>

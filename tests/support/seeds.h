@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,18 +26,23 @@ inline size_t stress_factor() {
   return factor ? factor : 1;
 }
 
-// RUNSEL_TEST_SEED if set, otherwise a fresh one from the clock.
-inline uint64_t test_seed() {
+// The seed RUNSEL_TEST_SEED asks to replay, if it is set.
+inline std::optional<uint64_t> replayed_seed() {
   const char* value = getenv("RUNSEL_TEST_SEED");
   if (value && *value) return strtoull(value, nullptr, 0);
+  return std::nullopt;
+}
+
+// RUNSEL_TEST_SEED if set, otherwise a fresh one from the clock.
+inline uint64_t test_seed() {
+  if (std::optional<uint64_t> seed = replayed_seed()) return *seed;
   return static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) *
          0x9E3779B97F4A7C15ull;
 }
 
 // Seeds 1..count*RUNSEL_STRESS, or just RUNSEL_TEST_SEED when it is set.
 inline std::vector<uint64_t> test_seeds(uint64_t count) {
-  const char* value = getenv("RUNSEL_TEST_SEED");
-  if (value && *value) return {strtoull(value, nullptr, 0)};
+  if (std::optional<uint64_t> seed = replayed_seed()) return {*seed};
   std::vector<uint64_t> seeds;
   for (uint64_t seed = 1; seed <= count * stress_factor(); ++seed) seeds.push_back(seed);
   return seeds;
