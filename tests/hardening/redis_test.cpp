@@ -182,8 +182,8 @@ void run_server(bool preload, const std::string& scratch, ServerRun* result) {
 
 TEST(Redis, ServesTheSameDataUnderRunsel) {
   for (const char* program : {"redis-server", "redis-cli", "redis-benchmark"})
-    if (find_in_path(program).empty())
-      GTEST_SKIP() << program << " is not installed (Debian packages " << kPackages << ")";
+    ASSERT_FALSE(find_in_path(program).empty()) << program << " is not installed (Debian packages "
+                                                << kPackages << "; tools/runsel installs them)";
   ScratchDir scratch_dir;
   ASSERT_FALSE(scratch_dir.path.empty());
   ServerRun without, with;
