@@ -9,8 +9,9 @@
 //
 // The whole trace is validated first with the reader of trace_format.h (a malformed
 // one replays nothing: exit 2, the byte offset on stderr); then the replay runs
-// inside the measured region, with a checkpoint every N records (default: five
-// evenly spaced) and at the end. --scale below 1 replays only that fraction of
+// inside the measured region, with a checkpoint at each mark record (named by its
+// label, cut to 39 bytes, quotes and backslashes made '_'), every N records, and at
+// the end; a trace without marks and without --every gets five evenly spaced. --scale below 1 replays only that fraction of
 // the records (the first ones); --seed is accepted and unused (a trace has no
 // randomness). Recorded addresses are mapped to the replay's blocks in slot tables
 // mmap'd and touched before "start", so they never change resident memory inside
@@ -148,7 +149,7 @@ int reject(const char* path, const Problem& problem) {
 
 // Validates the whole trace; counts its records and the most blocks live at once.
 bool validate(const uint8_t* data, size_t size, bool partial, Header& header, uint64_t& records,
-              size_t& peak_live, bool& complete, Problem& problem) {
+              uint64_t& marks, size_t& peak_live, bool& complete, Problem& problem) {
   Reader reader(data, size, partial);
   if (!reader.read_header(header)) {
     problem = reader.problem();
@@ -157,7 +158,9 @@ bool validate(const uint8_t* data, size_t size, bool partial, Header& header, ui
   AddressTable live;
   Record r;
   peak_live = 0;
+  marks = 0;
   while (reader.next(r)) {
+    marks += r.op == Op::mark;
     if (has_input(r.op) && r.input != 0) live.erase(r.input);
     if (has_result(r.op) && r.result != 0) live.insert(r.result, reinterpret_cast<void*>(1));
     if (live.size() > peak_live) peak_live = live.size();
@@ -196,17 +199,18 @@ int main(int argc, char** argv) {
     return 1;
   }
   Header header;
-  uint64_t records = 0;
+  uint64_t records = 0, marks = 0;
   size_t peak_live = 0;
   bool complete = false;
   Problem problem;
-  if (!validate(data, size, trace.partial, header, records, peak_live, complete, problem))
+  if (!validate(data, size, trace.partial, header, records, marks, peak_live, complete,
+                problem))
     return reject(trace.path, problem);
 
   uint64_t replayed = records;
   if (options.scale < 1) replayed = workload::scaled(options, records, records ? 1 : 0);
-  uint64_t every = trace.every ? trace.every : (replayed + 5) / 6;  // five + the end
-  if (every == 0) every = 1;
+  uint64_t every = trace.every ? trace.every : marks ? 0 : (replayed + 5) / 6;  // five + end
+  if (every == 0 && marks == 0) every = 1;
 
   workload::Recorder recorder("replay", options);
   Heap heap;
@@ -220,7 +224,13 @@ int main(int argc, char** argv) {
     while (replay.tally().ops < replayed && reader.next(r)) {
       replay.step(r);
       uint64_t ops = replay.tally().ops;
-      if (ops % every == 0 && ops < replayed) {
+      if (r.op == Op::mark) {
+        size_t n = 0;
+        for (; n < r.label_length && n + 1 < sizeof name; ++n)
+          name[n] = (r.label[n] == '"' || r.label[n] == '\\') ? '_' : r.label[n];
+        name[n] = 0;
+        recorder.checkpoint(name, heap, true);
+      } else if (every != 0 && ops % every == 0 && ops < replayed) {
         std::snprintf(name, sizeof name, "ops_%" PRIu64, ops);
         recorder.checkpoint(name, heap, true);
       }

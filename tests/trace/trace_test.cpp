@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -170,6 +171,10 @@ TEST(TraceFormat, RoundTripsEveryOp) {
     if (has_alignment(r.op)) r.alignment = 64;
     if (has_input(r.op)) r.input = 0x7f0000001000ull + op * 16;
     if (has_result(r.op)) r.result = op % 3 == 0 ? 0 : 0x7f0000002000ull - op * 32;
+    if (r.op == Op::mark) {
+      r.label = "tab 3 loaded";
+      r.label_length = 12;
+    }
     end = put_record(end, r, coder);
     written.push_back(r);
   }
@@ -189,6 +194,8 @@ TEST(TraceFormat, RoundTripsEveryOp) {
     EXPECT_EQ(r.alignment, expected.alignment);
     EXPECT_EQ(r.input, expected.input);
     EXPECT_EQ(r.result, expected.result);
+    EXPECT_EQ(std::string(r.label ? r.label : "", r.label_length),
+              std::string(expected.label ? expected.label : "", expected.label_length));
   }
   Record r;
   EXPECT_FALSE(reader.next(r));
@@ -208,9 +215,9 @@ TEST(TraceFormat, ReportsTheOffsetOfTheFirstProblem) {
   auto problem = [](Bytes bytes) { return summarize(bytes).problem; };
   Bytes magic = good, version = good, flags = good, op = good, cut = good, count = good;
   magic[1] = 'X';
-  version[4] = 2;
+  version[4] = kVersion + 1;
   flags[5] = 0x80;
-  op[7] = 0x0B;
+  op[7] = kLastOp + 1;
   cut.resize(10);
   count[14] = 3;
   Bytes no_end(good.begin(), good.begin() + 13), extra = good;
@@ -229,6 +236,9 @@ TEST(TraceFormat, ReportsTheOffsetOfTheFirstProblem) {
   EXPECT_EQ(problem(cut).offset, cut.size());
   EXPECT_EQ(problem(Bytes{}).offset, 0u);
   EXPECT_TRUE(summarize(good).valid);
+  Bytes old_version = good;  // version 1: the same records, read as they were
+  old_version[4] = 1;
+  EXPECT_TRUE(summarize(old_version).valid);
 
   // A partial reader takes the complete records of a cut trace.
   for (std::size_t size : {7, 9, 11, 13, 17}) {
@@ -241,6 +251,32 @@ TEST(TraceFormat, ReportsTheOffsetOfTheFirstProblem) {
     EXPECT_FALSE(partial.failed()) << size;
     EXPECT_EQ(partial.records(), size < 11 ? 0u : size < 13 ? 1u : 2u) << size;
   }
+}
+
+// Mark records: valid from version 2 on, labels checked byte by byte.
+TEST(TraceFormat, RejectsBadMarks) {
+  auto trace = [](std::uint8_t version, const char* label, std::size_t length) {
+    Bytes bytes(600);
+    std::uint8_t* end = put_header(bytes.data(), 0, 1);
+    bytes[4] = version;
+    PointerCoder coder;
+    Record mark{.op = Op::mark, .label = label, .label_length = static_cast<std::uint32_t>(length)};
+    end = put_record(end, mark, coder);
+    end = put_end(end, 1);
+    bytes.resize(static_cast<std::size_t>(end - bytes.data()));
+    return summarize(bytes);
+  };
+  EXPECT_TRUE(trace(2, "tab 1", 5).valid);
+  std::string long_label(kMaxLabel + 1, 'x');
+  Summary v1 = trace(1, "tab 1", 5), empty = trace(2, "", 0), control = trace(2, "a\nb", 3),
+          too_long = trace(2, long_label.c_str(), long_label.size());
+  EXPECT_STREQ(v1.problem.what, "bad op");
+  EXPECT_EQ(v1.problem.offset, 7u);
+  EXPECT_STREQ(empty.problem.what, "bad mark label length");
+  EXPECT_STREQ(control.problem.what, "bad byte in mark label");
+  EXPECT_EQ(control.problem.offset, 7u);
+  EXPECT_STREQ(too_long.problem.what, "bad mark label length");
+  EXPECT_TRUE(trace(2, long_label.c_str(), kMaxLabel).valid);
 }
 
 // --- recording and replaying a real program -------------------------------------------
@@ -417,6 +453,75 @@ TEST_F(TraceTest, ThreadsFreeingEachOthersBlocksReplayWithoutUnknownPointers) {
   EXPECT_EQ(field(replay.out, "replay", "reused_live"), 0u);
 }
 
+// A driver publishes marks in the RUNSEL_TRACE_MARKS file between the program's
+// calls: each becomes a mark record where the next call noticed it, labels
+// published before the process started are not in its trace, and the replayer
+// prints figures at each mark under its label.
+TEST_F(TraceTest, RecordsMarksWherePublishedAndReplaysThem) {
+  fs::path marks = dir_ / "marks";
+  {
+    Bytes file(65536, 0);
+    const char before[] = "before start";
+    std::memcpy(file.data() + 64, before, sizeof before);
+    file[0] = 1;  // one label published before the program runs
+    write_bytes(marks, file);
+  }
+  Child program = run({RUNSEL_PUBLISH_MARKS, marks.string()},
+                      {std::string("LD_PRELOAD=") + RUNSEL_TRACE_RECORDER,
+                       "RUNSEL_TRACE=" + (dir_ / "trace.%p").string(),
+                       "RUNSEL_TRACE_MARKS=" + marks.string()},
+                      dir_);
+  ASSERT_TRUE(WIFEXITED(program.status) && WEXITSTATUS(program.status) == 0) << program.err;
+  fs::path trace = dir_ / ("trace." + std::to_string(program.pid));
+  Bytes bytes = read_bytes(trace);
+  Reader reader(bytes.data(), bytes.size());
+  Header header;
+  ASSERT_TRUE(reader.read_header(header));
+  EXPECT_EQ(header.version, kVersion);
+  std::vector<Record> records;
+  for (Record r; reader.next(r);) records.push_back(r);
+  ASSERT_FALSE(reader.failed()) << reader.problem().what << " at " << reader.problem().offset;
+
+  // What the program did, from malloc(3001) on: the marks in between, by label.
+  auto label = [](const Record& r) { return std::string(r.label, r.label_length); };
+  std::vector<std::string> seen;
+  std::size_t first = records.size();
+  for (std::size_t i = 0; i < records.size(); ++i) {
+    const Record& r = records[i];
+    if (r.op == Op::malloc && r.size == 3001) first = i;
+    if (r.op == Op::mark) seen.push_back(label(r));
+  }
+  ASSERT_LT(first + 5, records.size());
+  const std::vector<std::string> labels = {"first", "second", "third", "from a thread", "last"};
+  EXPECT_EQ(seen, labels) << "'before start' was published before the program: not its mark";
+  EXPECT_EQ(records[first + 1].op, Op::mark);
+  EXPECT_EQ(label(records[first + 1]), "first");
+  EXPECT_TRUE(records[first + 2].op == Op::malloc && records[first + 2].size == 3002);
+  EXPECT_EQ(label(records[first + 3]), "second");
+  EXPECT_EQ(label(records[first + 4]), "third");
+  EXPECT_TRUE(records[first + 5].op == Op::free && records[first + 5].input == records[first].result);
+  std::size_t thread_mark = first, thread_malloc = first, last_mark = first, last_free = first;
+  for (std::size_t i = first; i < records.size(); ++i) {
+    if (records[i].op == Op::mark && label(records[i]) == "from a thread") thread_mark = i;
+    if (records[i].op == Op::malloc && records[i].size == 3003) thread_malloc = i;
+    if (records[i].op == Op::mark && label(records[i]) == "last") last_mark = i;
+    if (records[i].op == Op::free && records[i].input == records[first + 2].result) last_free = i;
+  }
+  EXPECT_LT(first + 5, thread_mark);
+  EXPECT_LT(thread_mark, thread_malloc);
+  EXPECT_LT(last_free, last_mark);
+
+  Child replay = run({replayer(container()).string(), trace.string()}, {}, dir_);
+  ASSERT_TRUE(WIFEXITED(replay.status) && WEXITSTATUS(replay.status) == 0) << replay.err;
+  EXPECT_EQ(field(replay.out, "replay", "ops"), records.size());
+  for (const std::string& name : labels) {
+    std::size_t at = replay.out.find("mark " + name + "\n");
+    ASSERT_NE(at, std::string::npos) << name << " in:\n" << replay.out;
+    std::string after = replay.out.substr(at);
+    EXPECT_NE(after.find("\nstats ops="), std::string::npos) << name;
+  }
+}
+
 // --- bad input ------------------------------------------------------------------------
 
 // One random kind of damage. Returns what it did, for the failure message.
@@ -440,7 +545,7 @@ std::string mutate(Bytes& bytes, std::mt19937_64& rng) {
       return done;
     }
     case 2:
-      bytes[4] = static_cast<std::uint8_t>(2 + rng() % 250);
+      bytes[4] = static_cast<std::uint8_t>(kVersion + 1 + rng() % 250);
       return "wrong version";
     case 3: {
       std::size_t i = at(bytes.size());

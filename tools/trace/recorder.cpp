@@ -6,9 +6,16 @@
 // A free is recorded before the memory is released and an allocation after it
 // is obtained, so an address is never recorded as reused before its free;
 // realloc runs under the lock because it frees and allocates in one call.
+//
+// Checkpoint marks: a driver publishes labels in the file named by
+// RUNSEL_TRACE_MARKS (layout in format.md); every recorded call looks at the
+// published count once (a relaxed load) and writes a mark record for each label
+// that appeared since the previous call.
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -163,6 +170,94 @@ bool trace_path(char* out, std::size_t capacity) {
   return true;
 }
 
+// --- checkpoint marks ---------------------------------------------------------------
+
+// The marks file: bytes 0..7 the count of labels published (little-endian, stored
+// by the driver after the label bytes), labels from byte 64 on, each ended by NUL.
+inline constexpr std::size_t kMarksFileSize = 65536;
+inline constexpr std::size_t kMarksLabelsStart = 64;
+
+struct Marks {
+  const unsigned char* file = nullptr;  // mapped read-only, shared with the driver
+  std::size_t size = 0;
+  std::uint64_t seen = 0;                   // labels published before now
+  std::size_t next_label = kMarksLabelsStart;  // where label number `seen` starts
+  bool opened = false;
+};
+Marks marks;
+
+std::uint64_t published_marks() {
+  return __atomic_load_n(reinterpret_cast<const std::uint64_t*>(marks.file), __ATOMIC_RELAXED);
+}
+
+// Moves past label number `marks.seen`; its bytes and length go to label and length
+// (cut to kMaxLabel, control characters made '?'). False when the file holds no
+// complete label there: marks stop, the file is not what the driver promised.
+bool take_label(char* label, std::uint32_t& length) {
+  std::size_t at = marks.next_label, end = at;
+  while (end < marks.size && marks.file[end] != 0) ++end;
+  if (end >= marks.size) return false;
+  length = 0;
+  for (std::size_t i = at; i < end && length < kMaxLabel; ++i)
+    label[length++] = label_byte(marks.file[i]) ? static_cast<char>(marks.file[i]) : '?';
+  if (length == 0) label[length++] = '?';  // an empty label still marks the point
+  marks.next_label = end + 1;
+  ++marks.seen;
+  return true;
+}
+
+// Maps RUNSEL_TRACE_MARKS once per process (a forked child keeps the mapping and
+// what its parent had seen). Labels published before are not this trace's.
+void open_marks_locked() {
+  if (marks.opened) return;
+  marks.opened = true;
+  const char* path = getenv("RUNSEL_TRACE_MARKS");
+  if (path == nullptr || *path == 0) return;
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  struct stat info;
+  std::size_t size = 0;
+  if (fstat(fd, &info) == 0 && info.st_size > 0)
+    size = std::min(static_cast<std::size_t>(info.st_size), kMarksFileSize);
+  void* file = size > kMarksLabelsStart
+                   ? mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0)
+                   : MAP_FAILED;
+  close(fd);
+  if (file == MAP_FAILED) return;
+  marks.file = static_cast<const unsigned char*>(file);
+  marks.size = size;
+  std::uint64_t published = published_marks();
+  std::atomic_thread_fence(std::memory_order_acquire);  // the labels before the count
+  char label[kMaxLabel];
+  std::uint32_t length = 0;
+  while (marks.seen < published)
+    if (!take_label(label, length)) break;
+  marks.seen = published;
+}
+
+void append_locked(const Record& r, std::size_t longest) {
+  if (buffered + longest + kEndRecord > sizeof buffer) flush_locked();
+  buffered = static_cast<std::size_t>(put_record(buffer + buffered, r, pointer_coder) - buffer);
+  ++records_written;
+}
+
+// One relaxed load per call; a mark record for each label published since.
+void record_new_marks_locked(std::uint32_t thread) {
+  if (marks.file == nullptr) return;
+  std::uint64_t published = published_marks();
+  if (published <= marks.seen) return;
+  std::atomic_thread_fence(std::memory_order_acquire);
+  char label[kMaxLabel];
+  Record mark{.op = Op::mark, .thread = thread, .label = label};
+  while (marks.seen < published) {
+    if (!take_label(label, mark.label_length)) {
+      marks.file = nullptr;  // a label without its NUL: stop reading the file
+      return;
+    }
+    append_locked(mark, kMaxMarkRecord);
+  }
+}
+
 void open_trace_locked() {
   char path[4096];
   if (!trace_path(path, sizeof path)) {
@@ -174,6 +269,7 @@ void open_trace_locked() {
     disabled = true;
     return;
   }
+  open_marks_locked();
   pointer_coder = PointerCoder{};
   records_written = 0;
   buffered = static_cast<std::size_t>(put_header(buffer, forked_child ? kFlagForkedChild : 0,
@@ -186,9 +282,8 @@ void record_locked(Record& r) {
   if (disabled) return;
   if (thread_id == UINT32_MAX) thread_id = next_thread.fetch_add(1);
   r.thread = thread_id;
-  if (buffered + kMaxRecord + kEndRecord > sizeof buffer) flush_locked();
-  buffered = static_cast<std::size_t>(put_record(buffer + buffered, r, pointer_coder) - buffer);
-  ++records_written;
+  record_new_marks_locked(thread_id);  // published before this call took effect
+  append_locked(r, kMaxRecord);
   if (exit_flushed) {  // replace the end record: this call came after it
     lseek(trace_fd, -static_cast<off_t>(kEndRecord), SEEK_CUR);
     flush_with_end_locked();
@@ -251,7 +346,10 @@ __attribute__((constructor)) void start() {
 // At exit, and from _exit (forked children often leave that way).
 __attribute__((destructor)) void finish() {
   pthread_mutex_lock(&trace_lock);
-  if (!exit_flushed && trace_fd >= 0) flush_with_end_locked();
+  if (!exit_flushed && trace_fd >= 0) {
+    record_new_marks_locked(thread_id == UINT32_MAX ? 0 : thread_id);  // the last ones
+    flush_with_end_locked();
+  }
   exit_flushed = true;  // frees made later in the exit sequence still get written
   pthread_mutex_unlock(&trace_lock);
 }

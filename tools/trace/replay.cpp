@@ -183,6 +183,10 @@ int main(int argc, char** argv) {
   reader.read_header(header);
   while (reader.next(record)) {
     replayer.step(record);
+    if (record.op == Op::mark) {
+      std::printf("mark %.*s\n", static_cast<int>(record.label_length), record.label);
+      print_checkpoint(replayer.tally().ops, replayer.slot_table_bytes());
+    }
     if (options.every != 0 && replayer.tally().ops % options.every == 0)
       print_checkpoint(replayer.tally().ops, replayer.slot_table_bytes());
   }

@@ -102,6 +102,8 @@ class ReplayEngine {
       }
       case Op::free:
         return release(r.input);
+      case Op::mark:  // a checkpoint: the caller reports it
+        return;
       case Op::realloc:
       case Op::reallocarray:
         return resize(r);

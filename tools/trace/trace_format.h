@@ -10,7 +10,9 @@
 namespace runsel::trace {
 
 inline constexpr std::uint8_t kMagic[4] = {'R', 'S', 'T', 'R'};
-inline constexpr std::uint8_t kVersion = 1;
+// Version 2 added the mark record (op 11); the reader takes both versions.
+inline constexpr std::uint8_t kVersion = 2;
+inline constexpr std::uint8_t kOldestVersion = 1;
 inline constexpr std::uint8_t kFlagForkedChild = 1;  // the only defined flag
 inline constexpr std::uint8_t kKnownFlags = kFlagForkedChild;
 inline constexpr std::size_t kMaxVarint = 10;  // bytes of a 64-bit varint
@@ -21,6 +23,11 @@ inline constexpr std::size_t kMaxRecord = 1 + 5 * kMaxVarint;
 // can rewrite it in place when calls follow its exit flush).
 inline constexpr std::uint8_t kEndHead = 0x0F;
 inline constexpr std::size_t kEndRecord = 9;
+// A mark's label: 1 to kMaxLabel bytes, none of them a control character
+// (below 0x20, or 0x7F), so it prints and quotes as it is.
+inline constexpr std::size_t kMaxLabel = 255;
+// A mark record: head, thread varint, length varint (2 bytes), label.
+inline constexpr std::size_t kMaxMarkRecord = 1 + kMaxVarint + 2 + kMaxLabel;
 
 enum class Op : std::uint8_t {
   malloc = 1,
@@ -33,13 +40,15 @@ enum class Op : std::uint8_t {
   valloc,
   pvalloc,
   reallocarray,
+  mark,  // a checkpoint with a label (version 2)
 };
-inline constexpr std::uint8_t kLastOp = static_cast<std::uint8_t>(Op::reallocarray);
+inline constexpr std::uint8_t kLastCall = static_cast<std::uint8_t>(Op::reallocarray);
+inline constexpr std::uint8_t kLastOp = static_cast<std::uint8_t>(Op::mark);
 
 inline const char* op_name(Op op) {
   static const char* const names[] = {"?",      "malloc",         "calloc",        "realloc",
                                       "free",   "posix_memalign", "aligned_alloc", "memalign",
-                                      "valloc", "pvalloc",        "reallocarray"};
+                                      "valloc", "pvalloc",        "reallocarray",  "mark"};
   auto index = static_cast<std::uint8_t>(op);
   return index <= kLastOp ? names[index] : "?";
 }
@@ -54,17 +63,22 @@ struct Record {
   std::uint64_t alignment = 0;  // posix_memalign/aligned_alloc/memalign
   std::uint64_t input = 0;      // realloc/reallocarray/free argument
   std::uint64_t result = 0;     // returned pointer (posix_memalign: *memptr)
+  const char* label = nullptr;  // mark: label_length bytes, not NUL-terminated
+  std::uint32_t label_length = 0;
 };
 
 inline bool has_input(Op op) {
   return op == Op::realloc || op == Op::reallocarray || op == Op::free;
 }
-inline bool has_result(Op op) { return op != Op::free; }
+inline bool has_result(Op op) { return op != Op::free && op != Op::mark; }
 inline bool has_alignment(Op op) {
   return op == Op::posix_memalign || op == Op::aligned_alloc || op == Op::memalign;
 }
 inline bool has_count(Op op) { return op == Op::calloc || op == Op::reallocarray; }
-inline bool has_size(Op op) { return op != Op::free; }
+inline bool has_size(Op op) { return op != Op::free && op != Op::mark; }
+
+// A byte a label may hold: anything but a control character.
+inline bool label_byte(std::uint8_t byte) { return byte >= 0x20 && byte != 0x7F; }
 
 // --- encoding ----------------------------------------------------------------
 
@@ -119,6 +133,11 @@ inline std::uint8_t* put_record(std::uint8_t* out, const Record& r, PointerCoder
   if (has_count(r.op)) out = put_varint(out, r.count);
   if (has_size(r.op)) out = put_varint(out, r.size);
   if (has_result(r.op)) out = put_varint(out, pointers.encode(r.result));
+  if (r.op == Op::mark) {  // the caller keeps labels valid (label_byte, 1..kMaxLabel)
+    out = put_varint(out, r.label_length);
+    for (std::uint32_t i = 0; i < r.label_length; ++i)
+      *out++ = static_cast<std::uint8_t>(r.label[i]);
+  }
   return out;
 }
 
@@ -159,7 +178,9 @@ class Reader {
     }
     if (at_end()) return fail(position_, "truncated header");
     header.version = data_[position_];
-    if (header.version != kVersion) return fail(position_, "unsupported trace version");
+    if (header.version < kOldestVersion || header.version > kVersion)
+      return fail(position_, "unsupported trace version");
+    version_ = header.version;
     ++position_;
     if (at_end()) return fail(position_, "truncated header");
     header.flags = data_[position_];
@@ -196,7 +217,7 @@ class Reader {
     std::uint8_t head = data_[position_++];
     if (head == kEndHead) return end(start);
     std::uint8_t op = head & 0x0F;
-    if (op == 0 || op > kLastOp) return fail(start, "bad op");
+    if (op == 0 || op > kLastOp || (op == kMarkOp && version_ < 2)) return fail(start, "bad op");
     r = Record{};
     r.op = static_cast<Op>(op);
     r.thread = head >> 4;
@@ -211,6 +232,7 @@ class Reader {
     if (has_count(r.op) && !varint(r.count, start)) return false;
     if (has_size(r.op) && !varint(r.size, start)) return false;
     if (has_result(r.op) && !pointer(r.result, start)) return false;
+    if (r.op == Op::mark && !label(r, start)) return false;
     ++records_;
     return true;
   }
@@ -248,6 +270,21 @@ class Reader {
     return fail(record_start, "varint longer than 10 bytes");
   }
 
+  bool label(Record& r, std::size_t record_start) {
+    std::uint64_t length = 0;
+    if (!varint(length, record_start)) return false;
+    if (length == 0 || length > kMaxLabel) return fail(record_start, "bad mark label length");
+    if (size_ - position_ < length) return fail(size_, "truncated record");
+    for (std::size_t i = 0; i < length; ++i)
+      if (!label_byte(data_[position_ + i])) return fail(record_start, "bad byte in mark label");
+    r.label = reinterpret_cast<const char*>(data_ + position_);
+    r.label_length = static_cast<std::uint32_t>(length);
+    position_ += length;
+    return true;
+  }
+
+  static constexpr std::uint8_t kMarkOp = static_cast<std::uint8_t>(Op::mark);
+
   bool pointer(std::uint64_t& address, std::size_t record_start) {
     std::uint64_t code = 0;
     if (!varint(code, record_start)) return false;
@@ -260,6 +297,7 @@ class Reader {
   bool partial_;
   bool complete_ = false;
   bool stopped_ = false;  // a partial trace's cut was reached
+  std::uint8_t version_ = kVersion;
   std::size_t position_ = 0;
   std::uint64_t records_ = 0;
   PointerCoder pointers_;
