@@ -177,6 +177,20 @@ long minor_faults() {
   return usage.ru_minflt;
 }
 
+// A counting build's pick counters, as members of the bin's object.
+void write_pick_counts(FILE* out, const runsel_bin_stats& bin) {
+  std::fprintf(out,
+               ", \"picks\": %zu, \"picks_with_choice\": %zu, \"runs_created\": %zu, "
+               "\"runs_destroyed\": %zu, \"nonfull_at_pick\": [",
+               bin.picks, bin.picks_with_choice, bin.runs_created, bin.runs_destroyed);
+  for (size_t i = 0; i < RUNSEL_PICK_BUCKETS; ++i)
+    std::fprintf(out, "%s%zu", i ? ", " : "", bin.nonfull_at_pick[i]);
+  std::fputs("], \"picked_fullness\": [", out);
+  for (size_t i = 0; i < RUNSEL_FULLNESS_BUCKETS; ++i)
+    std::fprintf(out, "%s%zu", i ? ", " : "", bin.picked_fullness[i]);
+  std::fputs("]", out);
+}
+
 void write_stats(FILE* out, const runsel_stats_t& stats) {
   const struct {
     const char* name;
@@ -199,6 +213,7 @@ void write_stats(FILE* out, const runsel_stats_t& stats) {
       {"nmalloc", stats.nmalloc},
       {"nfree", stats.nfree},
       {"purges", stats.purges},
+      {"counting", stats.counting},
   };
   std::fputs("{", out);
   for (const auto& figure : figures) std::fprintf(out, "\"%s\": %zu, ", figure.name, figure.value);
@@ -208,9 +223,11 @@ void write_stats(FILE* out, const runsel_stats_t& stats) {
     std::fprintf(out,
                  "%s{\"size\": %zu, \"runs\": %zu, \"nonfull_runs\": %zu, "
                  "\"regions_per_run\": %zu, \"bytes_per_run\": %zu, \"unused_bytes\": %zu, "
-                 "\"regions_in_use\": %zu}",
+                 "\"regions_in_use\": %zu",
                  i ? ", " : "", bin.size, bin.runs, bin.nonfull_runs, bin.regions_per_run,
                  bin.bytes_per_run, bin.unused_bytes, bin.regions_in_use);
+    if (stats.counting) write_pick_counts(out, bin);
+    std::fputs("}", out);
   }
   std::fputs("]}", out);
 }

@@ -8,6 +8,7 @@
 
 #include "arena/base.h"
 #include "arena/chunk.h"
+#include "arena/pick_counters.h"
 #include "arena/run.h"
 #include "arena/size_classes.h"
 #include "containers/selected.h"
@@ -36,6 +37,7 @@ struct Bin {
   std::size_t free_regions = 0;    // free regions in those runs
   std::uint64_t nmalloc = 0;
   std::uint64_t nfree = 0;
+  [[no_unique_address]] PickCounters counters;  // empty unless counting
 };
 
 // Orders free page runs by (size, address) for best-fit with lowest address.
@@ -55,6 +57,7 @@ struct ArenaFigures {
   std::size_t chunks = 0, nmalloc = 0, nfree = 0, purges = 0;
   struct PerBin {
     std::size_t runs = 0, nonfull_runs = 0, regions_in_use = 0, unused_bytes = 0;
+    PickCounts counts;  // zero unless counting
   } bins[kNumBins];
 };
 

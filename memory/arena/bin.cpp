@@ -37,6 +37,7 @@ Run* Arena::new_small_run(std::size_t bin_index) {
   run->init(&bin, info);
   ++bin.run_count;
   bin.free_regions += info.nregs;
+  bin.counters.created();
   return run;
 }
 
@@ -45,6 +46,7 @@ void Arena::release_small_run(Run* run) {
   const BinInfo& info = kBinInfo[static_cast<std::size_t>(&bin - bins_)];
   --bin.run_count;
   bin.free_regions -= info.nregs;
+  bin.counters.destroyed();
   Chunk* chunk = Chunk::of(run);
   free_pages(chunk, chunk->page_index(run), info.run_pages);
 }
@@ -54,6 +56,7 @@ void* Arena::malloc_small(std::size_t bin_index) {
   Bin& bin = bins_[bin_index];
   LockGuard guard(lock);
   Run* run = pick_run(bin);
+  bin.counters.pick(bin.runs.size(), run ? run->free_count : 0, info.nregs);
   if (run == nullptr) {
     run = new_small_run(bin_index);
     if (run == nullptr) return nullptr;

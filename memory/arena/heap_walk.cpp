@@ -33,6 +33,7 @@ ArenaFigures Arena::figures() const {
     f.bins[i].nonfull_runs = bin.runs.size();
     f.bins[i].regions_in_use = bin.regions_in_use;
     f.bins[i].unused_bytes = bin.free_regions * info.size;
+    f.bins[i].counts = bin.counters;
   }
   f.allocated = f.small_allocated + f.large_allocated;
   return f;

@@ -18,6 +18,17 @@
 namespace runsel {
 namespace {
 
+void add_counts(const PickCounts& counts, runsel_bin_stats* bin) {
+  bin->picks += counts.picks;
+  bin->picks_with_choice += counts.picks_with_choice;
+  bin->runs_created += counts.runs_created;
+  bin->runs_destroyed += counts.runs_destroyed;
+  for (std::size_t i = 0; i < RUNSEL_PICK_BUCKETS; ++i)
+    bin->nonfull_at_pick[i] += counts.nonfull_at_pick[i];
+  for (std::size_t i = 0; i < RUNSEL_FULLNESS_BUCKETS; ++i)
+    bin->picked_fullness[i] += counts.picked_fullness[i];
+}
+
 void collect(runsel_stats_t* s) {
   std::memset(s, 0, sizeof(*s));
   for (std::size_t b = 0; b < kNumBins; ++b) {
@@ -52,9 +63,11 @@ void collect(runsel_stats_t* s) {
       s->bins[b].nonfull_runs += f.bins[b].nonfull_runs;
       s->bins[b].regions_in_use += f.bins[b].regions_in_use;
       s->bins[b].unused_bytes += f.bins[b].unused_bytes;
+      add_counts(f.bins[b].counts, &s->bins[b]);
     }
   }
   s->narenas = count;
+  s->counting = kCounters ? 1 : 0;
 
   const huge::Figures h = huge::figures();
   s->mapped += h.mapped;
@@ -87,8 +100,25 @@ struct Writer {
   }
 };
 
+// A bin's pick counters, as members of its object (counting builds).
+void write_counts(Writer& w, const runsel_bin_stats& bin) {
+  w.add(",\"picks\":%zu,\"picks_with_choice\":%zu,\"runs_created\":%zu,\"runs_destroyed\":%zu",
+        bin.picks, bin.picks_with_choice, bin.runs_created, bin.runs_destroyed);
+  const char* separator = ",\"nonfull_at_pick\":[";
+  for (std::size_t count : bin.nonfull_at_pick) {
+    w.add("%s%zu", separator, count);
+    separator = ",";
+  }
+  separator = "],\"picked_fullness\":[";
+  for (std::size_t count : bin.picked_fullness) {
+    w.add("%s%zu", separator, count);
+    separator = ",";
+  }
+  w.add("]");
+}
+
 void write_json(int fd, const runsel_stats_t& s) {
-  static char buffer[32768];
+  static char buffer[65536];
   Writer w{buffer, sizeof(buffer) - 2};
   w.add("{\"pid\":%ld,\"variant\":\"%s\"", static_cast<long>(getpid()), NonFullRuns::kName);
   const struct {
@@ -112,6 +142,7 @@ void write_json(int fd, const runsel_stats_t& s) {
       {"nmalloc", s.nmalloc},
       {"nfree", s.nfree},
       {"purges", s.purges},
+      {"counting", s.counting},
   };
   for (const auto& field : fields) w.add(",\"%s\":%zu", field.name, field.value);
   w.add(",\"bins\":[");
@@ -119,9 +150,11 @@ void write_json(int fd, const runsel_stats_t& s) {
     const runsel_bin_stats& bin = s.bins[b];
     w.add(
         "%s{\"size\":%zu,\"runs\":%zu,\"nonfull_runs\":%zu,\"regions_per_run\":%zu,"
-        "\"bytes_per_run\":%zu,\"unused_bytes\":%zu,\"regions_in_use\":%zu}",
+        "\"bytes_per_run\":%zu,\"unused_bytes\":%zu,\"regions_in_use\":%zu",
         b == 0 ? "" : ",", bin.size, bin.runs, bin.nonfull_runs, bin.regions_per_run,
         bin.bytes_per_run, bin.unused_bytes, bin.regions_in_use);
+    if (s.counting) write_counts(w, bin);
+    w.add("}");
   }
   w.add("]}");
   buffer[w.length++] = '\n';

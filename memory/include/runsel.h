@@ -10,6 +10,11 @@ extern "C" {
 #endif
 
 #define RUNSEL_NUM_BINS 45
+/* Counting builds: buckets of the non-full run count at each pick (0, 1, 2-3,
+ * 4-7, ..., the last takes the rest) and of the picked run's fullness (tenths
+ * of its regions in use). */
+#define RUNSEL_PICK_BUCKETS 16
+#define RUNSEL_FULLNESS_BUCKETS 10
 
 typedef struct runsel_bin_stats {
   size_t size;         /* region size of the class */
@@ -19,6 +24,14 @@ typedef struct runsel_bin_stats {
   size_t bytes_per_run; /* run size in bytes (a page multiple) */
   size_t unused_bytes;  /* free regions in the bin's runs x size */
   size_t regions_in_use;
+  /* Counting builds only (runsel_stats_t.counting == 1), else 0; cumulative
+   * since start. A pick is a small allocation asking the container for a run. */
+  size_t picks;
+  size_t picks_with_choice; /* picks while the container held 2+ runs */
+  size_t runs_created;
+  size_t runs_destroyed; /* emptied and given back to the arena */
+  size_t nonfull_at_pick[RUNSEL_PICK_BUCKETS];
+  size_t picked_fullness[RUNSEL_FULLNESS_BUCKETS]; /* picks that found a run */
 } runsel_bin_stats;
 
 /* All figures in bytes. Exact identity, checked by tests:
@@ -40,6 +53,7 @@ typedef struct runsel_stats_t {
   size_t nmalloc;    /* allocation calls served (all kinds) */
   size_t nfree;      /* frees served (all kinds) */
   size_t purges;     /* madvise purges performed */
+  size_t counting;   /* 1 in a counting build: the bins' pick counters are kept */
   runsel_bin_stats bins[RUNSEL_NUM_BINS];
 } runsel_stats_t;
 
