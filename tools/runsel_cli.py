@@ -30,6 +30,7 @@ REPORT_DIR = RESULTS_DIR / "report"
 BENCH_PROGRAM = Path("experiments/malloc_bench")  # under the build directory
 BENCH_COMPARE = Path("experiments/bench/compare.py")
 VARIANT_TARGET_PREFIX = "malloc-"  # meson's name for build/libmalloc-<container>.so
+COUNTING_TARGET_PREFIX = "malloc-counting-"  # a variant's counting twin (built on demand)
 REFERENCE_VARIANT = "rb_first"  # the others are compared with it
 
 
@@ -126,7 +127,8 @@ def variant_libraries(build_dir: Path) -> dict[str, Path]:
     """Every container's library, {container: build/libmalloc-<container>.so}, reference first."""
     libraries = {}
     for target in build_targets(build_dir):
-        if target["type"] == "shared library" and target["name"].startswith(VARIANT_TARGET_PREFIX):
+        if target["type"] == "shared library" and target["name"].startswith(VARIANT_TARGET_PREFIX) \
+                and not target["name"].startswith(COUNTING_TARGET_PREFIX):
             container = target["name"][len(VARIANT_TARGET_PREFIX) :]
             libraries[container] = root_relative(Path(target["filename"][0]))
     if not libraries:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 REFERENCE = "rb_first"  # every runsel variant's time is compared with it
 VARIANT_TARGET_PREFIX = "malloc-"
+COUNTING_TARGET_PREFIX = "malloc-counting-"  # a variant's counting twin, not a variant
 # (allocator, shared object ldconfig knows it by). glibc needs no preload.
 SYSTEM_ALLOCATORS = (
     ("jemalloc", "libjemalloc.so.2"),
@@ -42,10 +43,12 @@ def runsel_variants(build_dir: Path) -> list[Allocator]:
         found = {target["name"][len(VARIANT_TARGET_PREFIX):]: Path(target["filename"][0])
                  for target in targets
                  if target["type"] == "shared library"
-                 and target["name"].startswith(VARIANT_TARGET_PREFIX)}
+                 and target["name"].startswith(VARIANT_TARGET_PREFIX)
+                 and not target["name"].startswith(COUNTING_TARGET_PREFIX)}
     except (OSError, subprocess.CalledProcessError, json.JSONDecodeError):
         found = {path.name[len("lib" + VARIANT_TARGET_PREFIX):-len(".so")]: path
-                 for path in sorted(build_dir.glob(f"lib{VARIANT_TARGET_PREFIX}*.so"))}
+                 for path in sorted(build_dir.glob(f"lib{VARIANT_TARGET_PREFIX}*.so"))
+                 if not path.name.startswith("lib" + COUNTING_TARGET_PREFIX)}
     ordered = sorted(found, key=lambda name: name != REFERENCE)
     return [Allocator(name, True, found[name].resolve()) for name in ordered]
 
