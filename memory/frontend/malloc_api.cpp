@@ -61,7 +61,7 @@ void* allocate(std::size_t size, bool zero) {
   if (size <= kMaxSmallClass) {
     Arena* arena = thread_arena();
     p = arena ? arena->malloc_small(bin_index(size)) : nullptr;
-    if (zero && p) std::memset(p, 0, size);
+    if (zero && p) std::memset(p, 0, bin_size(bin_index(size)));  // the whole usable size
   } else if (size <= kMaxLargeSize) {
     Arena* arena = thread_arena();
     p = arena ? arena->malloc_large(page_ceiling(size), zero) : nullptr;

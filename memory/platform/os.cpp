@@ -12,6 +12,22 @@ namespace runsel::os {
 
 namespace {
 
+// A call into the allocator that succeeds leaves errno as it found it (C
+// code sets errno = 0 and checks it afterwards), so every wrapper that may
+// fail on a normal path (MAP_FIXED_NOREPLACE on an occupied range, a futex
+// whose word changed) restores it. The front end sets errno itself when an
+// allocation fails.
+class KeepErrno {
+ public:
+  KeepErrno() : saved_(errno) {}
+  ~KeepErrno() { errno = saved_; }
+  KeepErrno(const KeepErrno&) = delete;
+  KeepErrno& operator=(const KeepErrno&) = delete;
+
+ private:
+  int saved_;
+};
+
 void* map_anywhere(std::size_t size) {
   void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   return p == MAP_FAILED ? nullptr : p;
@@ -20,6 +36,7 @@ void* map_anywhere(std::size_t size) {
 }  // namespace
 
 void* map_aligned(std::size_t size, std::size_t alignment) {
+  KeepErrno keep_errno;
   // Optimistically map exactly `size`; most kernels hand out addresses that
   // continue earlier mappings, which are often aligned already.
   void* p = map_anywhere(size);
@@ -42,6 +59,7 @@ void* map_aligned(std::size_t size, std::size_t alignment) {
 }
 
 bool map_fixed_if_free(void* address, std::size_t size) {
+  KeepErrno keep_errno;
   void* p = mmap(address, size, PROT_READ | PROT_WRITE,
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
   if (p == MAP_FAILED) return false;
@@ -52,21 +70,33 @@ bool map_fixed_if_free(void* address, std::size_t size) {
   return true;
 }
 
-void unmap(void* address, std::size_t size) { munmap(address, size); }
+void unmap(void* address, std::size_t size) {
+  KeepErrno keep_errno;
+  munmap(address, size);
+}
 
-void purge(void* address, std::size_t size) { madvise(address, size, MADV_DONTNEED); }
+void purge(void* address, std::size_t size) {
+  KeepErrno keep_errno;
+  madvise(address, size, MADV_DONTNEED);
+}
 
-void protect_none(void* address, std::size_t size) { mprotect(address, size, PROT_NONE); }
+void protect_none(void* address, std::size_t size) {
+  KeepErrno keep_errno;
+  mprotect(address, size, PROT_NONE);
+}
 
 void futex_wait(std::uint32_t* word, std::uint32_t expected) {
+  KeepErrno keep_errno;
   syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, expected, nullptr, nullptr, 0);
 }
 
 void futex_wake_one(std::uint32_t* word) {
+  KeepErrno keep_errno;
   syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
 }
 
 unsigned cpu_count() {
+  KeepErrno keep_errno;
   cpu_set_t set;
   if (sched_getaffinity(0, sizeof(set), &set) != 0) return 1;
   int n = CPU_COUNT(&set);
@@ -74,6 +104,7 @@ unsigned cpu_count() {
 }
 
 void write_all(int fd, const char* text, std::size_t length) {
+  KeepErrno keep_errno;
   while (length > 0) {
     ssize_t written = write(fd, text, length);
     if (written < 0) {

@@ -247,6 +247,78 @@ std::string usable_size_of_bad_pointers() {
   return "";
 }
 
+// A call that succeeds leaves errno as it found it, on every path: C code
+// sets errno = 0 and checks it afterwards. The huge in-place growth is made
+// to fail (a mapping sits right after the block) so that realloc moves.
+std::string errno_after_success() {
+  constexpr int kSentinel = 12345;
+  std::string why;
+  auto kept = [&](void* p, const char* what) {
+    if (p == nullptr && why.empty()) why = std::string(what) + " failed";
+    if (errno != kSentinel && why.empty())
+      why = std::string(what) + " succeeded and set errno to " + std::to_string(errno);
+    errno = kSentinel;
+    return p;
+  };
+  errno = kSentinel;
+  for (size_t n : {size_t{1}, size_t{100}, size_t{3840}, size_t{5000}, size_t{300000}, kHuge}) {
+    free(kept(opaque(malloc(n)), "malloc"));
+    free(kept(opaque(calloc(1, n)), "calloc"));
+    free(kept(opaque(aligned_alloc(64, n)), "aligned_alloc"));
+    free(kept(opaque(memalign(8192, n)), "memalign"));
+    free(kept(opaque(valloc(n)), "valloc"));
+    free(kept(opaque(pvalloc(n)), "pvalloc"));
+    void* p = nullptr;
+    if (posix_memalign(&p, 256, n) != 0) return "posix_memalign failed";
+    free(kept(p, "posix_memalign"));
+  }
+  // realloc: small in place and moving, large in place and moving, huge in
+  // place (grow, shrink) and moving, and back down to small.
+  void* p = kept(opaque(malloc(20)), "malloc");
+  p = kept(opaque(realloc(p, 30)), "realloc small in place");
+  p = kept(opaque(realloc(p, 300)), "realloc small moving");
+  p = kept(opaque(realloc(p, 5000)), "realloc small to large");
+  p = kept(opaque(realloc(p, 9000)), "realloc large grow");
+  p = kept(opaque(realloc(p, 6000)), "realloc large shrink");
+  void* neighbour = opaque(malloc(8 * 4096));  // may block growth in place
+  p = kept(opaque(realloc(p, 600000)), "realloc large grow or move");
+  free(neighbour);
+  p = kept(opaque(realloc(p, kHuge)), "realloc large to huge");
+  p = kept(opaque(realloc(p, kHuge + 5000)), "realloc huge grow");
+  p = kept(opaque(realloc(p, 2 * kChunk)), "realloc huge shrink");
+  char* end = static_cast<char*>(p) + 2 * kChunk;
+  void* blocker =
+      mmap(end, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+  if (blocker != end) return "could not map right after the huge block";
+  errno = kSentinel;
+  void* moved = kept(opaque(realloc(p, 8 * kChunk)), "realloc huge moving");
+  if (moved == p && why.empty()) why = "the mapping after the block did not force a move";
+  munmap(blocker, 4096);
+  p = kept(opaque(reallocarray(moved, 100, 10)), "reallocarray huge to small");
+  if (malloc_usable_size(p) != 1024 && why.empty()) why = "reallocarray gave a wrong size";
+  kept(p, "malloc_usable_size");
+  free(p);
+  kept(p, "free");
+  return why;
+}
+
+// calloc zeroes the whole usable size, like glibc, not only the bytes asked
+// for: a program may use what malloc_usable_size reports.
+std::string calloc_whole_block() {
+  for (size_t n : {size_t{17}, size_t{250}, size_t{1000}, size_t{3700}, size_t{5000}}) {
+    void* dirty = opaque(malloc(n));
+    size_t usable = malloc_usable_size(dirty);
+    memset(dirty, 0xA5, usable);
+    free(dirty);
+    auto* z = static_cast<unsigned char*>(opaque(calloc(1, n)));
+    if (z != dirty) return "calloc(" + std::to_string(n) + ") did not reuse the dirty block";
+    for (size_t i = 0; i < usable; ++i)
+      if (z[i] != 0) return "byte " + std::to_string(i) + " of calloc(" + std::to_string(n) + ")";
+    free(z);
+  }
+  return "";
+}
+
 // ---- The table.
 
 struct Row {
@@ -320,6 +392,12 @@ const std::vector<Row>& rows() {
       {"`malloc_usable_size` of stack or glibc memory, of an interior pointer or of a freed "
        "block (small, large, huge)",
        "returns 0 (no abort)", nullptr, nullptr, nullptr, usable_size_of_bad_pointers},
+      {"`errno` after a call that succeeds (every allocation call; realloc small, large and "
+       "huge, in place and moving, also when growing a huge block in place fails)",
+       "unchanged", nullptr, nullptr, nullptr, errno_after_success},
+      {"`calloc(1, n)` of a recycled block where the usable size exceeds n",
+       "the whole usable size is zero, as `malloc_usable_size` reports it", nullptr, nullptr,
+       nullptr, calloc_whole_block},
   };
   return table;
 }
