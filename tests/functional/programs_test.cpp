@@ -122,6 +122,22 @@ TEST(Programs, Sqlite) {
       {"sqlite3", "sqlite3", {"-batch", ":memory:"}, "sqlite_script.sql", {}, "nmalloc"});
 }
 
+// A preloaded runsel brings no runtime a C program did not have: cat's own
+// memory map shows runsel's library and no C++ runtime, libgcc_s or libm.
+TEST(Programs, PreloadedIntoACProgramLoadsOnlyLibc) {
+  std::string cat = find_in_path("cat");
+  ASSERT_FALSE(cat.empty()) << "cat is not installed (Debian package coreutils)";
+  ScratchDir scratch_dir;
+  ASSERT_FALSE(scratch_dir.path.empty());
+  Outcome maps = run({cat, "/proc/self/maps"}, {{"LD_PRELOAD", runsel_test::library_path()}}, "",
+                     scratch_dir.path);
+  ASSERT_TRUE(runsel_test::exited_zero(maps.status)) << maps.err;
+  const std::string library = std::filesystem::path(runsel_test::library_path()).filename();
+  EXPECT_NE(maps.out.find(library), std::string::npos) << maps.out;
+  for (const char* runtime : {"libstdc++", "libgcc_s", "libm.so", "libm-"})
+    EXPECT_EQ(maps.out.find(runtime), std::string::npos) << runtime << " is loaded:\n" << maps.out;
+}
+
 // RUNSEL_STATS: "%p" in the path becomes the pid; "stderr" prints there.
 // (perl, which is essential on Debian and exits normally with stderr open;
 // coreutils close stderr before exit and dash leaves with _exit.)
