@@ -1,6 +1,8 @@
 // A small futex mutex (three states: free, locked, locked with waiters).
 // Cheaper than pthread_mutex on the uncontended path, constexpr-constructible,
-// and resettable in a forked child.
+// and resettable in a forked child. A thread that asks again for a lock it
+// holds (malloc called from a signal handler that interrupted malloc) aborts
+// with one line instead of waiting for itself forever.
 #pragma once
 
 #include <atomic>
@@ -10,6 +12,16 @@
 
 namespace runsel {
 
+class Lock;
+
+namespace lock_detail {
+// The calling thread's identity: the address of its own copy of this byte.
+inline constinit thread_local char t_self = 0;
+// The lock this thread is between asking for and recording itself as owner
+// of (a signal can arrive in that gap), else null.
+inline constinit thread_local const Lock* t_acquiring = nullptr;
+}  // namespace lock_detail
+
 class Lock {
  public:
   constexpr Lock() = default;
@@ -17,27 +29,40 @@ class Lock {
   Lock& operator=(const Lock&) = delete;
 
   void lock() {
+    const Lock* outer = lock_detail::t_acquiring;
+    lock_detail::t_acquiring = this;
     std::uint32_t expected = kFree;
-    if (state_.compare_exchange_strong(expected, kLocked, std::memory_order_acquire,
-                                       std::memory_order_relaxed)) {
-      return;
+    if (!state_.compare_exchange_strong(expected, kLocked, std::memory_order_acquire,
+                                        std::memory_order_relaxed)) {
+      lock_slow(outer);
     }
-    lock_slow();
+    owner_.store(&lock_detail::t_self, std::memory_order_relaxed);
+    lock_detail::t_acquiring = outer;
   }
 
   void unlock() {
+    owner_.store(nullptr, std::memory_order_relaxed);
     if (state_.exchange(kFree, std::memory_order_release) == kContended) {
       os::futex_wake_one(word());
     }
   }
 
   // Only for a forked child, where the thread that held the lock is gone.
-  void reset_in_child() { state_.store(kFree, std::memory_order_relaxed); }
+  void reset_in_child() {
+    owner_.store(nullptr, std::memory_order_relaxed);
+    state_.store(kFree, std::memory_order_relaxed);
+  }
 
  private:
   static constexpr std::uint32_t kFree = 0, kLocked = 1, kContended = 2;
 
-  void lock_slow() {
+  // `outer`: what t_acquiring was before this call. If this thread owns the
+  // lock, or was interrupted between taking it and recording that, nobody
+  // else can release it.
+  void lock_slow(const Lock* outer) {
+    if (owner_.load(std::memory_order_relaxed) == &lock_detail::t_self || outer == this) {
+      os::fatal_lock_reentered();
+    }
     for (int spin = 0; spin < 100; ++spin) {
       std::uint32_t expected = kFree;
       if (state_.load(std::memory_order_relaxed) == kFree &&
@@ -55,6 +80,7 @@ class Lock {
   std::uint32_t* word() { return reinterpret_cast<std::uint32_t*>(&state_); }
 
   std::atomic<std::uint32_t> state_{kFree};
+  std::atomic<const char*> owner_{nullptr};  // the holder's lock_detail::t_self, or null
 };
 
 class LockGuard {

@@ -8,6 +8,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <cstdlib>
+
 namespace runsel::os {
 
 namespace {
@@ -114,6 +116,14 @@ void write_all(int fd, const char* text, std::size_t length) {
     text += written;
     length -= static_cast<std::size_t>(written);
   }
+}
+
+void fatal_lock_reentered() {
+  static const char kMessage[] =
+      "runsel: malloc or free re-entered on a thread that is inside the allocator (called from "
+      "a signal handler?): aborting instead of deadlocking\n";
+  write_all(2, kMessage, sizeof(kMessage) - 1);
+  abort();
 }
 
 }  // namespace runsel::os

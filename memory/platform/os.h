@@ -37,4 +37,9 @@ inline void cpu_relax() {
 // Writes all of `text` to file descriptor `fd`, retrying short writes.
 void write_all(int fd, const char* text, std::size_t length);
 
+// A thread asked for an allocator lock it already holds: malloc or free
+// called from a signal handler that interrupted one of them. Writes one line
+// on stderr and aborts (waiting would wait for ourselves forever).
+[[noreturn]] void fatal_lock_reentered();
+
 }  // namespace runsel::os
