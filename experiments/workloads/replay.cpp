@@ -15,8 +15,8 @@
 // the records (the first ones); --seed is accepted and unused (a trace has no
 // randomness). Recorded addresses are mapped to the replay's blocks in slot tables
 // mmap'd and touched before "start", so they never change resident memory inside
-// the measured region. Like every workload, each block is written when allocated
-// and its first byte read when freed. Frees of unknown pointers are counted in the
+// the measured region. Each block is written in full when allocated (calloc's with
+// zeros; realloc keeps the copied bytes) and its first byte read when freed. Frees of unknown pointers are counted in the
 // JSON ("replay": {"unknown_pointers": ...}), never fatal.
 #include <fcntl.h>
 #include <malloc.h>
@@ -40,49 +40,9 @@ namespace {
 using namespace runsel::trace;
 using workload::Heap;
 
-unsigned char fill_byte(size_t size) { return static_cast<unsigned char>((size * 131) | 1); }
-
-// The replay engine's Blocks policy of a workload: each block is written when
-// allocated and its first byte read when freed, and the heap counts the bytes.
-// Keeps each recorded address's requested size + 1 (the table's "absent" is 0),
-// in a slot table sized for the trace's peak number of live blocks.
-class WrittenBlocks {
- public:
-  // realloc(p, 0) makes the same calls under every allocator.
-  static constexpr bool kZeroResizeAsFreeAndMalloc = true;
-
-  WrittenBlocks(Heap& heap, size_t peak_live) : heap_(heap), sizes_(peak_live, true) {}
-
-  void zeroed(void* p, size_t bytes) {  // written but for one byte
-    if (bytes > 0) static_cast<unsigned char*>(p)[0] = fill_byte(bytes);
-  }
-
-  void allocated(uint64_t address, void* p, size_t size, size_t written) {
-    auto* bytes = static_cast<unsigned char*>(p);
-    if (size > written) std::memset(bytes + written, fill_byte(size), size - written);
-    sizes_.insert(address, reinterpret_cast<void*>(size + 1));
-    heap_.count_allocated(size);
-  }
-
-  size_t unbound(uint64_t address) { return reinterpret_cast<size_t>(sizes_.erase(address)) - 1; }
-
-  void rebound(uint64_t address, size_t size) {
-    sizes_.insert(address, reinterpret_cast<void*>(size + 1));
-  }
-
-  void freeing(void* p, size_t size) {
-    heap_.count_freed(size, size + (size > 0 ? *static_cast<unsigned char*>(p) : 0));
-  }
-
-  void dropped(size_t size) { heap_.count_freed(size, size); }
-  void moved(size_t size) { heap_.count_freed(size, 0); }  // its contents went along
-
- private:
-  Heap& heap_;
-  AddressTable sizes_;
-};
-
-using Replay = ReplayEngine<WrittenBlocks>;
+// Blocks written as the program wrote them (replay_engine.h), counted in the heap;
+// realloc(p, 0) makes the same calls under every allocator.
+using Replay = ReplayEngine<WrittenBlocks<Heap, true>>;
 
 // --- the command ------------------------------------------------------------------------
 
@@ -147,33 +107,6 @@ int reject(const char* path, const Problem& problem) {
   return 2;
 }
 
-// Validates the whole trace; counts its records and the most blocks live at once.
-bool validate(const uint8_t* data, size_t size, bool partial, Header& header, uint64_t& records,
-              uint64_t& marks, size_t& peak_live, bool& complete, Problem& problem) {
-  Reader reader(data, size, partial);
-  if (!reader.read_header(header)) {
-    problem = reader.problem();
-    return false;
-  }
-  AddressTable live;
-  Record r;
-  peak_live = 0;
-  marks = 0;
-  while (reader.next(r)) {
-    marks += r.op == Op::mark;
-    if (has_input(r.op) && r.input != 0) live.erase(r.input);
-    if (has_result(r.op) && r.result != 0) live.insert(r.result, reinterpret_cast<void*>(1));
-    if (live.size() > peak_live) peak_live = live.size();
-  }
-  if (reader.failed()) {
-    problem = reader.problem();
-    return false;
-  }
-  records = reader.records();
-  complete = reader.complete();
-  return true;
-}
-
 // A JSON string's contents: the file name only, quotes, backslashes and control
 // characters replaced.
 void json_name(const char* path, char* out, size_t room) {
@@ -198,14 +131,12 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "workload_replay: %s: %s\n", trace.path, std::strerror(errno));
     return 1;
   }
-  Header header;
-  uint64_t records = 0, marks = 0;
-  size_t peak_live = 0;
-  bool complete = false;
-  Problem problem;
-  if (!validate(data, size, trace.partial, header, records, marks, peak_live, complete,
-                problem))
-    return reject(trace.path, problem);
+  TraceSurvey survey;
+  if (!survey_trace(data, size, trace.partial, survey)) return reject(trace.path, survey.problem);
+  Header header = survey.header;
+  uint64_t records = survey.records, marks = survey.marks;
+  size_t peak_live = survey.peak_live_blocks;
+  bool complete = survey.complete;
 
   uint64_t replayed = records;
   if (options.scale < 1) replayed = workload::scaled(options, records, records ? 1 : 0);

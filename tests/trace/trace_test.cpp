@@ -302,9 +302,21 @@ TEST_F(TraceTest, ReplaysPythonWithTheRecordedOperationCount) {
   ASSERT_TRUE(summary.valid) << summary.problem.what << " at " << summary.problem.offset;
   EXPECT_GT(summary.records, 100000u);
 
-  Child replay =
-      run({replayer(container()).string(), "--every", "500000", trace.string()}, {}, dir_);
+  fs::path first_json = dir_ / "first.json", second_json = dir_ / "second.json";
+  Child replay = run({replayer(container()).string(), "--every", "500000", "--json",
+                      first_json.string(), trace.string()},
+                     {}, dir_);
   ASSERT_TRUE(WIFEXITED(replay.status) && WEXITSTATUS(replay.status) == 0) << replay.err;
+  // A replay is deterministic (one thread, no address randomization): a second
+  // one agrees to the byte, resident memory included.
+  Child again = run({replayer(container()).string(), "--every", "500000", "--json",
+                     second_json.string(), trace.string()},
+                    {}, dir_);
+  ASSERT_TRUE(WIFEXITED(again.status) && WEXITSTATUS(again.status) == 0) << again.err;
+  EXPECT_EQ(replay.out, again.out);
+  std::string figures = slurp(first_json);
+  EXPECT_EQ(figures, slurp(second_json));
+  EXPECT_NE(figures.find("\"name\": \"peak\""), std::string::npos) << figures.substr(0, 2000);
   EXPECT_EQ(field(replay.out, "replay", "ops"), summary.records);
   EXPECT_EQ(field(replay.out, "end", "ops"), summary.records);
   EXPECT_EQ(field(replay.out, "replay", "unknown_pointers"), 0u);
@@ -520,6 +532,78 @@ TEST_F(TraceTest, RecordsMarksWherePublishedAndReplaysThem) {
     std::string after = replay.out.substr(at);
     EXPECT_NE(after.find("\nstats ops="), std::string::npos) << name;
   }
+}
+
+// A figure of the JSON checkpoint named `name`: "key": N after its "name".
+std::uint64_t json_figure(const std::string& json, const std::string& name, const std::string& key) {
+  std::size_t at = json.find("{\"name\": \"" + name + "\"");
+  if (at == std::string::npos) {
+    ADD_FAILURE() << "no checkpoint " << name << " in " << json.substr(0, 2000);
+    return 0;
+  }
+  at = json.find("\"" + key + "\": ", at);
+  if (at == std::string::npos) {
+    ADD_FAILURE() << "no " << key << " after checkpoint " << name;
+    return 0;
+  }
+  return std::stoull(json.substr(at + key.size() + 4));
+}
+
+// Blocks the program wrote are resident in the replay too: 48 blocks of 200 KiB,
+// never touched by the allocator, count in full. Every checkpoint keeps the stats
+// identity, and each size class's unused bytes add up to bin_unused.
+TEST_F(TraceTest, ReplaysWriteTheirBlocksAndReportExactFigures) {
+  Bytes bytes(1 << 20);
+  std::uint8_t* end = put_header(bytes.data(), 0, 42);
+  PointerCoder coder;
+  std::uint64_t records = 0;
+  auto add = [&](Record r) {
+    end = put_record(end, r, coder);
+    ++records;
+  };
+  auto mark = [&](const char* label) {
+    add(Record{.op = Op::mark, .label = label,
+               .label_length = static_cast<std::uint32_t>(std::strlen(label))});
+  };
+  const std::uint64_t kLarge = 200 << 10, kBase = 0x7f0000000000ull;
+  for (std::uint64_t i = 0; i < 48; ++i)
+    add(Record{.op = Op::malloc, .size = kLarge, .result = kBase + i * (1 << 20)});
+  mark("large");
+  for (std::uint64_t i = 0; i < 20000; ++i)
+    add(Record{.op = i % 2 ? Op::malloc : Op::calloc, .size = 24 + i % 200, .count = i % 2 ? 0u : 1u,
+               .result = kBase + (1ull << 32) + i * 256});
+  mark("small");
+  for (std::uint64_t i = 0; i < 20000; i += 2) add(Record{.op = Op::free, .input = kBase + (1ull << 32) + i * 256});
+  mark("half of the small freed");
+  end = put_end(end, records);
+  bytes.resize(static_cast<std::size_t>(end - bytes.data()));
+  fs::path trace = dir_ / "synthetic", json = dir_ / "figures.json";
+  write_bytes(trace, bytes);
+
+  Child replay = run({replayer(container()).string(), "--json", json.string(), trace.string()}, {}, dir_);
+  ASSERT_TRUE(WIFEXITED(replay.status) && WEXITSTATUS(replay.status) == 0) << replay.err;
+  std::string figures = slurp(json);
+  EXPECT_NE(figures.find("\"writes_blocks\": true"), std::string::npos);
+  EXPECT_GE(json_figure(figures, "large", "resident"), 48 * kLarge) << "blocks not written";
+  EXPECT_EQ(json_figure(figures, "large", "live_requested"), 48 * kLarge);
+  EXPECT_EQ(json_figure(figures, "peak", "ops"), 48u + 1 + 20000);
+  for (const char* name : {"large", "small", "half of the small freed", "peak", "end"}) {
+    SCOPED_TRACE(name);
+    std::uint64_t committed = json_figure(figures, name, "committed");
+    EXPECT_EQ(committed, json_figure(figures, name, "allocated") + json_figure(figures, name, "waste") +
+                             json_figure(figures, name, "dirty") +
+                             json_figure(figures, name, "bookkeeping") +
+                             json_figure(figures, name, "bin_unused"));
+    std::size_t at = figures.find("{\"name\": \"" + std::string(name) + "\"");
+    std::size_t bins = figures.find("\"bins\": [", at), bins_end = figures.find("]}", bins);
+    std::uint64_t unused = 0;
+    for (std::size_t i = figures.find("\"unused_bytes\": ", bins); i < bins_end;
+         i = figures.find("\"unused_bytes\": ", i + 1))
+      unused += std::stoull(figures.substr(i + 16));
+    EXPECT_EQ(unused, json_figure(figures, name, "bin_unused"));
+  }
+  EXPECT_GT(json_figure(figures, "half of the small freed", "bin_unused"),
+            json_figure(figures, "small", "bin_unused"));
 }
 
 // --- bad input ------------------------------------------------------------------------

@@ -5,6 +5,7 @@
 #define RUNSEL_TRACE_ADDRESS_TABLE_H
 
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -76,6 +77,21 @@ class AddressTable {
 
   std::size_t size() const { return size_; }
   std::size_t bytes() const { return capacity_ * sizeof(Slot); }  // mapped for the slots
+
+  // Bytes of the table that are resident now (mincore): a replay subtracts them
+  // from the process's memory to report the heap's alone.
+  std::size_t resident_bytes() const {
+    static unsigned char pages[4096];  // one byte per page, 16 MiB per call
+    std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE)), total = 0;
+    auto* start = reinterpret_cast<unsigned char*>(slots_);
+    std::size_t length = bytes();
+    for (std::size_t done = 0; done < length; done += sizeof pages * page) {
+      std::size_t chunk = length - done < sizeof pages * page ? length - done : sizeof pages * page;
+      if (mincore(start + done, chunk, pages) != 0) return 0;
+      for (std::size_t i = 0; i < (chunk + page - 1) / page; ++i) total += (pages[i] & 1) * page;
+    }
+    return total;
+  }
 
  private:
   struct Slot {

@@ -190,9 +190,9 @@ std::uint64_t published_marks() {
   return __atomic_load_n(reinterpret_cast<const std::uint64_t*>(marks.file), __ATOMIC_RELAXED);
 }
 
-// Moves past label number `marks.seen`; its bytes and length go to label and length
-// (cut to kMaxLabel, control characters made '?'). False when the file holds no
-// complete label there: marks stop, the file is not what the driver promised.
+// Moves past label number `marks.seen`; its bytes and length go to label and
+// length (cut to kMaxLabel, bytes outside printable ASCII made '?'). False when
+// the file holds no complete label there: the file is not what the driver promised.
 bool take_label(char* label, std::uint32_t& length) {
   std::size_t at = marks.next_label, end = at;
   while (end < marks.size && marks.file[end] != 0) ++end;

@@ -1,6 +1,7 @@
-// runsel-replay-<container>: replays a trace (tools/trace/format.md) against
-// the runsel variant it is linked with, in recorded order on one thread, and
-// prints stats every N operations and at the end, like mozjemalloc's replay.
+// runsel-replay-<container>: replays a trace (tools/trace/format.md) against the
+// runsel variant it is linked with, in recorded order on one thread, writing each
+// block as the program did, and reports exact figures at each mark, every N
+// records, at the peak of live bytes and at the end (text, and JSON with --json).
 //
 // Exit codes: 0 replayed; 1 cannot read the file; 2 usage or malformed trace
 // (the message gives the byte offset). Unknown pointers are counted, not fatal.
@@ -8,11 +9,13 @@
 #include <malloc.h>
 #include <sys/mman.h>
 #include <sys/personality.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cinttypes>
+#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -25,82 +28,173 @@ namespace {
 
 using namespace runsel::trace;
 
-// --- the report ------------------------------------------------------------------
+// --- what the replay reports ---------------------------------------------------------
 
-// Anonymous resident memory (statm's resident minus shared): the heap and the
-// slot table, not the mapped trace or the program text. open/read, not stdio:
-// the replayer must not allocate.
-std::size_t resident_anonymous_bytes() {
-  char text[128] = {};
-  int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+// Live requested bytes, as the replay's blocks policy counts them.
+struct LiveBytes {
+  std::size_t live = 0;
+  std::uint64_t checksum = 0;
+  void count_allocated(std::size_t size) { live += size; }
+  void count_freed(std::size_t size, std::uint64_t checked) {
+    live -= size;
+    checksum += checked;
+  }
+};
+
+using Replay = ReplayEngine<WrittenBlocks<LiveBytes, false>>;
+
+// Anonymous resident bytes of the whole process, from /proc/self/smaps_rollup:
+// the kernel walks the page tables, so the figure is exact (statm's counters are
+// per-CPU estimates). open/read into a static buffer: the replayer must not allocate.
+std::size_t anonymous_resident_bytes() {
+  static char text[8192];
+  int fd = open("/proc/self/smaps_rollup", O_RDONLY | O_CLOEXEC);
   if (fd < 0) return 0;
-  ssize_t n = read(fd, text, sizeof text - 1);
+  std::size_t used = 0;
+  for (ssize_t n; used + 1 < sizeof text &&
+                  (n = read(fd, text + used, sizeof text - 1 - used)) > 0;)
+    used += static_cast<std::size_t>(n);
   close(fd);
-  if (n <= 0) return 0;
-  unsigned long long size = 0, resident = 0, shared = 0;
-  if (std::sscanf(text, "%llu %llu %llu", &size, &resident, &shared) != 3) return 0;
-  return static_cast<std::size_t>(resident - shared) *
-         static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  text[used] = 0;
+  const char* line = std::strstr(text, "\nAnonymous:");
+  if (line == nullptr) return 0;
+  return std::strtoull(line + std::strlen("\nAnonymous:"), nullptr, 10) * 1024;
 }
 
-// One line per checkpoint; the same for every container that picks runs alike.
-void print_stats_line(const char* label, std::uint64_t ops, const runsel_stats_t& s,
-                      std::size_t slot_table) {
+// The heap's resident bytes: the process's anonymous resident memory less the
+// replayer's own (its slot tables, and what was resident before the first call).
+class HeapResident {
+ public:
+  explicit HeapResident(const Replay& replay) : replay_(replay) {}
+  void take_baseline() { baseline_ = anonymous_resident_bytes() - own(); }
+  std::size_t now() const {
+    std::size_t process = anonymous_resident_bytes(), other = own() + baseline_;
+    return process > other ? process - other : 0;
+  }
+  std::size_t own() const {
+    return replay_.slots().resident_bytes() + replay_.blocks().sizes().resident_bytes();
+  }
+
+ private:
+  const Replay& replay_;
+  std::size_t baseline_ = 0;
+};
+
+// Output to a file descriptor through a static buffer (stdio's FILE would malloc).
+class Output {
+ public:
+  void open(int fd) { fd_ = fd; }
+  bool active() const { return fd_ >= 0; }
+  void print(const char* format, ...) __attribute__((format(printf, 2, 3))) {
+    if (fd_ < 0) return;
+    if (used_ + kLine > sizeof buffer_) flush();
+    va_list args;
+    va_start(args, format);
+    int n = std::vsnprintf(buffer_ + used_, sizeof buffer_ - used_, format, args);
+    va_end(args);
+    if (n > 0) used_ += static_cast<std::size_t>(n) < sizeof buffer_ - used_
+                           ? static_cast<std::size_t>(n)
+                           : sizeof buffer_ - used_ - 1;
+  }
+  // A JSON string: the label's bytes are printable ASCII; quote and backslash escaped.
+  void string(const char* text, std::size_t length) {
+    print("\"");
+    for (std::size_t i = 0; i < length; ++i)
+      print(text[i] == '"' || text[i] == '\\' ? "\\%c" : "%c", text[i]);
+    print("\"");
+  }
+  void flush() {
+    for (std::size_t done = 0; done < used_;) {
+      ssize_t n = write(fd_, buffer_ + done, used_ - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      done += static_cast<std::size_t>(n);
+    }
+    used_ = 0;
+  }
+
+ private:
+  static constexpr std::size_t kLine = 1024;  // no single print is longer
+  int fd_ = -1;
+  char buffer_[1 << 16];
+  std::size_t used_ = 0;
+};
+
+Output json;
+
+enum class Kind { mark, every, peak, end };
+const char* kind_name(Kind kind) {
+  static const char* const names[] = {"mark", "every", "peak", "end"};
+  return names[static_cast<int>(kind)];
+}
+
+// One checkpoint: a text block on stdout and an element of the JSON list.
+void report(Kind kind, const char* name, std::size_t name_length, const Replay& replay,
+            const LiveBytes& live, const HeapResident& resident) {
+  static runsel_stats_t s;
+  runsel_stats(&s);
+  std::size_t heap_resident = resident.now();
+  std::uint64_t ops = replay.tally().ops;
+  if (kind == Kind::mark) std::printf("mark %.*s\n", static_cast<int>(name_length), name);
   std::printf("%s ops=%" PRIu64
-              " mapped=%zu committed=%zu allocated=%zu waste=%zu dirty=%zu "
+              " live=%zu mapped=%zu committed=%zu allocated=%zu waste=%zu dirty=%zu "
               "bookkeeping=%zu bin_unused=%zu\n",
-              label, ops, s.mapped, s.committed, s.allocated, s.waste, s.dirty, s.bookkeeping,
-              s.bin_unused);
-  // Resident memory depends on the process, not only the allocator: own line.
-  std::printf("resident ops=%" PRIu64 " bytes=%zu slot_table=%zu\n", ops,
-              resident_anonymous_bytes(), slot_table);
+              kind == Kind::end ? "end" : kind == Kind::peak ? "peak" : "stats", ops, live.live,
+              s.mapped, s.committed, s.allocated, s.waste, s.dirty, s.bookkeeping, s.bin_unused);
+  std::printf("resident ops=%" PRIu64 " bytes=%zu own=%zu\n", ops, heap_resident, resident.own());
+  std::fflush(stdout);
+
+  static bool first = true;
+  json.print("%s\n  {\"name\": ", first ? "" : ",");
+  first = false;
+  json.string(name, name_length);
+  json.print(", \"kind\": \"%s\", \"ops\": %" PRIu64 ", \"live_requested\": %zu", kind_name(kind),
+             ops, live.live);
+  json.print(", \"mapped\": %zu, \"committed\": %zu, \"allocated\": %zu, \"waste\": %zu"
+             ", \"dirty\": %zu, \"bookkeeping\": %zu, \"bin_unused\": %zu, \"resident\": %zu",
+             s.mapped, s.committed, s.allocated, s.waste, s.dirty, s.bookkeeping, s.bin_unused,
+             heap_resident);
+  json.print(",\n   \"bins\": [");
+  for (int i = 0; i < RUNSEL_NUM_BINS; ++i) {
+    const runsel_bin_stats& bin = s.bins[i];
+    json.print("%s{\"size\": %zu, \"runs\": %zu, \"nonfull_runs\": %zu, \"regions_in_use\": %zu"
+               ", \"unused_bytes\": %zu}",
+               i ? ", " : "", bin.size, bin.runs, bin.nonfull_runs, bin.regions_in_use,
+               bin.unused_bytes);
+  }
+  json.print("]}");
 }
 
 void print_bin_table(const runsel_stats_t& s) {
-  std::printf("bins:\n%8s %8s %9s %12s %10s %12s\n", "size", "runs", "non-full", "regions/run",
-              "in use", "utilization");
+  std::printf("bins:\n%8s %8s %9s %12s %10s %12s %12s\n", "size", "runs", "non-full",
+              "regions/run", "in use", "utilization", "unused");
   for (const runsel_bin_stats& bin : s.bins) {
     if (bin.runs == 0) continue;
     double capacity = static_cast<double>(bin.runs * bin.regions_per_run);
-    std::printf("%8zu %8zu %9zu %12zu %10zu %11.1f%%\n", bin.size, bin.runs, bin.nonfull_runs,
-                bin.regions_per_run, bin.regions_in_use,
-                capacity > 0 ? 100.0 * static_cast<double>(bin.regions_in_use) / capacity : 0.0);
+    std::printf("%8zu %8zu %9zu %12zu %10zu %11.1f%% %12zu\n", bin.size, bin.runs,
+                bin.nonfull_runs, bin.regions_per_run, bin.regions_in_use,
+                capacity > 0 ? 100.0 * static_cast<double>(bin.regions_in_use) / capacity : 0.0,
+                bin.unused_bytes);
   }
-}
-
-void print_checkpoint(std::uint64_t ops, std::size_t slot_table) {
-  runsel_stats_t stats;
-  runsel_stats(&stats);
-  print_stats_line("stats", ops, stats, slot_table);
-  std::fflush(stdout);
-}
-
-void print_end(const ReplayTally& tally, std::size_t live, std::size_t slot_table) {
-  runsel_stats_t stats;
-  runsel_stats(&stats);
-  print_stats_line("end", tally.ops, stats, slot_table);
-  std::printf("replay ops=%" PRIu64 " unknown_pointers=%" PRIu64 " failed=%" PRIu64
-              " reused_live=%" PRIu64 " live=%zu\n",
-              tally.ops, tally.unknown_pointers, tally.failed, tally.reused_live, live);
-  print_bin_table(stats);
-  std::fflush(stdout);
 }
 
 // --- the command ----------------------------------------------------------------------
 
 struct Options {
   const char* path = nullptr;
+  const char* json = nullptr;  // --json FILE ("-": stdout, the text then goes to stderr)
   std::uint64_t every = 0;
   bool partial = false;  // accept a trace cut short (its process crashed)
 };
 
 int usage(const char* program) {
   std::fprintf(stderr,
-               "usage: %s [--every N] [--partial] TRACE\n"
-               "Replays TRACE against runsel (%s), printing stats every N operations "
-               "(default: only at the end).\n"
+               "usage: %s [--every N] [--partial] [--json FILE] TRACE\n"
+               "Replays TRACE against runsel (%s) on one thread, writing every block as\n"
+               "the program did, and prints exact figures at each mark, every N records,\n"
+               "at the peak of live bytes and at the end.\n"
                "--partial accepts a trace without its end record (its process was killed)\n"
-               "and replays its complete records.\n",
+               "and replays its complete records. --json also writes the figures as JSON.\n",
                program, runsel_variant());
   return 2;
 }
@@ -111,6 +205,8 @@ bool parse(int argc, char** argv, Options& options) {
       char* end = nullptr;
       options.every = std::strtoull(argv[++i], &end, 10);
       if (*end != 0) return false;
+    } else if (std::strcmp(argv[i], "--json") == 0 && i + 1 < argc) {
+      options.json = argv[++i];
     } else if (std::strcmp(argv[i], "--partial") == 0) {
       options.partial = true;
     } else if (argv[i][0] == '-' || options.path != nullptr) {
@@ -126,7 +222,10 @@ bool parse(int argc, char** argv, Options& options) {
 const std::uint8_t* map_file(const char* path, std::size_t& size) {
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   struct stat info;
-  if (fd < 0 || fstat(fd, &info) != 0) return reinterpret_cast<const std::uint8_t*>(MAP_FAILED);
+  if (fd < 0 || fstat(fd, &info) != 0) {
+    if (fd >= 0) close(fd);
+    return reinterpret_cast<const std::uint8_t*>(MAP_FAILED);
+  }
   size = static_cast<std::size_t>(info.st_size);
   void* data = size == 0 ? nullptr : mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
   close(fd);
@@ -135,9 +234,12 @@ const std::uint8_t* map_file(const char* path, std::size_t& size) {
 
 // Chunk addresses decide which run "lowest address first" picks, and mmap's
 // placement (so how chunks align and order) moves with address randomization:
-// replay without it, so one trace gives the same stats on every run. Re-executes
+// replay without it, so one trace gives the same figures on every run. Re-executes
 // the replayer once; where personality() is refused it carries on randomized.
-void without_address_randomization(char** argv) {
+// Transparent huge pages are off too: khugepaged could otherwise change resident
+// memory between two runs.
+void deterministic_process(char** argv) {
+  prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0);
   int current = personality(0xffffffff);
   if (current == -1 || (current & ADDR_NO_RANDOMIZE)) return;
   if (personality(static_cast<unsigned long>(current) | ADDR_NO_RANDOMIZE) == -1) return;
@@ -150,12 +252,24 @@ int reject(const char* path, const Problem& problem) {
   return 2;
 }
 
+// Makes later stack use and stdout's (flushed) buffer resident now, before the baseline.
+void touch_stack_and_buffers(char* output_buffer, std::size_t size) {
+  volatile char stack[256 * 1024];
+  for (std::size_t i = 0; i < sizeof stack; i += 4096) stack[i] = 0;
+  std::memset(output_buffer, 0, size);
+}
+
+const char* file_name(const char* path) {
+  const char* slash = std::strrchr(path, '/');
+  return slash ? slash + 1 : path;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   static char output_buffer[1 << 16];  // stdio would otherwise malloc its buffer
   std::setvbuf(stdout, output_buffer, _IOFBF, sizeof output_buffer);
-  without_address_randomization(argv);
+  deterministic_process(argv);
   Options options;
   if (!parse(argc, argv, options)) return usage(argv[0]);
   std::size_t size = 0;
@@ -166,30 +280,79 @@ int main(int argc, char** argv) {
   }
 
   // Validate the whole trace first, so a bad one replays nothing.
-  Header header;
-  Record record;
-  Reader check(data, size, options.partial);
-  if (!check.read_header(header)) return reject(options.path, check.problem());
-  while (check.next(record)) {
-  }
-  if (check.failed()) return reject(options.path, check.problem());
-
-  std::printf("# runsel-replay %s: %s (pid %" PRIu64 "%s), %" PRIu64 " records%s\n",
-              runsel_variant(), options.path, header.pid,
-              (header.flags & kFlagForkedChild) ? ", forked child" : "", check.records(),
-              check.complete() ? "" : ", partial: no end record");
-  ReplayEngine<UntouchedBlocks> replayer;  // blocks are only allocated and freed
-  Reader reader(data, size, options.partial);
-  reader.read_header(header);
-  while (reader.next(record)) {
-    replayer.step(record);
-    if (record.op == Op::mark) {
-      std::printf("mark %.*s\n", static_cast<int>(record.label_length), record.label);
-      print_checkpoint(replayer.tally().ops, replayer.slot_table_bytes());
+  TraceSurvey survey;
+  if (!survey_trace(data, size, options.partial, survey))
+    return reject(options.path, survey.problem);
+  if (options.json != nullptr) {
+    int fd = open(options.json, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+      std::fprintf(stderr, "runsel-replay: %s: %s\n", options.json, std::strerror(errno));
+      return 1;
     }
-    if (options.every != 0 && replayer.tally().ops % options.every == 0)
-      print_checkpoint(replayer.tally().ops, replayer.slot_table_bytes());
+    json.open(fd);
   }
-  print_end(replayer.tally(), replayer.live(), replayer.slot_table_bytes());
+
+  const Header& header = survey.header;
+  std::printf("# runsel-replay %s: %s (pid %" PRIu64 "%s), %" PRIu64 " records, %" PRIu64
+              " marks%s\n",
+              runsel_variant(), options.path, header.pid,
+              (header.flags & kFlagForkedChild) ? ", forked child" : "", survey.records,
+              survey.marks, survey.complete ? "" : ", partial: no end record");
+  std::printf("# blocks written as the program did: every requested byte at allocation, "
+              "realloc keeps the bytes it copied; resident: the heap's anonymous resident "
+              "bytes\n");
+  json.print("{\"tool\": \"runsel-replay\", \"variant\": \"%s\",\n \"trace\": {\"file\": ",
+             runsel_variant());
+  json.string(file_name(options.path), std::strlen(file_name(options.path)));
+  json.print(", \"pid\": %" PRIu64 ", \"forked_child\": %s, \"records\": %" PRIu64
+             ", \"marks\": %" PRIu64 ", \"complete\": %s, \"peak_live_requested\": %" PRIu64
+             "},\n",
+             header.pid, (header.flags & kFlagForkedChild) ? "true" : "false", survey.records,
+             survey.marks, survey.complete ? "true" : "false", survey.peak_live_bytes);
+  json.print(" \"writes_blocks\": true,\n \"resident_how\": \"anonymous resident bytes of the "
+             "replay process (smaps_rollup, a page-table walk) less its slot tables and what "
+             "was resident before the first call; every block written in full when allocated\",\n"
+             " \"checkpoints\": [");
+
+  LiveBytes live;
+  // Slot tables sized for the trace's peak and touched now, so they never grow.
+  Replay replay(survey.peak_live_blocks, true, live, survey.peak_live_blocks);
+  HeapResident resident(replay);
+  std::fflush(stdout);
+  touch_stack_and_buffers(output_buffer, sizeof output_buffer);
+  resident.take_baseline();
+
+  Reader reader(data, size, options.partial);
+  Header again;
+  reader.read_header(again);
+  char name[32];
+  for (Record record; reader.next(record);) {
+    replay.step(record);
+    std::uint64_t ops = replay.tally().ops;
+    if (record.op == Op::mark)
+      report(Kind::mark, record.label, record.label_length, replay, live, resident);
+    if (ops == survey.peak_ops) report(Kind::peak, "peak", 4, replay, live, resident);
+    if (options.every != 0 && ops % options.every == 0) {
+      int n = std::snprintf(name, sizeof name, "ops_%" PRIu64, ops);
+      report(Kind::every, name, static_cast<std::size_t>(n), replay, live, resident);
+    }
+  }
+  report(Kind::end, "end", 3, replay, live, resident);
+
+  const ReplayTally& tally = replay.tally();
+  std::printf("replay ops=%" PRIu64 " unknown_pointers=%" PRIu64 " failed=%" PRIu64
+              " reused_live=%" PRIu64 " live=%zu checksum=%" PRIu64 "\n",
+              tally.ops, tally.unknown_pointers, tally.failed, tally.reused_live, replay.live(),
+              live.checksum);
+  static runsel_stats_t stats;
+  runsel_stats(&stats);
+  print_bin_table(stats);
+  std::fflush(stdout);
+  json.print("\n ],\n \"replay\": {\"ops\": %" PRIu64 ", \"unknown_pointers\": %" PRIu64
+             ", \"failed\": %" PRIu64 ", \"reused_live\": %" PRIu64
+             ", \"live_blocks\": %zu, \"checksum\": %" PRIu64 "}}\n",
+             tally.ops, tally.unknown_pointers, tally.failed, tally.reused_live, replay.live(),
+             live.checksum);
+  json.flush();
   return 0;
 }

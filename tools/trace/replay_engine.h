@@ -5,8 +5,10 @@
 // a slot table mmap'd outside the allocator (address_table.h). Frees of addresses
 // never bound are counted, not fatal; so are calls that failed in the replay only.
 //
-// What happens to a block besides being allocated and freed is the Blocks policy's
-// (runsel-replay leaves blocks untouched; the workload writes and counts them):
+// What happens to a block besides being allocated and freed is the Blocks policy's.
+// Both replays use WrittenBlocks (below): each block is written as the program
+// wrote it, so resident memory is the program's; UntouchedBlocks only allocates
+// and frees (for tests and cost counts that must not include the writes).
 //
 //   static constexpr bool kZeroResizeAsFreeAndMalloc;
 //       true: a realloc(p, 0) that returned a block is replayed as free(p) and
@@ -36,6 +38,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <utility>
 
 #include "address_table.h"
@@ -62,6 +65,65 @@ struct UntouchedBlocks {
   void freeing(void*, std::size_t) {}
   void dropped(std::size_t) {}
   void moved(std::size_t) {}
+};
+
+// The Blocks policy of a replay that touches memory the way the program did: all
+// of a block's requested bytes are written when it is allocated (calloc's with
+// zeros), a realloc keeps the bytes it copied and writes the new ones, and the
+// first byte is read back when the block is freed, into a checksum the same under
+// every allocator. Keeps each recorded address's requested size + 1 (0 is the
+// table's "absent") in a slot table sized for the trace's peak of live blocks.
+// Counter is told the live requested bytes:
+//   void count_allocated(std::size_t size);
+//   void count_freed(std::size_t size, std::uint64_t checked);
+// kFreeAndMalloc: realloc(p, 0) that returned a block is replayed as free(p) and
+// malloc(0) (the harness runs one trace under several allocators, which need not
+// agree on realloc(p, 0)), or as realloc(p, 0) (one allocator, as recorded).
+template <class Counter, bool kFreeAndMalloc>
+class WrittenBlocks {
+ public:
+  static constexpr bool kZeroResizeAsFreeAndMalloc = kFreeAndMalloc;
+
+  WrittenBlocks(Counter& counter, std::size_t peak_live)
+      : counter_(counter), sizes_(peak_live, true) {}
+
+  static unsigned char fill_byte(std::size_t size) {
+    return static_cast<unsigned char>((size * 131) | 1);
+  }
+
+  void zeroed(void* p, std::size_t bytes) {  // the zeros written, the first byte marked
+    if (bytes == 0) return;
+    std::memset(p, 0, bytes);
+    static_cast<unsigned char*>(p)[0] = fill_byte(bytes);
+  }
+
+  void allocated(std::uint64_t address, void* p, std::size_t size, std::size_t written) {
+    auto* bytes = static_cast<unsigned char*>(p);
+    if (size > written) std::memset(bytes + written, fill_byte(size), size - written);
+    sizes_.insert(address, reinterpret_cast<void*>(size + 1));
+    counter_.count_allocated(size);
+  }
+
+  std::size_t unbound(std::uint64_t address) {
+    return reinterpret_cast<std::size_t>(sizes_.erase(address)) - 1;
+  }
+
+  void rebound(std::uint64_t address, std::size_t size) {
+    sizes_.insert(address, reinterpret_cast<void*>(size + 1));
+  }
+
+  void freeing(void* p, std::size_t size) {
+    counter_.count_freed(size, size + (size > 0 ? *static_cast<unsigned char*>(p) : 0));
+  }
+
+  void dropped(std::size_t size) { counter_.count_freed(size, size); }
+  void moved(std::size_t size) { counter_.count_freed(size, 0); }  // its contents went along
+
+  const AddressTable& sizes() const { return sizes_; }
+
+ private:
+  Counter& counter_;
+  AddressTable sizes_;
 };
 
 template <class Blocks>
@@ -113,6 +175,8 @@ class ReplayEngine {
   const ReplayTally& tally() const { return tally_; }
   std::size_t live() const { return slots_.size(); }
   std::size_t slot_table_bytes() const { return slots_.bytes(); }
+  const AddressTable& slots() const { return slots_; }
+  const Blocks& blocks() const { return blocks_; }
 
  private:
   // The program's call returned `address`; the replay's returned p (size bytes, of
@@ -199,6 +263,68 @@ class ReplayEngine {
   Blocks blocks_;
   ReplayTally tally_;
 };
+
+// What a replay needs to know before it starts, from one validating pass: the
+// records, the marks, the most blocks live at once (to size slot tables that never
+// grow), and where the trace's live requested bytes peak (the same record for every
+// allocator, so figures there compare).
+struct TraceSurvey {
+  Header header;
+  Problem problem;  // set when the trace is malformed
+  bool complete = false;
+  std::uint64_t records = 0;
+  std::uint64_t marks = 0;
+  std::size_t peak_live_blocks = 0;
+  std::uint64_t peak_live_bytes = 0;
+  std::uint64_t peak_ops = 0;  // records up to and including the one that reached the peak
+};
+
+inline bool survey_trace(const std::uint8_t* data, std::size_t size, bool partial,
+                         TraceSurvey& survey) {
+  Reader reader(data, size, partial);
+  if (!reader.read_header(survey.header)) {
+    survey.problem = reader.problem();
+    return false;
+  }
+  AddressTable sizes;  // recorded address -> requested size + 1
+  std::uint64_t live = 0;
+  auto drop = [&](std::uint64_t address) {
+    void* size = address ? sizes.erase(address) : nullptr;
+    if (size != nullptr) live -= reinterpret_cast<std::uint64_t>(size) - 1;
+    return size;
+  };
+  Record r;
+  while (reader.next(r)) {
+    std::uint64_t bytes = r.size;
+    if (has_count(r.op) && __builtin_mul_overflow(r.count, r.size, &bytes)) bytes = 0;
+    if (r.op == Op::mark) {
+      ++survey.marks;
+    } else if (r.op == Op::free) {
+      drop(r.input);
+    } else if (has_input(r.op) && r.result == 0) {  // realloc(p, 0) freed p; a failed one kept it
+      if (bytes == 0) drop(r.input);
+    } else {
+      if (has_input(r.op)) drop(r.input);
+      if (r.result != 0) {
+        drop(r.result);  // an address returned again without a free replaces its block
+        sizes.insert(r.result, reinterpret_cast<void*>(bytes + 1));
+        live += bytes;
+      }
+    }
+    if (sizes.size() > survey.peak_live_blocks) survey.peak_live_blocks = sizes.size();
+    if (live > survey.peak_live_bytes) {
+      survey.peak_live_bytes = live;
+      survey.peak_ops = reader.records();
+    }
+  }
+  if (reader.failed()) {
+    survey.problem = reader.problem();
+    return false;
+  }
+  survey.records = reader.records();
+  survey.complete = reader.complete();
+  return true;
+}
 
 }  // namespace runsel::trace
 

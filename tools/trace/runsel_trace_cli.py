@@ -1,7 +1,8 @@
 """The `trace` and `replay` subcommands of tools/runsel (SPEC §5).
 
   runsel trace [--output PATTERN] -- CMD ARG...   records CMD's allocation calls
-  runsel replay [--every N] [--variant NAME] TRACE replays TRACE on every container
+  runsel replay [--every N] [--variant NAME] [--json FILE] TRACE
+                                                  replays TRACE on every container, compares
 
 runsel_cli.py registers them with add_commands(); `cli` is that module, whose
 helpers (configure, build, run, show, StepFailed...) these commands use.
@@ -12,16 +13,17 @@ from __future__ import annotations
 
 import argparse
 import glob
+import json
 import os
 import shlex
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
 RECORDER_TARGET = "runsel-trace"  # build/tools/librunsel-trace.so
 REPLAYER_PREFIX = "runsel-replay-"  # build/tools/runsel-replay-<container>
 TRACES_DIR = Path("results/traces")
-FIGURES = ["mapped", "committed", "allocated", "waste", "dirty", "bookkeeping", "bin_unused"]
 
 
 def caller_directory() -> Path:
@@ -84,41 +86,99 @@ def command_trace(cli, args: argparse.Namespace) -> int:
 # --- replay -------------------------------------------------------------------------------
 
 
-def end_figures(output: str) -> dict[str, int]:
-    """The figures of the replayer's `end` and final `resident` lines."""
-    figures = {}
-    for line in output.splitlines():
-        words = line.split()
-        if words and words[0] in ("end", "resident", "replay"):
-            for word in words[1:]:
-                name, _, value = word.partition("=")
-                key = "resident" if words[0] == "resident" and name == "bytes" else name
-                if value.isdigit():
-                    figures[key] = int(value)
-    # The replayer's own slot table is anonymous memory too: not the program's.
-    figures["resident"] = max(0, figures.get("resident", 0) - figures.get("slot_table", 0))
-    return figures
+COMPARED = ["committed", "resident", "bin_unused"]  # exact figures set against the reference
 
 
 def size_text(count: int) -> str:
     for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if count >= scale:
+        if abs(count) >= scale:
             return f"{count / scale:.1f} {unit}"
     return f"{count} B"
 
 
-def comparison_table(results: dict[str, dict[str, int]]) -> str:
-    """One row per container: the end figures, and allocated / committed."""
-    columns = FIGURES + ["resident"]
-    header = ["container"] + columns + ["used/committed"]
-    rows = [header]
-    for name, figures in results.items():
-        committed = figures.get("committed", 0)
-        used = f"{100 * figures.get('allocated', 0) / committed:.1f}%" if committed else "-"
-        rows.append([name] + [size_text(figures.get(column, 0)) for column in columns] + [used])
-    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+def difference_text(value: int, reference: int | None) -> str:
+    """Exact difference to the reference in bytes and percent: "+4096 (+0.27%)"."""
+    if reference is None:
+        return "-"
+    delta = value - reference
+    percent = f"{100 * delta / reference:+.2f}%" if reference else ("0%" if delta == 0 else "new")
+    return f"{delta:+d} ({percent})"
+
+
+def table(rows: list[list[str]]) -> str:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(cell.rjust(width) for cell, width in zip(row, widths))
                      for row in rows)
+
+
+def checkpoint_table(documents: dict[str, dict], index: int, reference: str | None) -> str:
+    """One row per container at checkpoint `index`: the exact figures and their difference
+    to the reference, in bytes and percent."""
+    header = ["container"]
+    for figure in COMPARED:
+        header += [figure, f"vs {reference}" if reference else "-"]
+    rows = [header]
+    base = documents[reference]["checkpoints"][index] if reference else None
+    for name, document in documents.items():
+        point = document["checkpoints"][index]
+        row = [name]
+        for figure in COMPARED:
+            row += [str(point[figure]), difference_text(point[figure], base[figure] if base else None)]
+        rows.append(row)
+    return table(rows)
+
+
+def bin_unused_table(documents: dict[str, dict], index: int, reference: str | None) -> str:
+    """bin_unused per size class at checkpoint `index` (classes unused everywhere left out)."""
+    names = list(documents)
+    rows = [["size"] + [f"{name}" + (f" vs {reference}" if reference and name != reference else "")
+                        for name in names]]
+    classes = [bin_["size"] for bin_ in documents[names[0]]["checkpoints"][index]["bins"]]
+    for position, size in enumerate(classes):
+        values = [document["checkpoints"][index]["bins"][position]["unused_bytes"]
+                  for document in documents.values()]
+        if not any(values):
+            continue
+        base = documents[reference]["checkpoints"][index]["bins"][position]["unused_bytes"] \
+            if reference else None
+        row = [str(size)]
+        for name, value in zip(names, values):
+            row.append(str(value) if name == reference or base is None or value == base
+                       else f"{value} {difference_text(value, base)}")
+        rows.append(row)
+    return table(rows) if len(rows) > 1 else "(no small runs)"
+
+
+def comparison(documents: dict[str, dict], reference: str | None) -> str:
+    """Every checkpoint (marks, every N, peak, end), exact, each container against the
+    reference; then bin_unused per size class."""
+    first = next(iter(documents.values()))
+    parts = []
+    for index, point in enumerate(first["checkpoints"]):
+        title = f"{point['kind']} \"{point['name']}\"" if point["kind"] == "mark" else point["name"]
+        parts.append(f"## {title}: after {point['ops']} records, "
+                     f"{size_text(point['live_requested'])} live requested")
+        parts.append(checkpoint_table(documents, index, reference))
+        parts.append("bin_unused per size class (bytes):")
+        parts.append(bin_unused_table(documents, index, reference))
+    return "\n".join(parts)
+
+
+def replay_on(program: Path, trace: Path, args: argparse.Namespace, cli, scratch: Path) -> dict:
+    """Runs one replayer; prints its text; returns its JSON document."""
+    figures = scratch / f"{program.name}.json"
+    options = (["--every", str(args.every)] if args.every else []) + (
+        ["--partial"] if args.partial else [])
+    command = [str(program), *options, "--json", str(figures), str(trace)]
+    cli.show(command)
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode == 2:  # malformed: the same for every container
+        raise cli.StepFailed(done.stderr.strip())
+    if done.returncode != 0:
+        raise cli.StepFailed(f"{program} exited with {done.returncode}: {done.stderr.strip()}")
+    if args.verbose:
+        print(done.stdout, end="\n", flush=True)
+    return json.loads(figures.read_text())
 
 
 def command_replay(cli, args: argparse.Namespace) -> int:
@@ -138,23 +198,28 @@ def command_replay(cli, args: argparse.Namespace) -> int:
     replayers = dict(sorted(replayers.items(), key=lambda item: item[0] != cli.REFERENCE_VARIANT))
     cli.build(args.build_dir, list(replayers.values()))
 
-    results = {}
-    for name, program in replayers.items():
-        options = (["--every", str(args.every)] if args.every else []) + (
-            ["--partial"] if args.partial else [])
-        command = [str(program), *options, str(trace)]
-        cli.show(command)
-        done = subprocess.run(command, capture_output=True, text=True)
-        if done.returncode == 2:  # malformed: the same for every container
-            raise cli.StepFailed(done.stderr.strip())
-        if done.returncode != 0:
-            raise cli.StepFailed(f"{program} exited with {done.returncode}: {done.stderr.strip()}")
-        print(done.stdout, end="\n", flush=True)
-        results[name] = end_figures(done.stdout)
-    print(f"# {trace}: end of replay, every container")
-    print(comparison_table(results))
-    print("resident: the replayer's anonymous resident memory less its slot table; "
-          "used/committed: allocated / committed")
+    with tempfile.TemporaryDirectory(prefix="runsel-replay-") as scratch:
+        documents = {name: replay_on(program, trace, args, cli, Path(scratch))
+                     for name, program in replayers.items()}
+    reference = cli.REFERENCE_VARIANT if cli.REFERENCE_VARIANT in documents else None
+    first = next(iter(documents.values()))
+    print(f"# {trace}: {first['trace']['records']} records, {first['trace']['marks']} marks; "
+          f"replayed on {', '.join(documents)}, one thread, no address randomization")
+    print("# exact figures in bytes; blocks written as the program did (every requested byte "
+          "at allocation), so resident is the program's; differences to "
+          f"{reference or '(no rb_first replayed)'} in bytes and percent")
+    print(comparison(documents, reference))
+    for name, document in documents.items():
+        tally = document["replay"]
+        if tally["unknown_pointers"] or tally["failed"] or tally["reused_live"]:
+            print(f"# {name}: unknown_pointers={tally['unknown_pointers']} "
+                  f"failed={tally['failed']} reused_live={tally['reused_live']}")
+    if args.json:
+        out = from_caller(args.json)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps({"reference": reference, "trace": str(trace),
+                                   "replays": documents}, indent=1) + "\n")
+        print(f"# figures as JSON: {out}")
     return 0
 
 
@@ -179,9 +244,11 @@ def add_commands(commands, parents: list[argparse.ArgumentParser], cli) -> None:
     replay = commands.add_parser(
         "replay", parents=parents, help="replay a trace on every container and compare",
         description="Replays TRACE with build/tools/runsel-replay-<container> for every "
-                    "container (in recorded order, on one thread), prints each one's stats and "
-                    "bin table, then a table comparing their end figures. A malformed trace is "
-                    "rejected with its byte offset.")
+                    "container (in recorded order, on one thread, writing every block as the "
+                    "program did), then prints, at each mark, at the peak of live bytes and at "
+                    "the end, every container's exact committed, resident and bin_unused "
+                    "(and bin_unused per size class) with the difference to rb_first in bytes "
+                    "and percent. A malformed trace is rejected with its byte offset.")
     replay.add_argument("trace", metavar="TRACE", help="a trace written by `runsel trace`")
     replay.add_argument("--every", type=int, default=0, metavar="N",
                         help="also print stats every N operations")
@@ -189,4 +256,9 @@ def add_commands(commands, parents: list[argparse.ArgumentParser], cli) -> None:
                         help="accept a trace without its end record (its process was killed)")
     replay.add_argument("--variant", action="append", default=[], metavar="NAME",
                         help="only this container (repeatable; default: all)")
+    replay.add_argument("--json", metavar="FILE",
+                        help="also write every replay's figures as JSON "
+                             "(tools/trace/format.md, \"Replay figures\")")
+    replay.add_argument("--verbose", action="store_true",
+                        help="also print each replayer's own output (stats lines, bin table)")
     replay.set_defaults(handler=lambda args: command_replay(cli, args))

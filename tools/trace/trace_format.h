@@ -23,8 +23,8 @@ inline constexpr std::size_t kMaxRecord = 1 + 5 * kMaxVarint;
 // can rewrite it in place when calls follow its exit flush).
 inline constexpr std::uint8_t kEndHead = 0x0F;
 inline constexpr std::size_t kEndRecord = 9;
-// A mark's label: 1 to kMaxLabel bytes, none of them a control character
-// (below 0x20, or 0x7F), so it prints and quotes as it is.
+// A mark's label: 1 to kMaxLabel bytes of printable ASCII (0x20 to 0x7E), so it
+// prints, quotes and goes into a text log as it is.
 inline constexpr std::size_t kMaxLabel = 255;
 // A mark record: head, thread varint, length varint (2 bytes), label.
 inline constexpr std::size_t kMaxMarkRecord = 1 + kMaxVarint + 2 + kMaxLabel;
@@ -77,8 +77,8 @@ inline bool has_alignment(Op op) {
 inline bool has_count(Op op) { return op == Op::calloc || op == Op::reallocarray; }
 inline bool has_size(Op op) { return op != Op::free && op != Op::mark; }
 
-// A byte a label may hold: anything but a control character.
-inline bool label_byte(std::uint8_t byte) { return byte >= 0x20 && byte != 0x7F; }
+// A byte a label may hold: printable ASCII.
+inline bool label_byte(std::uint8_t byte) { return byte >= 0x20 && byte < 0x7F; }
 
 // --- encoding ----------------------------------------------------------------
 
