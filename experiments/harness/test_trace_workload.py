@@ -6,7 +6,10 @@ build/tools/librunsel-trace.so), runs the harness with `--workload replay --trac
 under every allocator, and checks that replay:<file> is there for each of them with
 sane numbers, that it replayed every record (the count runsel-replay-rb_first gives),
 and that rb_first, array_heap and pairing_heap end with identical stats (SPEC §3).
-A truncated copy of the trace must be refused up front, with its byte offset.
+A truncated copy of the trace must be refused up front, with its byte offset. Then the
+exact replays (replays.py): every container, the reference twice with identical
+figures, blocks written (resident at least the live bytes), the same-policy containers
+placing blocks alike.
 
     experiments/harness/test_trace_workload.py --build-dir build
 """
@@ -26,6 +29,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+import replays  # noqa: E402
 from allocators import runsel_variants, system_allocators  # noqa: E402
 from test_harness import Failures, check_agreement, check_allocators, check_numbers  # noqa: E402
 
@@ -60,6 +64,32 @@ def replayed_records(build_dir: Path, trace: Path) -> int:
     output = subprocess.run([str(build_dir / "tools" / "runsel-replay-rb_first"), str(trace)],
                             capture_output=True, text=True, check=True).stdout
     return int(re.search(r"^replay ops=(\d+)", output, re.MULTILINE).group(1))
+
+
+def check_exact_replays(build_dir: Path, trace: Path, variants: list[str], records: int,
+                        failures: Failures) -> None:
+    entry = replays.exact_replay_summary(trace, build_dir)
+    pairs = entry["allocators"]
+    failures.expect(entry["kind"] == "replay" and sorted(pairs) == sorted(variants),
+                    f"exact replays: kind {entry['kind']}, containers {sorted(pairs)}")
+    reference = pairs.get("rb_first", {}).get("exact", {})
+    failures.expect(reference.get("repeated_identical") is True,
+                    "two replays of the trace on rb_first differ")
+    for name, pair in pairs.items():
+        exact = pair["exact"]
+        failures.expect(exact["writes_blocks"] and exact["replay"]["ops"] == records,
+                        f"{name}: writes_blocks {exact['writes_blocks']}, {exact['replay']}")
+        for point in exact["checkpoints"]:
+            failures.expect(point["resident"] >= point["live_requested"] > 0 or
+                            point["kind"] == "end",
+                            f"{name} at {point['name']}: resident {point['resident']} below "
+                            f"live {point['live_requested']}: blocks not written?")
+    same = [pairs[name]["exact"]["checkpoints"] for name in ("rb_first", "array_heap",
+                                                             "pairing_heap") if name in pairs]
+    placed = [[(p["allocated"], p["waste"], p["bin_unused"],
+                [b["unused_bytes"] for b in p["bins"]]) for p in points] for points in same]
+    failures.expect(all(figures == placed[0] for figures in placed),
+                    "rb_first, array_heap and pairing_heap place blocks differently")
 
 
 def main() -> int:
@@ -113,6 +143,7 @@ def main() -> int:
         if all(variant in variants for variant in ("rb_first", "array_heap", "pairing_heap")):
             failures.expect(len(agreed) == 1 and agreed[0]["ok"], f"agreement check: {agreed}")
         failures.expect((out / "report.md").read_text().count(name) > 0, "report.md lacks it")
+        check_exact_replays(build_dir, trace, variants, records, failures)
     for failure in failures:
         print(f"FAILED: {failure}")
     print(f"trace workload test: {len(failures)} failure(s) in {time.monotonic() - started:.0f} s; "

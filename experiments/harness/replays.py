@@ -1,0 +1,126 @@
+"""Exact replays for the report: a recorded trace replayed once on every runsel container
+by build/tools/runsel-replay-<container> (one thread, no address randomization, every
+block written as the program wrote it), whose figures are exact and repeatable. Gives
+one results.json summary entry of kind "replay" per trace (experiments/README.md,
+"results.json"); the reference container is replayed twice to prove the figures repeat.
+
+    python3 experiments/harness/replays.py --build-dir build --trace PATH [--out FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPLAYER_PREFIX = "runsel-replay-"
+REFERENCE = "rb_first"
+FIGURES = ("mapped", "committed", "allocated", "waste", "dirty", "bookkeeping", "bin_unused",
+           "resident")
+
+
+class ReplayFailed(Exception):
+    pass
+
+
+def replayers(build_dir: Path) -> dict[str, Path]:
+    """{container: build/tools/runsel-replay-<container>} for those built, reference first."""
+    found = {path.name[len(REPLAYER_PREFIX):]: path
+             for path in sorted((build_dir / "tools").glob(REPLAYER_PREFIX + "*"))
+             if path.is_file() and not path.name.endswith(".p")}
+    return dict(sorted(found.items(), key=lambda item: item[0] != REFERENCE))
+
+
+def replay_once(program: Path, trace: Path, scratch: Path, timeout: float,
+                extra: tuple[str, ...] = ()) -> dict:
+    """The replayer's JSON document (tools/trace/format.md, "Replay figures")."""
+    figures = scratch / f"{program.name}.{len(list(scratch.iterdir()))}.json"
+    command = [str(program), *extra, "--json", str(figures), str(trace)]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as failure:
+        raise ReplayFailed(f"{program.name}: timed out after {timeout:.0f} s") from failure
+    if done.returncode != 0:
+        raise ReplayFailed(f"{program.name} {trace}: exit {done.returncode}: "
+                           f"{done.stderr.strip()[-500:]}")
+    return json.loads(figures.read_text())
+
+
+def exact_figures(document: dict, repeated_identical: bool | None) -> dict:
+    """A Pair's "exact" block: every checkpoint's figures, the peak's, and how they were
+    obtained."""
+    checkpoints = [{key: point[key] for key in ("name", "kind", "ops", "live_requested", *FIGURES,
+                                                "bins")}
+                   for point in document["checkpoints"]]
+    peak = next((point for point in checkpoints if point["kind"] == "peak"), checkpoints[-1])
+    return {"checkpoints": checkpoints, "peak": peak,
+            "writes_blocks": bool(document.get("writes_blocks")),
+            "resident_how": document.get("resident_how"),
+            "repeated_identical": repeated_identical,
+            "replay": document["replay"], "trace": document["trace"]}
+
+
+def key_checkpoint(document: dict) -> str:
+    """The last mark if the trace has marks (the program's own last checkpoint), else the
+    peak of live bytes."""
+    marks = [point["name"] for point in document["checkpoints"] if point["kind"] == "mark"]
+    return marks[-1] if marks else "peak"
+
+
+def exact_replay_summary(trace: Path, build_dir: Path, family: str = "trace",
+                         label: str | None = None, timeout: float = 600,
+                         containers: list[str] | None = None, progress=None) -> dict:
+    """One results.json summary entry of kind "replay": the trace replayed on every
+    container; the reference twice, compared byte for byte."""
+    programs = replayers(build_dir)
+    if containers:
+        programs = {name: path for name, path in programs.items() if name in containers}
+    if not programs:
+        raise ReplayFailed(f"no {REPLAYER_PREFIX}<container> in {build_dir / 'tools'}")
+    documents, repeated = {}, {}
+    with tempfile.TemporaryDirectory(prefix="runsel-exact-replay-") as scratch_name:
+        scratch = Path(scratch_name)
+        for name, program in programs.items():
+            documents[name] = replay_once(program, trace, scratch, timeout)
+            if name == REFERENCE:
+                repeated[name] = replay_once(program, trace, scratch, timeout) == documents[name]
+            if progress:
+                progress(f"exact replay of {trace.name} on {name}")
+    first = next(iter(documents.values()))
+    sequences = {name: [(p["name"], p["ops"]) for p in doc["checkpoints"]]
+                 for name, doc in documents.items()}
+    if len({tuple(sequence) for sequence in sequences.values()}) != 1:
+        raise ReplayFailed(f"{trace.name}: the containers' checkpoints differ: {sequences}")
+    return {"kind": "replay", "family": family, "label": label or f"replay of {trace.name}",
+            "trace": str(trace), "key_checkpoint": key_checkpoint(first),
+            "memory_comparable": True, "memory_note": None,
+            "allocators": {name: {"exact": exact_figures(document, repeated.get(name)),
+                                  "cost": None, "counters": None}
+                           for name, document in documents.items()}}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--build-dir", type=Path, required=True)
+    parser.add_argument("--trace", type=Path, required=True)
+    parser.add_argument("--family", default="trace")
+    parser.add_argument("--out", type=Path, help="write the entry here (default: stdout)")
+    args = parser.parse_args()
+    try:
+        entry = exact_replay_summary(args.trace.resolve(), args.build_dir.resolve(), args.family,
+                                     progress=lambda text: print(text, file=sys.stderr))
+    except ReplayFailed as failure:
+        sys.exit(f"replays: {failure}")
+    text = json.dumps(entry, indent=1) + "\n"
+    if args.out:
+        args.out.write_text(text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
