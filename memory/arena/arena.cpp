@@ -16,6 +16,7 @@ Arena* Arena::create(unsigned index, std::size_t dirty_max_pages) {
   if (memory == nullptr) return nullptr;
   Arena* arena = new (memory) Arena();
   arena->index_ = index;
+  arena->run_key_ = os::random_word() ^ reinterpret_cast<std::uintptr_t>(arena);
   arena->dirty_max_pages_ = dirty_max_pages;
   return arena;
 }
@@ -300,6 +301,7 @@ std::size_t Arena::usable_size(Chunk* chunk, const void* p, BadPointer* problem)
     return bits & ~kPageMask;
   }
   Run* run = reinterpret_cast<Run*>(bits & ~kPageMask);
+  if (!run_header_intact(run)) return *problem = BadPointer::kCorruptRunHeader, 0;
   const BinInfo& info = kBinInfo[static_cast<std::size_t>(run->bin - bins_)];
   const std::uintptr_t reg0 = reinterpret_cast<std::uintptr_t>(run) + info.reg0_offset;
   const std::uintptr_t address = reinterpret_cast<std::uintptr_t>(p);

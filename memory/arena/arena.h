@@ -70,6 +70,7 @@ enum class BadPointer {
   kInteriorSmall,
   kInteriorLarge,
   kInHeader,  // chunk header or guard page
+  kCorruptRunHeader,  // the small run's header fails its check: overwritten
 };
 
 class Arena {
@@ -115,6 +116,13 @@ class Arena {
 
   Run* new_small_run(std::size_t bin);
   void release_small_run(Run* run);
+  // The run header's bin pointer names one of this arena's bins and matches
+  // the header's check value.
+  bool run_header_intact(const Run* run) const {
+    const std::uintptr_t bin = reinterpret_cast<std::uintptr_t>(run->bin);
+    const std::uintptr_t first = reinterpret_cast<std::uintptr_t>(bins_);
+    return bin - first < sizeof(bins_) && run->header_intact(run_key_);
+  }
   // Pick the run for the next small allocation: whatever the container says.
   Run* pick_run(Bin& bin) { return bin.runs.peek(); }
 
@@ -139,6 +147,7 @@ class Arena {
   void check_container(const Bin& bin) const;
 
   unsigned index_ = 0;
+  std::uintptr_t run_key_ = 0;  // mixed into every run header's check value
   std::size_t dirty_max_pages_ = kDefaultDirtyMaxPages;
   RbTree<PageMapEntry, FreeRunOrder> free_runs_;
   Chunk* chunks_ = nullptr;        // every chunk, spare included

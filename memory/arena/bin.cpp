@@ -34,7 +34,7 @@ Run* Arena::new_small_run(std::size_t bin_index) {
   if (memory == nullptr) return nullptr;
   Run* run = reinterpret_cast<Run*>(memory);
   Bin& bin = bins_[bin_index];
-  run->init(&bin, info);
+  run->init(&bin, info, run_key_);
   ++bin.run_count;
   bin.free_regions += info.nregs;
   bin.counters.created();
@@ -92,6 +92,7 @@ BadPointer Arena::free(Chunk* chunk, void* p) {
   }
 
   Run* run = reinterpret_cast<Run*>(bits & ~kPageMask);
+  if (!run_header_intact(run)) return BadPointer::kCorruptRunHeader;
   Bin& bin = *run->bin;
   const BinInfo& info = kBinInfo[static_cast<std::size_t>(&bin - bins_)];
   const std::uintptr_t reg0 = reinterpret_cast<std::uintptr_t>(run) + info.reg0_offset;

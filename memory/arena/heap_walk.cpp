@@ -93,6 +93,10 @@ bool Arena::walk_and_compare() const {
           report("small run head", index_, i, 0);
           return false;
         }
+        if (!run_header_intact(run)) {
+          report("run header check (heap corruption)", index_, i, 0);
+          return false;
+        }
         const std::size_t bin_index = static_cast<std::size_t>(run->bin - bins_);
         const BinInfo& info = kBinInfo[bin_index];
         std::size_t free_regions = 0;
@@ -185,6 +189,10 @@ std::size_t Arena::chunk_maps(runsel_chunk_map* out, std::size_t capacity) const
         code = RUNSEL_PAGE_LARGE;
       } else {
         Run* run = reinterpret_cast<Run*>(bits & ~kPageMask);
+        if (!run_header_intact(run)) {
+          map.pages[i] = RUNSEL_PAGE_RESERVED;  // unreadable: a damaged header
+          continue;
+        }
         const BinInfo& info = kBinInfo[static_cast<std::size_t>(run->bin - bins_)];
         code = static_cast<unsigned char>(RUNSEL_PAGE_SMALL +
                                           (100 * (info.nregs - run->free_count)) / info.nregs);

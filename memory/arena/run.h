@@ -1,5 +1,5 @@
-// A small run: a header (bin, container hook, free count, hint, bitmap) at the
-// start of a page-aligned run, regions packed at its end.
+// A small run: a header (bin, container hook, free count, hint, check value,
+// bitmap) at the start of a page-aligned run, regions packed at its end.
 // Invariants: free_count == popcount(bitmap); bits >= nregs are 0; every word
 // below first_free_word is 0; the run is in its bin's container exactly when
 // 0 < free_count < nregs (an empty run is given back to the arena at once).
@@ -15,11 +15,16 @@ namespace runsel {
 
 struct Bin;
 
+// The header follows the previous run's last region, so a write past the end
+// of that region lands on `bin`. `check` is the bin pointer folded with the
+// run's address and a per-arena random key: any change to one byte of `bin`
+// changes the fold, so free detects it before trusting `bin`.
 struct Run {
   Bin* bin;
   ContainerHook<Run> hook;
-  std::uint32_t free_count;
-  std::uint32_t first_free_word;
+  std::uint16_t free_count;       // <= nregs <= 251 (size_classes.h checks the bound)
+  std::uint16_t first_free_word;  // < bitmap_words
+  std::uint32_t check;            // header_check(bin, this, key)
 
   std::uint64_t* bitmap() {
     return reinterpret_cast<std::uint64_t*>(reinterpret_cast<char*>(this) + kRunHeaderFixedBytes);
@@ -28,10 +33,18 @@ struct Run {
     return reinterpret_cast<char*>(this) + info.reg0_offset + index * info.size;
   }
 
-  void init(Bin* owner, const BinInfo& info) {
+  static std::uint32_t header_check(const Bin* owner, const Run* run, std::uintptr_t key) {
+    const std::uintptr_t mixed =
+        reinterpret_cast<std::uintptr_t>(owner) ^ reinterpret_cast<std::uintptr_t>(run) ^ key;
+    return static_cast<std::uint32_t>(mixed ^ (mixed >> 32));
+  }
+  bool header_intact(std::uintptr_t key) const { return check == header_check(bin, this, key); }
+
+  void init(Bin* owner, const BinInfo& info, std::uintptr_t key) {
     bin = owner;
+    check = header_check(owner, this, key);
     hook = {};
-    free_count = info.nregs;
+    free_count = static_cast<std::uint16_t>(info.nregs);
     first_free_word = 0;
     std::uint64_t* words = bitmap();
     for (std::uint32_t w = 0; w < info.bitmap_words; ++w) {
@@ -47,7 +60,7 @@ struct Run {
     while (words[w] == 0) ++w;
     unsigned bit = static_cast<unsigned>(__builtin_ctzll(words[w]));
     words[w] &= words[w] - 1;
-    first_free_word = w;
+    first_free_word = static_cast<std::uint16_t>(w);
     --free_count;
     return region(info, std::size_t{w} * 64 + bit);
   }
@@ -60,7 +73,7 @@ struct Run {
     if (words[w] & mask) return false;
     words[w] |= mask;
     ++free_count;
-    if (w < first_free_word) first_free_word = w;
+    if (w < first_free_word) first_free_word = static_cast<std::uint16_t>(w);
     return true;
   }
 

@@ -12,7 +12,8 @@
 namespace runsel {
 
 // Bytes of a small run header before its bitmap: bin pointer, 24-byte
-// container hook, free count and first-free-word hint (checked in run.h).
+// container hook, free count, first-free-word hint and check value (checked
+// in run.h).
 inline constexpr std::size_t kRunHeaderFixedBytes = 40;
 inline constexpr std::size_t kMaxSmallRunPages = 64;
 
@@ -80,6 +81,7 @@ constexpr bool bin_table_is_sound() {
     if (std::size_t{info.reg0_offset} * 1000 > 24 * info.run_bytes()) return false;
     if (info.header_bytes > info.reg0_offset) return false;
     if (info.reg0_offset % kQuantum != 0) return false;
+    if (info.nregs > 0xFFFF) return false;  // Run::free_count is 16 bits
   }
   return true;
 }

@@ -17,4 +17,13 @@ void fatal_pointer(const char* function, const void* pointer, const char* proble
   abort();
 }
 
+void fatal_corrupt_run(const char* function, const void* pointer, const void* run) {
+  char problem[256];
+  std::snprintf(problem, sizeof(problem),
+                "heap corruption: the header of run %p is damaged (a write past the end of the "
+                "block before it?)",
+                run);
+  fatal_pointer(function, pointer, problem);
+}
+
 }  // namespace runsel

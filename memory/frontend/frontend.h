@@ -26,5 +26,8 @@ Arena* arena_at(std::size_t index);
 
 // Writes "runsel: FUNCTION(POINTER): PROBLEM" on stderr and aborts.
 [[noreturn]] void fatal_pointer(const char* function, const void* pointer, const char* problem);
+// Writes "runsel: FUNCTION(POINTER): heap corruption: ..." naming the small
+// run whose header failed its check, and aborts.
+[[noreturn]] void fatal_corrupt_run(const char* function, const void* pointer, const void* run);
 
 }  // namespace runsel

@@ -33,10 +33,21 @@ const char* describe(BadPointer problem) {
       return "not the start of a large allocation (interior pointer)";
     case BadPointer::kInHeader:
       return "not allocated by runsel (points into a chunk header)";
+    case BadPointer::kCorruptRunHeader:  // reported by fatal_bad_pointer
+      break;
     case BadPointer::kNone:
       break;
   }
   return "invalid pointer";
+}
+
+[[noreturn]] void fatal_bad_pointer(const char* function, const void* p, Chunk* chunk,
+                                    BadPointer problem) {
+  if (problem == BadPointer::kCorruptRunHeader) {
+    const std::uintptr_t bits = chunk->map[chunk->page_index(p)].bits;
+    fatal_corrupt_run(function, p, reinterpret_cast<const void*>(bits & ~kPageMask));
+  }
+  fatal_pointer(function, p, describe(problem));
 }
 
 [[noreturn]] void fatal_huge(const char* function, const void* p, huge::Problem problem) {
@@ -122,7 +133,7 @@ void deallocate(void* p, const char* function) {
   }
   Chunk* chunk = reinterpret_cast<Chunk*>(owner);
   BadPointer problem = chunk->arena->free(chunk, p);
-  if (problem != BadPointer::kNone) fatal_pointer(function, p, describe(problem));
+  if (problem != BadPointer::kNone) fatal_bad_pointer(function, p, chunk, problem);
 }
 
 // Usable size of a pointer the caller claims is live; aborts if it is not.
@@ -141,7 +152,7 @@ std::size_t usable_size_checked(const void* p, const char* function, bool* is_hu
   Chunk* chunk = reinterpret_cast<Chunk*>(owner);
   BadPointer problem;
   std::size_t size = chunk->arena->usable_size(chunk, p, &problem);
-  if (problem != BadPointer::kNone) fatal_pointer(function, p, describe(problem));
+  if (problem != BadPointer::kNone) fatal_bad_pointer(function, p, chunk, problem);
   return size;
 }
 
@@ -258,7 +269,12 @@ RUNSEL_EXPORT size_t malloc_usable_size(void* p) noexcept {
   }
   Chunk* chunk = reinterpret_cast<Chunk*>(owner);
   BadPointer problem;
-  return chunk->arena->usable_size(chunk, p, &problem);
+  const std::size_t size = chunk->arena->usable_size(chunk, p, &problem);
+  // Bad pointers answer 0, but a damaged heap is never carried on with.
+  if (problem == BadPointer::kCorruptRunHeader) {
+    fatal_bad_pointer("malloc_usable_size", p, chunk, problem);
+  }
+  return size;
 }
 
 RUNSEL_EXPORT size_t runsel_good_size(size_t size) { return good_size(size); }

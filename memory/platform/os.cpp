@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <linux/futex.h>
 #include <sched.h>
+#include <sys/auxv.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -95,6 +96,14 @@ void futex_wait(std::uint32_t* word, std::uint32_t expected) {
 void futex_wake_one(std::uint32_t* word) {
   KeepErrno keep_errno;
   syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
+}
+
+std::uintptr_t random_word() {
+  std::uintptr_t word = 0;
+  if (const void* bytes = reinterpret_cast<const void*>(getauxval(AT_RANDOM))) {
+    __builtin_memcpy(&word, bytes, sizeof(word));
+  }
+  return word;
 }
 
 unsigned cpu_count() {

@@ -22,6 +22,10 @@ void protect_none(void* address, std::size_t size);
 void futex_wait(std::uint32_t* word, std::uint32_t expected);
 void futex_wake_one(std::uint32_t* word);
 
+// A random word for this process (the kernel's AT_RANDOM bytes), for check
+// values in allocator metadata.
+std::uintptr_t random_word();
+
 // CPUs this process may run on (sched_getaffinity), at least 1.
 unsigned cpu_count();
 

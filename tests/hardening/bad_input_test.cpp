@@ -333,6 +333,70 @@ std::string calloc_whole_block() {
   return "";
 }
 
+// A one-byte heap overflow: the byte after a run's last region is the lowest
+// byte of the next run's header (its bin pointer). Each of the 256 values is
+// written in a child of its own, which then frees a block of that run: every
+// value that changes the byte must abort with the one line naming the run;
+// the unchanged value (the control) must carry on.
+std::string overflow_into_run_header() {
+  constexpr size_t kSize = 64;
+  runsel_stats_t stats;
+  runsel_stats(&stats);
+  const runsel_bin_stats& bin = stats.bins[kSize / 16 - 1];
+  const size_t reg0_offset = bin.bytes_per_run - bin.regions_per_run * kSize;
+  std::vector<char*> blocks;
+  for (size_t i = 0; i < 6 * bin.regions_per_run; ++i)
+    blocks.push_back(static_cast<char*>(malloc(kSize)));
+  char* header = nullptr;  // of a run that directly follows one of our blocks
+  char* victim = nullptr;  // that run's first region, ours too
+  for (char* b : blocks) {
+    if ((reinterpret_cast<uintptr_t>(b + kSize) & 4095) != 0) continue;
+    for (char* c : blocks)
+      if (c == b + kSize + reg0_offset) header = b + kSize, victim = c;
+    if (victim) break;
+  }
+  std::string why;
+  if (!victim) why = "no two adjacent runs of 64-byte regions among our blocks";
+  const unsigned char original = victim ? static_cast<unsigned char>(*header) : 0;
+  char expected[256];
+  snprintf(expected, sizeof expected,
+           "runsel: free(%p): heap corruption: the header of run %p is damaged (a write past the "
+           "end of the block before it?)\n",
+           static_cast<void*>(victim), static_cast<void*>(header));
+  for (int value = 0; value < 256 && why.empty(); ++value) {
+    int err_pipe[2];
+    if (pipe(err_pipe) != 0) return "pipe failed";
+    fflush(nullptr);
+    pid_t child = fork();
+    if (child == 0) {
+      struct rlimit no_core = {0, 0};
+      setrlimit(RLIMIT_CORE, &no_core);
+      dup2(err_pipe[1], 2);
+      *opaque(header) = static_cast<char>(value);  // the overflow
+      free(opaque(victim));
+      _exit(0);
+    }
+    close(err_pipe[1]);
+    std::string err;
+    char buffer[512];
+    for (ssize_t n; (n = read(err_pipe[0], buffer, sizeof buffer)) > 0;) err.append(buffer, n);
+    close(err_pipe[0]);
+    int status = 0;
+    waitpid(child, &status, 0);
+    const bool aborted = WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT;
+    const bool carried_on = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    char what[64];
+    snprintf(what, sizeof what, "byte 0x%02x (was 0x%02x): ", value, original);
+    if (value == original) {
+      if (!carried_on || !err.empty()) why = what + std::string("the unchanged header was refused");
+    } else if (!aborted || err != expected) {
+      why = what + std::string("status ") + std::to_string(status) + ", stderr \"" + err + "\"";
+    }
+  }
+  for (char* b : blocks) free(b);
+  return why;
+}
+
 // ---- The table.
 
 struct Row {
@@ -411,6 +475,11 @@ const std::vector<Row>& rows() {
       {"`malloc_usable_size` of stack or glibc memory, of an interior pointer or of a freed "
        "block (small, large, huge)",
        "returns 0 (no abort)", nullptr, nullptr, nullptr, usable_size_of_bad_pointers},
+      {"a one-byte overflow past a small block into the next run's header, then a free of a "
+       "block in that run (each of the 255 values that change the byte)",
+       "abort (SIGABRT), one line: `runsel: free(P): heap corruption: the header of run R is "
+       "damaged (a write past the end of the block before it?)`, R the run",
+       nullptr, nullptr, nullptr, overflow_into_run_header},
       {"`errno` after a call that succeeds (every allocation call; realloc small, large and "
        "huge, in place and moving, also when growing a huge block in place fails)",
        "unchanged", nullptr, nullptr, nullptr, errno_after_success},
