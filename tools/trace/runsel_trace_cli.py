@@ -23,6 +23,8 @@ from pathlib import Path
 
 RECORDER_TARGET = "runsel-trace"  # build/tools/librunsel-trace.so
 REPLAYER_PREFIX = "runsel-replay-"  # build/tools/runsel-replay-<container>
+CONVERTER_TARGET = "runsel-trace-convert"  # build/tools/runsel-trace-convert (logalloc logs)
+TRACE_MAGIC = b"RSTR"
 TRACES_DIR = Path("results/traces")
 
 
@@ -181,11 +183,49 @@ def replay_on(program: Path, trace: Path, args: argparse.Namespace, cli, scratch
     return json.loads(figures.read_text())
 
 
+def converter(cli, args: argparse.Namespace) -> Path:
+    found = targets_named(cli, args.build_dir, lambda name: name == CONVERTER_TARGET)
+    if not found:
+        raise cli.StepFailed(f"meson defines no {CONVERTER_TARGET} (tools/meson.build)")
+    program = next(iter(found.values()))
+    cli.build(args.build_dir, [program])
+    return program
+
+
+def convert(cli, command: list[str]) -> None:
+    cli.show(command)
+    done = subprocess.run(command, capture_output=True, text=True)
+    print(done.stdout, end="", flush=True)
+    if done.returncode != 0:
+        raise cli.StepFailed(done.stderr.strip() or f"{command[0]} exited with {done.returncode}")
+
+
 def command_replay(cli, args: argparse.Namespace) -> int:
     trace = from_caller(args.trace)
     if not trace.exists():
         raise cli.StepFailed(f"no such trace: {trace}")
     cli.configure(args.build_dir, cli.requested_options(args))
+    with open(trace, "rb") as file:
+        is_runsel_trace = file.read(len(TRACE_MAGIC)) == TRACE_MAGIC
+    if args.export_logalloc:
+        if not is_runsel_trace:
+            raise cli.StepFailed(f"{trace} is not a runsel trace: nothing to export")
+        convert(cli, [str(converter(cli, args)), "to-logalloc", str(trace),
+                      str(from_caller(args.export_logalloc))])
+        return 0
+    if is_runsel_trace and args.pid is not None:
+        raise cli.StepFailed("--pid picks a process of a logalloc log; a runsel trace has one")
+    with tempfile.TemporaryDirectory(prefix="runsel-logalloc-") as scratch:
+        if not is_runsel_trace:  # a Mozilla logalloc log, plain or gzip-compressed
+            converted = Path(scratch) / (trace.name + ".trace")
+            convert(cli, [str(converter(cli, args)), "from-logalloc",
+                          *(["--pid", str(args.pid)] if args.pid is not None else []),
+                          str(trace), str(converted)])
+            trace = converted
+        return replay_every_container(cli, args, trace)
+
+
+def replay_every_container(cli, args: argparse.Namespace, trace: Path) -> int:
     replayers = {name[len(REPLAYER_PREFIX):]: path for name, path in targets_named(
         cli, args.build_dir, lambda name: name.startswith(REPLAYER_PREFIX)).items()}
     if args.variant:
@@ -243,13 +283,21 @@ def add_commands(commands, parents: list[argparse.ArgumentParser], cli) -> None:
 
     replay = commands.add_parser(
         "replay", parents=parents, help="replay a trace on every container and compare",
-        description="Replays TRACE with build/tools/runsel-replay-<container> for every "
+        description="Replays TRACE (a runsel trace, or a Mozilla logalloc log, plain or "
+                    "gzip-compressed) with build/tools/runsel-replay-<container> for every "
                     "container (in recorded order, on one thread, writing every block as the "
                     "program did), then prints, at each mark, at the peak of live bytes and at "
                     "the end, every container's exact committed, resident and bin_unused "
                     "(and bin_unused per size class) with the difference to rb_first in bytes "
                     "and percent. A malformed trace is rejected with its byte offset.")
-    replay.add_argument("trace", metavar="TRACE", help="a trace written by `runsel trace`")
+    replay.add_argument("trace", metavar="TRACE",
+                        help="a trace written by `runsel trace`, or a logalloc log")
+    replay.add_argument("--pid", type=int, metavar="PID",
+                        help="logalloc log: replay this process (default: the one with the "
+                             "most calls)")
+    replay.add_argument("--export-logalloc", metavar="FILE",
+                        help="write TRACE as a logalloc log instead of replaying it "
+                             "(gzip-compressed when FILE ends in .gz)")
     replay.add_argument("--every", type=int, default=0, metavar="N",
                         help="also print stats every N operations")
     replay.add_argument("--partial", action="store_true",

@@ -1,0 +1,235 @@
+// runsel-trace-convert: Mozilla logalloc text logs to runsel traces and back
+// (tools/trace/format.md, "Firefox's logalloc logs").
+//
+//   runsel-trace-convert from-logalloc [--pid N] LOG TRACE
+//       LOG (plain or gzip-compressed) -> the runsel trace of one of its
+//       processes: --pid N, or by default the one with the most calls. Every
+//       jemalloc_stats() line becomes a mark. Prints each process it saw.
+//   runsel-trace-convert to-logalloc TRACE LOG
+//       a runsel trace -> a logalloc log (gzip-compressed when LOG ends in .gz).
+//
+// Exit codes: 0 converted; 1 cannot read or write a file; 2 usage, a malformed
+// line (its number on stderr), a malformed trace (its byte offset) or no such pid.
+// Not linked with runsel: this program allocates as it likes.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "logalloc.h"
+#include "trace_format.h"
+
+namespace {
+
+using namespace runsel::trace;
+
+int usage() {
+  std::fprintf(stderr,
+               "usage: runsel-trace-convert from-logalloc [--pid N] LOG TRACE\n"
+               "       runsel-trace-convert to-logalloc TRACE LOG\n"
+               "LOG is a Mozilla logalloc log, plain or gzip-compressed (to-logalloc: "
+               "compressed when it ends in .gz).\n");
+  return 2;
+}
+
+bool gzip_magic(const char* path) {
+  unsigned char magic[2] = {};
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  bool gzip = read(fd, magic, 2) == 2 && magic[0] == 0x1f && magic[1] == 0x8b;
+  close(fd);
+  return gzip;
+}
+
+// A stream through `gzip` (decompressing path, or compressing into path): the
+// system's gzip program, so no compression library is needed.
+struct GzipPipe {
+  FILE* stream = nullptr;
+  pid_t child = -1;
+
+  bool open(const char* path, bool compress) {
+    int ends[2];
+    if (pipe(ends) != 0) return false;
+    child = fork();
+    if (child < 0) return false;
+    if (child == 0) {
+      if (compress) {
+        int out = ::open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (out < 0) _exit(126);
+        dup2(ends[0], 0);
+        dup2(out, 1);
+      } else {
+        dup2(ends[1], 1);
+      }
+      ::close(ends[0]);
+      ::close(ends[1]);
+      if (compress)
+        execlp("gzip", "gzip", "-c", static_cast<char*>(nullptr));
+      else
+        execlp("gzip", "gzip", "-dc", "--", path, static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    ::close(compress ? ends[0] : ends[1]);
+    stream = fdopen(compress ? ends[1] : ends[0], compress ? "w" : "r");
+    return stream != nullptr;
+  }
+
+  // True when gzip exited 0.
+  bool finish() {
+    if (stream) std::fclose(stream);
+    int status = 0;
+    return child > 0 && waitpid(child, &status, 0) == child && WIFEXITED(status) &&
+           WEXITSTATUS(status) == 0;
+  }
+};
+
+int from_logalloc(const char* log, const char* out, bool has_pid, std::uint64_t wanted) {
+  bool gzip = gzip_magic(log);
+  GzipPipe pipe;
+  FILE* in = nullptr;
+  if (gzip) {
+    if (!pipe.open(log, false)) {
+      std::fprintf(stderr, "runsel-trace-convert: cannot run gzip: %s\n", std::strerror(errno));
+      return 1;
+    }
+    in = pipe.stream;
+  } else {
+    in = std::fopen(log, "r");
+    if (in == nullptr) {
+      std::fprintf(stderr, "runsel-trace-convert: %s: %s\n", log, std::strerror(errno));
+      return 1;
+    }
+  }
+  LogallocParser parser;
+  char* line = nullptr;
+  std::size_t room = 0;
+  ssize_t length;
+  while ((length = getline(&line, &room, in)) >= 0) {
+    if (length > 0 && line[length - 1] == '\n') --length;
+    if (!parser.line(line, static_cast<std::size_t>(length))) break;
+  }
+  std::free(line);
+  bool read_error = std::ferror(in) != 0;
+  bool gzip_ok = gzip ? pipe.finish() : (std::fclose(in), true);
+  if (parser.failed()) {
+    std::fprintf(stderr, "runsel-trace-convert: %s: malformed logalloc log at %s\n", log,
+                 parser.error().c_str());
+    return 2;
+  }
+  if (read_error || !gzip_ok) {
+    std::fprintf(stderr, "runsel-trace-convert: %s: %s\n", log,
+                 gzip ? "gzip could not decompress it" : "read error");
+    return 1;
+  }
+  const ProcessTrace* chosen = parser.largest();
+  if (has_pid) {
+    auto found = parser.processes().find(wanted);
+    chosen = found == parser.processes().end() ? nullptr : &found->second;
+  }
+  for (const auto& [pid, process] : parser.processes())
+    std::printf("pid %" PRIu64 ": %" PRIu64 " calls, %" PRIu64 " jemalloc_stats, %zu threads%s\n",
+                pid, process.count - process.marks, process.marks, process.threads.size(),
+                &process == chosen ? " (converted)" : "");
+  if (chosen == nullptr) {
+    if (has_pid)
+      std::fprintf(stderr, "runsel-trace-convert: %s: no process %" PRIu64 " in the log\n", log,
+                   wanted);
+    else
+      std::fprintf(stderr, "runsel-trace-convert: %s: no calls in the log\n", log);
+    return 2;
+  }
+  std::vector<std::uint8_t> bytes = chosen->file();
+  FILE* trace = std::fopen(out, "wb");
+  bool written = trace != nullptr && std::fwrite(bytes.data(), 1, bytes.size(), trace) == bytes.size();
+  if (trace == nullptr || std::fclose(trace) != 0 || !written) {
+    std::fprintf(stderr, "runsel-trace-convert: %s: %s\n", out, std::strerror(errno));
+    return 1;
+  }
+  std::printf("wrote %s: %zu bytes, %" PRIu64 " records of pid %" PRIu64 "\n", out, bytes.size(),
+              chosen->count, chosen->pid);
+  return 0;
+}
+
+int to_logalloc(const char* path, const char* out) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  struct stat info;
+  if (fd < 0 || fstat(fd, &info) != 0) {
+    std::fprintf(stderr, "runsel-trace-convert: %s: %s\n", path, std::strerror(errno));
+    return 1;
+  }
+  std::size_t size = static_cast<std::size_t>(info.st_size);
+  void* mapped = size ? mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0) : nullptr;
+  close(fd);
+  if (mapped == MAP_FAILED) {
+    std::fprintf(stderr, "runsel-trace-convert: %s: %s\n", path, std::strerror(errno));
+    return 1;
+  }
+  const auto* data = static_cast<const std::uint8_t*>(mapped);
+  Header header;
+  Record record;
+  Reader check(data, size);  // validate first: a bad trace writes nothing
+  if (check.read_header(header))
+    while (check.next(record)) {
+    }
+  if (check.failed()) {
+    std::fprintf(stderr, "runsel-trace-convert: %s: malformed trace at byte offset %zu: %s\n",
+                 path, check.problem().offset, check.problem().what);
+    return 2;
+  }
+  std::size_t length = std::strlen(out);
+  bool compress = length > 3 && std::strcmp(out + length - 3, ".gz") == 0;
+  GzipPipe pipe;
+  FILE* log = nullptr;
+  if (compress ? pipe.open(out, true) : (log = std::fopen(out, "w")) != nullptr) {
+    if (compress) log = pipe.stream;
+  } else {
+    std::fprintf(stderr, "runsel-trace-convert: %s: %s\n", out, std::strerror(errno));
+    return 1;
+  }
+  Reader reader(data, size);
+  reader.read_header(header);
+  char line[256];
+  std::uint64_t lines = 0;
+  while (reader.next(record)) {
+    int n = logalloc_line(line, sizeof line, header.pid, record);
+    std::fwrite(line, 1, static_cast<std::size_t>(n), log);
+    ++lines;
+  }
+  bool ok = std::ferror(log) == 0;
+  ok = compress ? pipe.finish() && ok : std::fclose(log) == 0 && ok;
+  if (!ok) {
+    std::fprintf(stderr, "runsel-trace-convert: %s: write failed\n", out);
+    return 1;
+  }
+  std::printf("wrote %s: %" PRIu64 " lines of pid %" PRIu64 "\n", out, lines, header.pid);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) return usage();
+  std::string mode = argv[1];
+  if (mode == "to-logalloc" && argc == 4) return to_logalloc(argv[2], argv[3]);
+  if (mode != "from-logalloc") return usage();
+  bool has_pid = false;
+  std::uint64_t pid = 0;
+  int i = 2;
+  if (i + 1 < argc && std::strcmp(argv[i], "--pid") == 0) {
+    char* end = nullptr;
+    pid = std::strtoull(argv[i + 1], &end, 10);
+    if (*end != 0 || argv[i + 1][0] == 0) return usage();
+    has_pid = true;
+    i += 2;
+  }
+  if (argc - i != 2) return usage();
+  return from_logalloc(argv[i], argv[i + 1], has_pid, pid);
+}

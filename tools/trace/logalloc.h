@@ -1,0 +1,284 @@
+// Mozilla's logalloc text logs, both ways (format.md, "Firefox's logalloc logs"):
+// LogallocParser turns the lines of a log into one runsel trace per process,
+// rejecting a malformed line with its number; logalloc_line() writes one record
+// of a runsel trace as a line of such a log. Used by runsel-trace-convert, which
+// is not linked with runsel, so this header may allocate.
+#ifndef RUNSEL_TRACE_LOGALLOC_H
+#define RUNSEL_TRACE_LOGALLOC_H
+
+#include <cctype>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "trace_format.h"
+
+namespace runsel::trace {
+
+// One process's calls, encoded as the records of a runsel trace.
+struct ProcessTrace {
+  std::uint64_t pid = 0;
+  std::vector<std::uint8_t> records;  // encoded, without header and end record
+  std::uint64_t count = 0;
+  std::uint64_t marks = 0;
+  std::uint64_t null_frees = 0;  // free(0x0): logged by logalloc, not a runsel record
+  PointerCoder pointers;
+  std::unordered_map<std::uint64_t, std::uint32_t> threads;  // logged tid -> 0, 1, ...
+
+  // The whole trace file: header, records, end record.
+  std::vector<std::uint8_t> file() const {
+    std::vector<std::uint8_t> bytes(16 + kMaxVarint);
+    bytes.resize(static_cast<std::size_t>(put_header(bytes.data(), 0, pid) - bytes.data()));
+    bytes.insert(bytes.end(), records.begin(), records.end());
+    std::size_t at = bytes.size();
+    bytes.resize(at + kEndRecord);
+    put_end(bytes.data() + at, count);
+    return bytes;
+  }
+};
+
+class LogallocParser {
+ public:
+  // Parses one line (without its newline). False on a malformed line: error()
+  // says why, with the line number; the parser then stays failed.
+  bool line(const char* text, std::size_t length) {
+    ++number_;
+    if (failed()) return false;
+    if (length > 0 && text[length - 1] == '\r') --length;
+    at_ = start_ = text;
+    end_ = text + length;
+    std::uint64_t pid = 0, tid = 0;
+    if (!number(pid, "a process id")) return false;
+    if (!spaces()) return false;
+    if (!number(tid, "a thread id")) return false;
+    if (!spaces()) return false;
+    const char* name = at_;
+    while (at_ < end_ && (std::islower(static_cast<unsigned char>(*at_)) || *at_ == '_')) ++at_;
+    std::string function(name, static_cast<std::size_t>(at_ - name));
+    if (at_ == end_ || *at_ != '(') return fail("expected '(' after the function name");
+    ++at_;
+
+    const Shape* shape = shape_of(function);
+    if (shape == nullptr) return fail(("unknown function '" + function + "'").c_str());
+    std::uint64_t args[2] = {0, 0};
+    for (int i = 0; i < shape->arguments; ++i) {
+      if (i > 0 && !expect(',')) return false;
+      bool pointer = i == 0 && shape->pointer_first;
+      if (!(pointer ? this->pointer(args[i]) : number(args[i], "a number"))) return false;
+    }
+    if (!expect(')')) return false;
+    std::uint64_t result = 0;
+    if (shape->result) {
+      if (!expect('=')) return false;
+      if (!pointer(result)) return false;
+    }
+    if (at_ != end_) return fail("unexpected text at the end of the line");
+
+    ProcessTrace& process = processes_[pid];
+    process.pid = pid;
+    auto thread = process.threads.emplace(tid, static_cast<std::uint32_t>(process.threads.size()));
+    Record r;
+    r.op = shape->op;
+    r.thread = thread.first->second;
+    std::string label;
+    switch (shape->op) {
+      case Op::malloc:
+      case Op::valloc:
+        r.size = args[0];
+        break;
+      case Op::calloc:
+        r.count = args[0];
+        r.size = args[1];
+        break;
+      case Op::realloc:
+        r.input = args[0];
+        r.size = args[1];
+        break;
+      case Op::free:
+        if (args[0] == 0) {
+          ++process.null_frees;
+          return true;
+        }
+        r.input = args[0];
+        break;
+      case Op::posix_memalign:
+      case Op::aligned_alloc:
+      case Op::memalign:
+        r.alignment = args[0];
+        r.size = args[1];
+        break;
+      case Op::mark:
+        label = "jemalloc_stats #" + std::to_string(process.marks + 1) + " (line " +
+                std::to_string(number_) + ")";
+        r.label = label.data();
+        r.label_length = static_cast<std::uint32_t>(label.size());
+        ++process.marks;
+        break;
+      default:
+        break;
+    }
+    r.result = result;
+    std::size_t at = process.records.size();
+    process.records.resize(at + kMaxMarkRecord);
+    std::uint8_t* out = put_record(process.records.data() + at, r, process.pointers);
+    process.records.resize(static_cast<std::size_t>(out - process.records.data()));
+    ++process.count;
+    return true;
+  }
+
+  bool failed() const { return !error_.empty(); }
+  const std::string& error() const { return error_; }
+  std::uint64_t lines() const { return number_; }
+  const std::map<std::uint64_t, ProcessTrace>& processes() const { return processes_; }
+
+  // The process with the most records (the lowest pid among equals), or nullptr.
+  const ProcessTrace* largest() const {
+    const ProcessTrace* best = nullptr;
+    for (const auto& [pid, process] : processes_)
+      if (best == nullptr || process.count > best->count) best = &process;
+    return best;
+  }
+
+ private:
+  struct Shape {
+    const char* name;
+    Op op;
+    int arguments;
+    bool pointer_first;  // the first argument is a pointer (realloc, free)
+    bool result;         // "=<pointer>" follows
+  };
+
+  static const Shape* shape_of(const std::string& function) {
+    static const Shape shapes[] = {
+        {"malloc", Op::malloc, 1, false, true},
+        {"calloc", Op::calloc, 2, false, true},
+        {"realloc", Op::realloc, 2, true, true},
+        {"free", Op::free, 1, true, false},
+        {"memalign", Op::memalign, 2, false, true},
+        {"posix_memalign", Op::posix_memalign, 2, false, true},
+        {"aligned_alloc", Op::aligned_alloc, 2, false, true},
+        {"valloc", Op::valloc, 1, false, true},
+        {"jemalloc_stats", Op::mark, 0, false, false},
+    };
+    for (const Shape& shape : shapes)
+      if (function == shape.name) return &shape;
+    return nullptr;
+  }
+
+  // "line N, column C: what: the line" (at most 120 bytes of it).
+  bool fail(const char* what) {
+    std::size_t length = static_cast<std::size_t>(end_ - start_);
+    error_ = "line " + std::to_string(number_) + ", column " +
+             std::to_string(at_ - start_ + 1) + ": " + what + ": " +
+             std::string(start_, length < 120 ? length : 120);
+    return false;
+  }
+
+  bool spaces() {
+    if (at_ == end_ || *at_ != ' ') return fail("expected a space");
+    while (at_ < end_ && *at_ == ' ') ++at_;
+    return true;
+  }
+
+  bool expect(char c) {
+    if (at_ < end_ && *at_ == c) {
+      ++at_;
+      return true;
+    }
+    char what[40];
+    std::snprintf(what, sizeof what, "expected '%c'", c);
+    return fail(what);
+  }
+
+  bool number(std::uint64_t& value, const char* what) {
+    value = 0;
+    const char* start = at_;
+    for (; at_ < end_ && *at_ >= '0' && *at_ <= '9'; ++at_) {
+      std::uint64_t digit = static_cast<std::uint64_t>(*at_ - '0');
+      if (value > (UINT64_MAX - digit) / 10) return fail("number out of range");
+      value = value * 10 + digit;
+    }
+    if (at_ == start) return fail((std::string("expected ") + what).c_str());
+    return true;
+  }
+
+  // "0x" and hexadecimal digits (logalloc's %p; 0x0 is NULL), or "(nil)".
+  bool pointer(std::uint64_t& value) {
+    value = 0;
+    if (end_ - at_ >= 5 && std::memcmp(at_, "(nil)", 5) == 0) {
+      at_ += 5;
+      return true;
+    }
+    if (end_ - at_ < 3 || at_[0] != '0' || (at_[1] != 'x' && at_[1] != 'X'))
+      return fail("expected a pointer (0x...)");
+    at_ += 2;
+    int digits = 0;
+    for (; at_ < end_ && std::isxdigit(static_cast<unsigned char>(*at_)); ++at_, ++digits) {
+      if (digits == 16) return fail("pointer out of range");
+      char c = static_cast<char>(std::tolower(static_cast<unsigned char>(*at_)));
+      value = value << 4 | static_cast<std::uint64_t>(c <= '9' ? c - '0' : c - 'a' + 10);
+    }
+    if (digits == 0) return fail("expected a pointer (0x...)");
+    return true;
+  }
+
+  std::map<std::uint64_t, ProcessTrace> processes_;
+  std::uint64_t number_ = 0;
+  std::string error_;
+  const char* start_ = nullptr;  // the line being parsed
+  const char* at_ = nullptr;
+  const char* end_ = nullptr;
+};
+
+// One record as a logalloc line (with its newline) into out (256 bytes suffice);
+// returns its length. Calls logalloc does not log become the nearest it does:
+// reallocarray(p, n, s) is realloc(p, n * s) (SIZE_MAX when that overflows, which
+// fails the same way) and pvalloc(s) is valloc(s rounded up to 4096); a mark is
+// jemalloc_stats(), its label lost.
+inline int logalloc_line(char* out, std::size_t room, std::uint64_t pid, const Record& r) {
+  auto p = [](std::uint64_t address) { return static_cast<unsigned long long>(address); };
+  unsigned long long thread = r.thread, size = r.size;
+  unsigned long long id = pid;
+  switch (r.op) {
+    case Op::malloc:
+      return std::snprintf(out, room, "%llu %llu malloc(%llu)=0x%llx\n", id, thread, size,
+                           p(r.result));
+    case Op::calloc:
+      return std::snprintf(out, room, "%llu %llu calloc(%llu,%llu)=0x%llx\n", id, thread,
+                           static_cast<unsigned long long>(r.count), size, p(r.result));
+    case Op::realloc:
+    case Op::reallocarray: {
+      std::uint64_t bytes = r.size;
+      if (r.op == Op::reallocarray && __builtin_mul_overflow(r.count, r.size, &bytes))
+        bytes = UINT64_MAX;
+      return std::snprintf(out, room, "%llu %llu realloc(0x%llx,%llu)=0x%llx\n", id, thread,
+                           p(r.input), static_cast<unsigned long long>(bytes), p(r.result));
+    }
+    case Op::free:
+      return std::snprintf(out, room, "%llu %llu free(0x%llx)\n", id, thread, p(r.input));
+    case Op::posix_memalign:
+    case Op::aligned_alloc:
+    case Op::memalign:
+      return std::snprintf(out, room, "%llu %llu %s(%llu,%llu)=0x%llx\n", id, thread,
+                           op_name(r.op), static_cast<unsigned long long>(r.alignment), size,
+                           p(r.result));
+    case Op::valloc:
+    case Op::pvalloc: {
+      std::uint64_t bytes = r.size;
+      if (r.op == Op::pvalloc) bytes = (r.size + 4095) & ~std::uint64_t{4095};
+      return std::snprintf(out, room, "%llu %llu valloc(%llu)=0x%llx\n", id, thread,
+                           static_cast<unsigned long long>(bytes), p(r.result));
+    }
+    case Op::mark:
+      return std::snprintf(out, room, "%llu %llu jemalloc_stats()\n", id, thread);
+  }
+  return 0;
+}
+
+}  // namespace runsel::trace
+
+#endif
