@@ -2,7 +2,11 @@
 // Cheaper than pthread_mutex on the uncontended path, constexpr-constructible,
 // and resettable in a forked child. A thread that asks again for a lock it
 // holds (malloc called from a signal handler that interrupted malloc) aborts
-// with one line instead of waiting for itself forever.
+// with one line instead of waiting for itself forever. While the process has
+// a single thread the lock skips its atomic read-modify-writes (a plain load
+// and store instead): nobody else can contend, and no thread can start while
+// runsel holds a lock; a lock found taken then can only be a re-entry, which
+// the slow path reports.
 #pragma once
 
 #include <atomic>
@@ -32,8 +36,10 @@ class Lock {
     const Lock* outer = lock_detail::t_acquiring;
     lock_detail::t_acquiring = this;
     std::uint32_t expected = kFree;
-    if (!state_.compare_exchange_strong(expected, kLocked, std::memory_order_acquire,
-                                        std::memory_order_relaxed)) {
+    if (os::single_threaded() && state_.load(std::memory_order_relaxed) == kFree) {
+      state_.store(kLocked, std::memory_order_relaxed);
+    } else if (!state_.compare_exchange_strong(expected, kLocked, std::memory_order_acquire,
+                                               std::memory_order_relaxed)) {
       lock_slow(outer);
     }
     owner_.store(&lock_detail::t_self, std::memory_order_relaxed);
@@ -42,6 +48,10 @@ class Lock {
 
   void unlock() {
     owner_.store(nullptr, std::memory_order_relaxed);
+    if (os::single_threaded()) {
+      state_.store(kFree, std::memory_order_relaxed);
+      return;
+    }
     if (state_.exchange(kFree, std::memory_order_release) == kContended) {
       os::futex_wake_one(word());
     }

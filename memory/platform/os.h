@@ -2,6 +2,8 @@
 // (mmap, munmap, madvise, mprotect) and about waiting (futex).
 #pragma once
 
+#include <sys/single_threaded.h>
+
 #include <cstddef>
 #include <cstdint>
 
@@ -28,6 +30,10 @@ std::uintptr_t random_word();
 
 // CPUs this process may run on (sched_getaffinity), at least 1.
 unsigned cpu_count();
+
+// True until the process starts its first thread, then false for good (glibc
+// clears the flag in pthread_create and never sets it again).
+inline bool single_threaded() { return __libc_single_threaded != 0; }
 
 // Tells the CPU we are spinning.
 inline void cpu_relax() {
