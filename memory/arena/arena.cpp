@@ -1,5 +1,5 @@
 // Page-level arena work: chunks, best-fit page runs with split and coalesce,
-// large allocations, the spare chunk and purging of dirty pages.
+// large allocations, spare chunks and purging of dirty pages.
 #include "arena/arena.h"
 
 #include <cstring>
@@ -11,21 +11,22 @@
 
 namespace runsel {
 
-Arena* Arena::create(unsigned index, std::size_t dirty_max_pages) {
+Arena* Arena::create(unsigned index, const PurgeSettings& settings) {
   void* memory = base::allocate(sizeof(Arena));
   if (memory == nullptr) return nullptr;
   Arena* arena = new (memory) Arena();
   arena->index_ = index;
   arena->run_key_ = os::random_word() ^ reinterpret_cast<std::uintptr_t>(arena);
-  arena->dirty_max_pages_ = dirty_max_pages;
+  arena->purge_ = settings;
+  arena->budget_pages_ = settings.budget_pages;
   return arena;
 }
 
 // ---- chunks ---------------------------------------------------------------
 
 Chunk* Arena::new_chunk() {
-  if (Chunk* chunk = spare_) {
-    spare_ = nullptr;
+  if (Chunk* chunk = spares_) {
+    unlink_spare(chunk);
     free_runs_.insert(&chunk->map[kFirstUsablePage]);
     return chunk;
   }
@@ -52,14 +53,40 @@ Chunk* Arena::new_chunk() {
   return chunk;
 }
 
-// A chunk whose usable pages are all free: keep one as the spare (its dirty
-// pages stay counted and purgeable), unmap any other.
+// A chunk whose usable pages are all free: keep it as a spare (its dirty
+// pages stay counted, and purgeable by the policy) unless there are enough.
 void Arena::retire_chunk(Chunk* chunk) {
-  if (spare_ == nullptr) {
-    spare_ = chunk;
+  if (spare_count_ >= kMaxSpareChunks || (chunk->ndirty == 0 && spare_count_ > 0)) {
+    destroy_chunk(chunk);
     return;
   }
-  destroy_chunk(chunk);
+  chunk->spare = true;
+  chunk->next_spare = spares_;
+  spares_ = chunk;
+  ++spare_count_;
+}
+
+void Arena::unlink_spare(Chunk* chunk) {
+  Chunk** link = &spares_;
+  while (*link != chunk) link = &(*link)->next_spare;
+  *link = chunk->next_spare;
+  chunk->spare = false;
+  --spare_count_;
+}
+
+void Arena::release_clean_spares() {
+  if (spare_count_ <= 1) return;
+  for (Chunk** link = &spares_; *link != nullptr && spare_count_ > 1;) {
+    Chunk* chunk = *link;
+    if (chunk->ndirty != 0) {
+      link = &chunk->next_spare;
+      continue;
+    }
+    *link = chunk->next_spare;
+    chunk->spare = false;
+    --spare_count_;
+    destroy_chunk(chunk);
+  }
 }
 
 void Arena::destroy_chunk(Chunk* chunk) {
@@ -136,6 +163,7 @@ void Arena::mark_allocated(Chunk* chunk, std::size_t first, std::size_t pages,
 char* Arena::allocate_pages(std::size_t pages, std::uintptr_t head_bits, std::uintptr_t tail_bits,
                             bool zero) {
   const std::size_t wanted = pages << kPageShift;
+  before_page_allocation();
   PageMapEntry* entry = free_runs_.first_not_below(
       [wanted](const PageMapEntry* e) { return e->size_bytes() < wanted; });
   if (entry == nullptr) {
@@ -161,6 +189,7 @@ void Arena::free_pages(Chunk* chunk, std::size_t first, std::size_t pages) {
   for (std::size_t i = first; i < first + pages; ++i) chunk->map[i].bits = kDirty;
   chunk->ndirty += pages;
   dirty_pages_ += pages;
+  decay_.dirtied(pages);
   if (!chunk->in_dirty_list) link_dirty(chunk);
 
   // Coalesce with free neighbours; their old boundary entries lose their size.
@@ -190,7 +219,69 @@ void Arena::free_pages(Chunk* chunk, std::size_t first, std::size_t pages) {
   } else {
     free_runs_.insert(&chunk->map[first]);
   }
-  if (dirty_pages_ > dirty_max_pages_) purge_down_to(dirty_max_pages_ / 2);
+  after_pages_dirtied();
+}
+
+// ---- purge policy ---------------------------------------------------------
+
+void Arena::after_pages_dirtied() {
+  switch (purge_.policy) {
+    case PurgePolicy::kBudget:
+      if (dirty_pages_ > budget_pages_) purge_down_to(budget_pages_ / 2);
+      return;
+    case PurgePolicy::kDeferred:
+      if (dirty_pages_ <= budget_pages_) return;
+      if (dirty_pages_ > budget_pages_ * kDeferredHardFactor) {
+        purge_down_to(budget_pages_ / 2);
+        purge_queued_ = false;
+      } else if (!purge_queued_) {
+        purge_queued_ = true;
+        allocations_until_purge_ = purge_.deferred_allocations;
+      }
+      return;
+    case PurgePolicy::kDecay: {
+      const std::uint64_t now = os::monotonic_ns();
+      if (decay_.due(now)) run_decay_step(now);
+      return;
+    }
+  }
+}
+
+void Arena::before_page_allocation() {
+  if (purge_.policy == PurgePolicy::kDeferred) {
+    if (!purge_queued_ || allocations_until_purge_-- > 0) return;
+    purge_queued_ = false;
+    if (dirty_pages_ > budget_pages_) purge_down_to(budget_pages_ / 2);
+  } else if (purge_.policy == PurgePolicy::kDecay) {
+    const std::uint64_t now = os::monotonic_ns();
+    if (decay_.due(now)) run_decay_step(now);
+  }
+}
+
+void Arena::run_decay_step(std::uint64_t now) {
+  const std::size_t allowed = decay_.advance(now, dirty_pages_, purge_.decay_window_ns);
+  if (dirty_pages_ > allowed) purge_down_to(allowed);
+}
+
+std::size_t Arena::purge_due() {
+  const std::size_t before = dirty_pages_;
+  switch (purge_.policy) {
+    case PurgePolicy::kBudget:
+      break;
+    case PurgePolicy::kDeferred:
+      if (purge_queued_ && dirty_pages_ > budget_pages_) purge_down_to(budget_pages_ / 2);
+      purge_queued_ = false;
+      break;
+    case PurgePolicy::kDecay:
+      run_decay_step(os::monotonic_ns());
+      break;
+  }
+  return before - dirty_pages_;
+}
+
+void Arena::scale_budget(std::size_t percent) {
+  const std::size_t pages = purge_.budget_pages * percent / 100;
+  budget_pages_ = pages > 0 ? pages : 1;
 }
 
 // Purges dirty free pages until at most `target_pages` remain, from the
@@ -227,6 +318,7 @@ void Arena::purge_down_to(std::size_t target_pages) {
     }
     if (chunk->ndirty == 0) unlink_dirty(chunk);
   }
+  release_clean_spares();
 }
 
 // ---- large allocations ----------------------------------------------------

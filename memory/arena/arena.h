@@ -1,5 +1,5 @@
 // An arena: one lock, its chunks, a best-fit tree of free page runs, the 45
-// small bins, the spare chunk and the dirty-page budget. Every method that is
+// small bins, a few spare chunks and its purge policy (purge.h). Every method that is
 // not marked otherwise expects the caller to hold `lock`.
 #pragma once
 
@@ -9,6 +9,7 @@
 #include "arena/base.h"
 #include "arena/chunk.h"
 #include "arena/pick_counters.h"
+#include "arena/purge.h"
 #include "arena/run.h"
 #include "arena/size_classes.h"
 #include "containers/selected.h"
@@ -75,12 +76,10 @@ enum class BadPointer {
 
 class Arena {
  public:
-  static constexpr std::size_t kDefaultDirtyMaxPages = 256;  // mozjemalloc's main arena
-
   Lock lock;
 
   // Creates an arena in metadata memory (no lock needed).
-  static Arena* create(unsigned index, std::size_t dirty_max_pages);
+  static Arena* create(unsigned index, const PurgeSettings& settings);
 
   unsigned index() const { return index_; }
 
@@ -100,6 +99,11 @@ class Arena {
   bool resize_large_in_place(Chunk* chunk, void* p, std::size_t old_size, std::size_t new_size);
 
   void purge_all() { purge_down_to(0); }
+  // Runs a queued (deferred) purge or a due decay step now, whatever the
+  // delay; returns the pages purged.
+  std::size_t purge_due();
+  // Scales the dirty budget: `percent` of the configured one (at least 1 page).
+  void scale_budget(std::size_t percent);
 
   ArenaFigures figures() const;
   // Recomputes every figure by walking chunks, runs and containers; returns
@@ -109,7 +113,7 @@ class Arena {
   // runsel_chunk_maps); returns the number of chunks the arena has.
   std::size_t chunk_maps(::runsel_chunk_map* out, std::size_t capacity) const;
 
-  std::size_t dirty_max_pages() const { return dirty_max_pages_; }
+  std::size_t dirty_max_pages() const { return budget_pages_; }
 
  private:
   friend struct ArenaWalker;
@@ -141,19 +145,38 @@ class Arena {
   Chunk* new_chunk();
   void retire_chunk(Chunk* chunk);
   void destroy_chunk(Chunk* chunk);
+  void unlink_spare(Chunk* chunk);
+  // Unmaps the spare chunks beyond the first whose pages were all purged.
+  void release_clean_spares();
   void link_dirty(Chunk* chunk);
   void unlink_dirty(Chunk* chunk);
   void purge_down_to(std::size_t target_pages);
+  // The purge policy's two hooks: after pages became dirty, and before pages
+  // are handed out (the later allocation a deferred purge waits for).
+  void after_pages_dirtied();
+  void before_page_allocation();
+  void run_decay_step(std::uint64_t now);
   void check_container(const Bin& bin) const;
 
   unsigned index_ = 0;
   std::uintptr_t run_key_ = 0;  // mixed into every run header's check value
-  std::size_t dirty_max_pages_ = kDefaultDirtyMaxPages;
+  PurgeSettings purge_;
+  std::size_t budget_pages_ = 0;      // purge_.budget_pages scaled for this arena
+  bool purge_queued_ = false;           // deferred: a purge waits for its delay
+  std::size_t allocations_until_purge_ = 0;
+  DirtyDecay decay_;
   RbTree<PageMapEntry, FreeRunOrder> free_runs_;
-  Chunk* chunks_ = nullptr;        // every chunk, spare included
+  // Spare chunks (all usable pages free) kept for reuse instead of a munmap
+  // and a fresh mmap: at most kMaxSpareChunks, and beyond the first only
+  // while they still hold dirty pages; once the purge policy has purged all
+  // of a spare chunk's pages, it is unmapped.
+  static constexpr std::size_t kMaxSpareChunks = 8;
+
+  Chunk* chunks_ = nullptr;        // every chunk, spare ones included
   Chunk* dirty_chunks_ = nullptr;  // chunks with dirty pages, oldest first
   Chunk* dirty_tail_ = nullptr;
-  Chunk* spare_ = nullptr;
+  Chunk* spares_ = nullptr;
+  std::size_t spare_count_ = 0;
 
   // Counters, each maintained at the place its quantity changes.
   std::size_t chunk_count_ = 0;

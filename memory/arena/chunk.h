@@ -8,7 +8,7 @@
 //   free page:       [size in bytes at the run's first and last page] | kDirty?
 //   header / guard:  kAllocated | kReserved
 // Invariant: arena.dirty_pages == sum over chunks of ndirty == free pages
-// with kDirty set; the first page of each free run (except the spare chunk's)
+// with kDirty set; the first page of each free run (except the spare chunks')
 // is in the arena's best-fit tree.
 #pragma once
 
@@ -41,12 +41,14 @@ struct PageMapEntry {
 
 struct Chunk {
   Arena* arena;
-  Chunk* next_in_arena;  // all chunks of the arena, spare included
+  Chunk* next_in_arena;  // all chunks of the arena, spare ones included
   Chunk* prev_in_arena;
   Chunk* next_dirty;  // chunks with ndirty > 0
   Chunk* prev_dirty;
   std::size_t ndirty;
+  Chunk* next_spare;  // spare chunks (every usable page free), most recent first
   bool in_dirty_list;
+  bool spare;
   PageMapEntry map[kPagesPerChunk];
 
   static Chunk* of(const void* p) {

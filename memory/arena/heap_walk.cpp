@@ -72,7 +72,7 @@ bool Arena::walk_and_compare() const {
           report("free run boundary sizes", index_, pages, 0);
           return false;
         }
-        if (chunk != spare_) ++free_run_heads;
+        if (!chunk->spare) ++free_run_heads;
         for (std::size_t j = i; j < i + pages; ++j) {
           if (chunk->map[j].allocated()) ok = false;
           if (chunk->map[j].dirty()) ++chunk_dirty;

@@ -20,6 +20,8 @@ inline Arena* thread_arena() {
   if (__builtin_expect(arena != nullptr, 1)) return arena;
   return choose_arena();
 }
+// The purge policy in force (the build's default unless RUNSEL_CONF set one).
+PurgePolicy purge_policy();
 // Arenas created so far; entries past arena_count() are null.
 std::size_t arena_count();
 Arena* arena_at(std::size_t index);

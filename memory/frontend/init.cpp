@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <cstring>
 
 #include "arena/base.h"
 #include "arena/huge.h"
@@ -21,7 +22,7 @@ constinit Lock g_init_lock;
 constinit Arena* g_arenas[kMaxArenas] = {};
 constinit std::atomic<std::size_t> g_arena_count{0};
 constinit std::size_t g_arena_limit = 0;
-constinit std::size_t g_dirty_max_pages = Arena::kDefaultDirtyMaxPages;
+constinit PurgeSettings g_purge_settings;
 constinit std::atomic<unsigned> g_next_thread{0};
 constinit std::atomic<bool> g_fork_handlers_registered{false};
 
@@ -65,6 +66,68 @@ std::size_t env_size(const char* name, std::size_t fallback) {
   return *text == '\0' ? value : fallback;
 }
 
+void complain_about_conf(const char* entry, std::size_t length) {
+  static const char kPrefix[] = "runsel: RUNSEL_CONF: ignoring \"";
+  static const char kSuffix[] =
+      "\" (keys: purge:budget|deferred|decay, dirty_max_pages:N, deferred_allocations:N, decay_ms:N)\n";
+  os::write_all(2, kPrefix, sizeof(kPrefix) - 1);
+  os::write_all(2, entry, length);
+  os::write_all(2, kSuffix, sizeof(kSuffix) - 1);
+}
+
+// A decimal number filling [text, text + length); false if it is not one.
+bool parse_number(const char* text, std::size_t length, std::uint64_t* out) {
+  if (length == 0 || length > 18) return false;
+  std::uint64_t value = 0;
+  for (std::size_t i = 0; i < length; ++i) {
+    if (text[i] < '0' || text[i] > '9') return false;
+    value = value * 10 + static_cast<std::uint64_t>(text[i] - '0');
+  }
+  *out = value;
+  return true;
+}
+
+// Applies one "key:value" entry of RUNSEL_CONF; false if it is not valid.
+bool apply_conf_entry(const char* entry, std::size_t length, PurgeSettings* settings) {
+  const char* colon = static_cast<const char*>(std::memchr(entry, ':', length));
+  if (colon == nullptr) return false;
+  const std::size_t key_length = static_cast<std::size_t>(colon - entry);
+  const char* value = colon + 1;
+  const std::size_t value_length = length - key_length - 1;
+  auto key_is = [&](const char* key) {
+    return std::strlen(key) == key_length && std::memcmp(key, entry, key_length) == 0;
+  };
+  std::uint64_t number = 0;
+  if (key_is("purge")) return parse_purge_policy(value, value_length, &settings->policy);
+  if (!parse_number(value, value_length, &number)) return false;
+  if (key_is("dirty_max_pages") && number > 0) {
+    settings->budget_pages = number;
+  } else if (key_is("deferred_allocations")) {
+    settings->deferred_allocations = number;
+  } else if (key_is("decay_ms") && number > 0) {
+    settings->decay_window_ns = number * 1'000'000;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+// RUNSEL_CONF="purge:decay,decay_ms:5000": comma-separated key:value entries,
+// read once (no allocation). A bad entry is reported on stderr and ignored.
+void read_conf(PurgeSettings* settings) {
+  settings->budget_pages = env_size("RUNSEL_DIRTY_MAX_PAGES", settings->budget_pages);
+  if (settings->budget_pages == 0) settings->budget_pages = 1;
+  const char* text = getenv("RUNSEL_CONF");
+  if (text == nullptr) return;
+  while (*text != '\0') {
+    const char* end = std::strchr(text, ',');
+    const std::size_t length = end ? static_cast<std::size_t>(end - text) : std::strlen(text);
+    if (length > 0 && !apply_conf_entry(text, length, settings)) complain_about_conf(text, length);
+    text += length;
+    if (*text == ',') ++text;
+  }
+}
+
 // Caller holds g_init_lock.
 void initialise_locked() {
   if (g_arena_limit != 0) return;
@@ -72,7 +135,7 @@ void initialise_locked() {
   limit = env_size("RUNSEL_ARENAS", limit);
   if (limit < 1) limit = 1;
   if (limit > kMaxArenas) limit = kMaxArenas;
-  g_dirty_max_pages = env_size("RUNSEL_DIRTY_MAX_PAGES", Arena::kDefaultDirtyMaxPages);
+  read_conf(&g_purge_settings);
   g_arena_limit = limit;
 }
 
@@ -87,7 +150,7 @@ __attribute__((noinline)) Arena* choose_arena() {
     initialise_locked();
     std::size_t index = g_next_thread.fetch_add(1, std::memory_order_relaxed) % g_arena_limit;
     if (g_arenas[index] == nullptr) {
-      g_arenas[index] = Arena::create(static_cast<unsigned>(index), g_dirty_max_pages);
+      g_arenas[index] = Arena::create(static_cast<unsigned>(index), g_purge_settings);
       if (g_arenas[index] == nullptr) return nullptr;
       // Publish arenas in index order so readers can walk 0..count-1.
       std::size_t count = g_arena_count.load(std::memory_order_relaxed);
@@ -102,6 +165,12 @@ __attribute__((noinline)) Arena* choose_arena() {
     pthread_atfork(prepare_fork, after_fork_in_parent, after_fork_in_child);
   }
   return arena;
+}
+
+PurgePolicy purge_policy() {
+  LockGuard guard(g_init_lock);
+  initialise_locked();
+  return g_purge_settings.policy;
 }
 
 std::size_t arena_count() { return g_arena_count.load(std::memory_order_acquire); }

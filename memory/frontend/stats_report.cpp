@@ -120,7 +120,8 @@ void write_counts(Writer& w, const runsel_bin_stats& bin) {
 void write_json(int fd, const runsel_stats_t& s) {
   static char buffer[65536];
   Writer w{buffer, sizeof(buffer) - 2};
-  w.add("{\"pid\":%ld,\"variant\":\"%s\"", static_cast<long>(getpid()), NonFullRuns::kName);
+  w.add("{\"pid\":%ld,\"variant\":\"%s\",\"purge\":\"%s\"", static_cast<long>(getpid()),
+        NonFullRuns::kName, purge_policy_name(purge_policy()));
   const struct {
     const char* name;
     std::size_t value;
@@ -210,6 +211,27 @@ RUNSEL_EXPORT void runsel_free_dirty_pages(void) {
     LockGuard guard(arena->lock);
     arena->purge_all();
   }
+}
+
+RUNSEL_EXPORT size_t runsel_purge_now(void) {
+  std::size_t pages = 0;
+  const std::size_t count = arena_count();
+  for (std::size_t i = 0; i < count; ++i) {
+    Arena* arena = arena_at(i);
+    LockGuard guard(arena->lock);
+    pages += arena->purge_due();
+  }
+  return pages * kPageSize;
+}
+
+RUNSEL_EXPORT const char* runsel_purge_policy(void) { return purge_policy_name(purge_policy()); }
+
+RUNSEL_EXPORT size_t runsel_scale_dirty_budget(unsigned percent) {
+  Arena* arena = thread_arena();
+  if (arena == nullptr) return 0;
+  LockGuard guard(arena->lock);
+  arena->scale_budget(percent);
+  return arena->dirty_max_pages() * kPageSize;
 }
 
 RUNSEL_EXPORT int runsel_check(void) {

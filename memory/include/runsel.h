@@ -69,6 +69,20 @@ size_t runsel_good_size(size_t size);
 /* Purges every arena's dirty pages with madvise(MADV_DONTNEED). */
 void runsel_free_dirty_pages(void);
 
+/* The purge policy in force: "budget", "deferred" or "decay" (the build's
+ * default, -Dpurge_policy, unless RUNSEL_CONF="purge:NAME" overrides it). */
+const char* runsel_purge_policy(void);
+
+/* Runs now what the purge policy has queued, whatever its delay: under
+ * "deferred", every arena's queued purge (down to half its budget); under
+ * "decay", a decay step in every arena. For a program's idle time. Returns
+ * the bytes purged. */
+size_t runsel_purge_now(void);
+
+/* Sets the dirty-page budget of the calling thread's arena to `percent` of
+ * the configured one (at least one page); returns the new budget in bytes. */
+size_t runsel_scale_dirty_budget(unsigned percent);
+
 /* Walks every chunk, run and container, recomputes every stats figure from
  * the page maps and run bitmaps and compares with the counters. Returns 0
  * when consistent; otherwise writes what differs to stderr and returns -1. */

@@ -7,6 +7,7 @@
 #include <sys/auxv.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -104,6 +105,12 @@ std::uintptr_t random_word() {
     __builtin_memcpy(&word, bytes, sizeof(word));
   }
   return word;
+}
+
+std::uint64_t monotonic_ns() {
+  struct timespec now;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
+  return std::uint64_t(now.tv_sec) * 1'000'000'000u + std::uint64_t(now.tv_nsec);
 }
 
 unsigned cpu_count() {

@@ -20,6 +20,10 @@ void purge(void* address, std::size_t size);
 // Makes a page range inaccessible (guard pages).
 void protect_none(void* address, std::size_t size);
 
+// A monotonic clock in nanoseconds, coarse (a few milliseconds) and cheap:
+// good enough for purge delays and decay epochs.
+std::uint64_t monotonic_ns();
+
 // Waits while *word == expected (futex); wake_one wakes one waiter.
 void futex_wait(std::uint32_t* word, std::uint32_t expected);
 void futex_wake_one(std::uint32_t* word);

@@ -41,7 +41,8 @@ def setarch_prefix():
 
 
 def clean_environment(extra=None):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RUNSEL_")}
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("RUNSEL_") or k == "RUNSEL_CONF"}
     env.update(extra or {})
     return env
 

@@ -41,6 +41,17 @@ inline testing::AssertionResult IdentityHolds(const runsel_stats_t& s) {
          << s.bin_unused << " = " << sum;
 }
 
+// Dirty bytes the purge policy in force may hold without the program's help:
+// the budget per arena under "budget", 16 budgets under "deferred" (its bound
+// for a purge that is queued but not yet run), no bound under "decay" (until
+// its window has passed; stats_test checks that separately).
+inline size_t dirty_bound(const runsel_stats_t& s) {
+  const std::string policy = runsel_purge_policy();
+  if (policy == "budget") return s.dirty_max * s.narenas;
+  if (policy == "deferred") return 16 * s.dirty_max * s.narenas;
+  return SIZE_MAX;
+}
+
 // Resident memory of this process, from /proc/self/statm. Reads without
 // stdio, which would allocate and free, leaving dirty pages behind.
 inline size_t resident_bytes() {
