@@ -146,6 +146,7 @@ def summarize(valid_runs: list[dict], allocators: list[str], workloads: list[str
             pair["delta_to_reference"] = (bootstrap_delta(pair["times"], reference["times"])
                                           if reference and name != REFERENCE else None)
             pair["instructions"] = instruction_counts.get(workload, {}).get(name)
+            pair["cost"] = (pair["instructions"] or {}).get("cost")  # cost.py's block
         key = key_checkpoint((reference or next(iter(pairs.values())))["checkpoints"])
         result[workload] = {"key_checkpoint": key, "allocators": pairs}
         checks.extend(agreement(workload, pairs, valid_runs))

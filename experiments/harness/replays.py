@@ -3,6 +3,8 @@ by build/tools/runsel-replay-<container> (one thread, no address randomization, 
 block written as the program wrote it), whose figures are exact and repeatable. Gives
 one results.json summary entry of kind "replay" per trace (experiments/README.md,
 "results.json"); the reference container is replayed twice to prove the figures repeat.
+Each container's cost (instructions, simulated cache misses, the allocator's and the
+container's share) comes from callgrind on the first records of the trace (cost.py).
 
     python3 experiments/harness/replays.py --build-dir build --trace PATH [--out FILE]
 """
@@ -15,6 +17,8 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+import cost as callgrind_cost
 
 REPLAYER_PREFIX = "runsel-replay-"
 REFERENCE = "rb_first"
@@ -72,9 +76,11 @@ def key_checkpoint(document: dict) -> str:
 
 def exact_replay_summary(trace: Path, build_dir: Path, family: str = "trace",
                          label: str | None = None, timeout: float = 600,
-                         containers: list[str] | None = None, progress=None) -> dict:
+                         containers: list[str] | None = None, progress=None,
+                         cost_records: int | None = callgrind_cost.DEFAULT_RECORDS) -> dict:
     """One results.json summary entry of kind "replay": the trace replayed on every
-    container; the reference twice, compared byte for byte."""
+    container; the reference twice, compared byte for byte; with cost_records, each
+    container's cost over that many records under callgrind (None: not measured)."""
     programs = replayers(build_dir)
     if containers:
         programs = {name: path for name, path in programs.items() if name in containers}
@@ -89,6 +95,20 @@ def exact_replay_summary(trace: Path, build_dir: Path, family: str = "trace",
                 repeated[name] = replay_once(program, trace, scratch, timeout) == documents[name]
             if progress:
                 progress(f"exact replay of {trace.name} on {name}")
+    costs = {name: None for name in documents}
+    if cost_records:
+        try:
+            callgrind_cost.build_profile_twins(build_dir, list(documents))
+        except callgrind_cost.CostFailed as failure:
+            costs = {name: {"error": str(failure)} for name in documents}
+        for name in documents if not any(costs.values()) else []:
+            try:
+                costs[name] = callgrind_cost.replay_cost(trace, build_dir, name, cost_records,
+                                                         timeout)
+            except callgrind_cost.CostFailed as failure:
+                costs[name] = {"error": str(failure)}
+            if progress:
+                progress(f"callgrind cost of {trace.name} on {name}")
     first = next(iter(documents.values()))
     sequences = {name: [(p["name"], p["ops"]) for p in doc["checkpoints"]]
                  for name, doc in documents.items()}
@@ -98,7 +118,7 @@ def exact_replay_summary(trace: Path, build_dir: Path, family: str = "trace",
             "trace": str(trace), "key_checkpoint": key_checkpoint(first),
             "memory_comparable": True, "memory_note": None,
             "allocators": {name: {"exact": exact_figures(document, repeated.get(name)),
-                                  "cost": None, "counters": None}
+                                  "cost": costs[name], "counters": None}
                            for name, document in documents.items()}}
 
 
@@ -107,11 +127,14 @@ def main() -> int:
     parser.add_argument("--build-dir", type=Path, required=True)
     parser.add_argument("--trace", type=Path, required=True)
     parser.add_argument("--family", default="trace")
+    parser.add_argument("--cost-records", type=int, default=callgrind_cost.DEFAULT_RECORDS,
+                        help="records replayed under callgrind for the cost (0: no cost)")
     parser.add_argument("--out", type=Path, help="write the entry here (default: stdout)")
     args = parser.parse_args()
     try:
         entry = exact_replay_summary(args.trace.resolve(), args.build_dir.resolve(), args.family,
-                                     progress=lambda text: print(text, file=sys.stderr))
+                                     progress=lambda text: print(text, file=sys.stderr),
+                                     cost_records=args.cost_records or None)
     except ReplayFailed as failure:
         sys.exit(f"replays: {failure}")
     text = json.dumps(entry, indent=1) + "\n"

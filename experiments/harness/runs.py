@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import cost as callgrind_cost
 from allocators import Allocator, identity_problem
 
 
@@ -145,37 +146,64 @@ def choose_counter(requested: str) -> tuple[str, str]:
     except (OSError, subprocess.CalledProcessError):
         return "off", "no hardware counters and no valgrind"
     why = "no hardware counters here: " if requested == "auto" else ""
-    return "callgrind", why + "valgrind --tool=callgrind, measured region only, reduced size"
+    return "callgrind", why + ("valgrind --tool=callgrind --cache-sim=yes, measured region only, "
+                               "reduced size; runsel variants on their profiling twins")
+
+
+def profiling_twin(allocator: Allocator) -> Allocator:
+    """A runsel variant's profiling twin (build/libprofile-malloc-<container>.so: the same
+    allocator with the container's calls out of line); any other allocator as it is."""
+    if not allocator.runsel or allocator.preload is None:
+        return allocator
+    return Allocator(allocator.name, True,
+                     allocator.preload.parent / callgrind_cost.PROFILE_LIBRARY.format(allocator.name))
 
 
 def count_instructions(workload: Workload, allocator: Allocator, counter: str, scale: float,
                        seed: int, timeout: float) -> dict:
-    """{"instructions": N} or {"error": ...}; the run still proves its allocator."""
+    """{"instructions": N, "cost": {...}} or {"error": ...}; the run still proves its
+    allocator. "cost" is experiments/harness/cost.py's block: under callgrind, simulated
+    cache misses and the allocator's and the container's own instructions too."""
     with tempfile.TemporaryDirectory() as scratch:
         if counter == "perf":
             prefix = ["perf", "stat", "-x,", "-o", f"{scratch}/perf.txt", "-e", "instructions:u",
                       "--"]
         else:
-            prefix = ["valgrind", "--tool=callgrind", "--collect-atstart=no",
+            prefix = [*callgrind_cost.CALLGRIND, "--collect-atstart=no",
                       "--toggle-collect=workload_measured*",
                       f"--callgrind-out-file={scratch}/callgrind.out"]
+            allocator = profiling_twin(allocator)
         result = run_once(workload, allocator, scale, seed, timeout, prefix, introspect=False)
         if not result["ok"]:
             return {"error": result["error"]}
         if counter == "perf":
             text = Path(f"{scratch}/perf.txt").read_text()
             match = re.search(r"^(\d+),", text, re.MULTILINE)
+            if not match:
+                return {"error": "no instruction count in perf's output"}
+            cost = {"tool": "perf stat -e instructions:u", "instructions": int(match.group(1)),
+                    "d1_misses": None, "ll_misses": None, "allocator_instructions": None,
+                    "container_instructions": None, "calls": None}
         else:
-            match = re.search(r"Collected : (\d+)", result["stderr"])
-    if not match:
-        return {"error": f"no instruction count in {counter}'s output"}
-    return {"instructions": int(match.group(1))}
+            try:
+                cost = callgrind_cost.read_callgrind(
+                    Path(f"{scratch}/callgrind.out"),
+                    str(allocator.preload) if allocator.preload else None)
+            except (OSError, callgrind_cost.CostFailed) as failure:
+                return {"error": f"callgrind: {failure}"}
+    cost["scale"] = scale
+    return {"instructions": cost["instructions"], "cost": cost}
 
 
 def run_instruction_counts(workloads: list[Workload], allocators: list[Allocator], counter: str,
                            scale: float, seed: int, timeout: float) -> dict:
     """{workload: {allocator: {"instructions": N} or {"error": ...}}}."""
     counts: dict = {workload.name: {} for workload in workloads}
+    if counter == "callgrind":
+        twins = [allocator for allocator in allocators if allocator.runsel and allocator.preload]
+        if twins:
+            callgrind_cost.build_profile_libraries(twins[0].preload.parent,
+                                                   [allocator.name for allocator in twins])
     progress = Progress(len(workloads) * len(allocators), counter)
     for workload in workloads:
         for allocator in allocators:

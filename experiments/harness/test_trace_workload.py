@@ -30,6 +30,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import replays  # noqa: E402
+import runs  # noqa: E402
 from allocators import runsel_variants, system_allocators  # noqa: E402
 from test_harness import Failures, check_agreement, check_allocators, check_numbers  # noqa: E402
 
@@ -68,7 +69,8 @@ def replayed_records(build_dir: Path, trace: Path) -> int:
 
 def check_exact_replays(build_dir: Path, trace: Path, variants: list[str], records: int,
                         failures: Failures) -> None:
-    entry = replays.exact_replay_summary(trace, build_dir)
+    cost_records = 20000
+    entry = replays.exact_replay_summary(trace, build_dir, cost_records=cost_records)
     pairs = entry["allocators"]
     failures.expect(entry["kind"] == "replay" and sorted(pairs) == sorted(variants),
                     f"exact replays: kind {entry['kind']}, containers {sorted(pairs)}")
@@ -84,12 +86,40 @@ def check_exact_replays(build_dir: Path, trace: Path, variants: list[str], recor
                             point["kind"] == "end",
                             f"{name} at {point['name']}: resident {point['resident']} below "
                             f"live {point['live_requested']}: blocks not written?")
+    for name, pair in pairs.items():
+        cost = pair["cost"] or {}
+        failures.expect(cost.get("calls") == min(records, cost_records) and ordered_cost(cost),
+                        f"{name}: replay cost {cost}")
     same = [pairs[name]["exact"]["checkpoints"] for name in ("rb_first", "array_heap",
                                                              "pairing_heap") if name in pairs]
     placed = [[(p["allocated"], p["waste"], p["bin_unused"],
                 [b["unused_bytes"] for b in p["bins"]]) for p in points] for points in same]
     failures.expect(all(figures == placed[0] for figures in placed),
                     "rb_first, array_heap and pairing_heap place blocks differently")
+
+
+def ordered_cost(cost: dict) -> bool:
+    """All of a cost block's counts are there, the container's inside the allocator's
+    inside the run's."""
+    counts = [cost.get(key) for key in ("instructions", "allocator_instructions",
+                                        "container_instructions", "d1_misses", "ll_misses")]
+    if "error" in cost or any(count is None for count in counts):
+        return False
+    run, allocator, container, d1, ll = counts
+    return run > allocator > container > 0 and d1 > 0 and ll >= 0
+
+
+def check_live_cost(build_dir: Path, failures: Failures) -> None:
+    """A synthetic workload's callgrind cost on rb_first's profiling twin: the allocator's
+    and the container's instructions and the malloc+free calls are all counted."""
+    reference = next(a for a in runsel_variants(build_dir) if a.name == "rb_first")
+    program = build_dir / "experiments" / "workload_churn"
+    runs.callgrind_cost.build_profile_libraries(build_dir, ["rb_first"])
+    result = runs.count_instructions(runs.Workload("churn", program), reference, "callgrind",
+                                     0.002, 1, 300)
+    cost = result.get("cost") or {}
+    failures.expect((cost.get("calls") or 0) > 1000 and ordered_cost(cost),
+                    f"churn under callgrind on rb_first: {result}")
 
 
 def main() -> int:
@@ -144,6 +174,7 @@ def main() -> int:
             failures.expect(len(agreed) == 1 and agreed[0]["ok"], f"agreement check: {agreed}")
         failures.expect((out / "report.md").read_text().count(name) > 0, "report.md lacks it")
         check_exact_replays(build_dir, trace, variants, records, failures)
+        check_live_cost(build_dir, failures)
     for failure in failures:
         print(f"FAILED: {failure}")
     print(f"trace workload test: {len(failures)} failure(s) in {time.monotonic() - started:.0f} s; "

@@ -1,0 +1,216 @@
+"""Cost without noise: a run's instructions and simulated cache misses under callgrind,
+split into the allocator and, within it, the container's own functions.
+
+The profiling twin of each runsel variant (build/libprofile-malloc-<container>.so, and
+build/tools/runsel-profile-replay-<container> linked with it) keeps the container's
+calls out of line (memory/containers/selected.h), so the container's instructions are
+the inclusive cost of its four members; the allocator's are the instructions executed
+inside the library itself. The cache is simulated with fixed parameters, so counts do
+not depend on the machine: I1 and D1 32 KiB 8-way, LL 8 MiB 16-way, 64-byte lines.
+
+    python3 experiments/harness/cost.py --build-dir build --trace PATH [--records N]
+prints the replay cost of a trace on every container as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+CALLGRIND = ["valgrind", "--tool=callgrind", "--cache-sim=yes", "--I1=32768,8,64",
+             "--D1=32768,8,64", "--LL=8388608,16,64", "--compress-strings=no",
+             "--compress-pos=no"]
+TOOL = "callgrind --cache-sim=yes (I1, D1 32 KiB 8-way; LL 8 MiB 16-way; 64 B lines)"
+FIXED_LAYOUT = ["setarch", "-R"]  # the replayer's own re-execution cannot run under valgrind
+PROFILE_LIBRARY = "libprofile-malloc-{}.so"
+PROFILE_REPLAYER = "tools/runsel-profile-replay-{}"
+REPLAY_REGION = "runsel_replay_measured*"  # tools/trace/replay.cpp
+# Replays counted under callgrind stop after this many records: ~50x slower than native.
+DEFAULT_RECORDS = 1_000_000
+ALLOCATION_CALLS = {"malloc", "free", "calloc", "realloc", "reallocarray", "posix_memalign",
+                    "aligned_alloc", "memalign", "valloc", "pvalloc"}
+CONTAINER_FUNCTION = re.compile(r"OutOfLineRuns<.*>::(insert|erase|peek|touched)\(")
+
+
+class CostFailed(Exception):
+    pass
+
+
+# --- reading callgrind's output ----------------------------------------------------------
+
+
+def read_callgrind(path: Path, allocator_object: str | None) -> dict:
+    """The cost block of one callgrind profile (written with --compress-strings=no and
+    --compress-pos=no). allocator_object: the allocator's shared object (a path or a file
+    name), or None when the allocator cannot be told apart (glibc)."""
+    events: list[str] = []
+    totals: list[int] = []
+    self_cost: dict[tuple[str, str], list[int]] = {}
+    inclusive_calls: dict[tuple[str, str], list[int]] = {}
+    api_calls = 0
+    obj = function = called_obj = called_function = ""
+    pending_call = None  # (count, callee object, callee function) until its cost line
+
+    def add(table: dict, key: tuple[str, str], values: list[int]) -> None:
+        row = table.setdefault(key, [0] * len(events))
+        for i, value in enumerate(values):
+            row[i] += value
+
+    for line in path.read_text(errors="replace").splitlines():
+        if line.startswith("events:"):
+            events = line.split()[1:]
+        elif line.startswith(("summary:", "totals:")):
+            totals = [int(word) for word in line.split()[1:]]
+        elif line.startswith("ob="):
+            obj = line[3:]
+        elif line.startswith("fn="):
+            function, called_obj, called_function = line[3:], "", ""
+        elif line.startswith("cob="):
+            called_obj = line[4:]
+        elif line.startswith("cfn="):
+            called_function = line[4:]
+        elif line.startswith("calls="):
+            pending_call = (int(line.split()[0][6:]), called_obj or obj, called_function)
+        elif line[:1].isdigit() or line[:1] in "+-*":
+            values = [int(word) for word in line.split()[1:]]
+            if pending_call is not None:
+                count, callee_obj, callee = pending_call
+                add(inclusive_calls, (obj, function), values)
+                if allocator_object and is_object(callee_obj, allocator_object) and \
+                        not is_object(obj, allocator_object) and callee in ALLOCATION_CALLS:
+                    api_calls += count
+                pending_call = None
+            else:
+                add(self_cost, (obj, function), values)
+    if not events or not totals:
+        raise CostFailed(f"{path}: no events or totals (not a callgrind profile?)")
+
+    def event(values: list[int], *names: str) -> int:
+        return sum(values[events.index(name)] for name in names
+                   if name in events and events.index(name) < len(values))
+
+    def summed(rows) -> list[int]:
+        total = [0] * len(events)
+        for row in rows:
+            for i, value in enumerate(row):
+                total[i] += value
+        return total
+
+    cost = {"tool": TOOL, "instructions": event(totals, "Ir"),
+            "d1_misses": event(totals, "D1mr", "D1mw"),
+            "ll_misses": event(totals, "ILmr", "DLmr", "DLmw"),
+            "allocator_instructions": None, "allocator_d1_misses": None,
+            "allocator_ll_misses": None, "container_instructions": None,
+            "container_d1_misses": None, "container_ll_misses": None,
+            "calls": api_calls if allocator_object else None}
+    if allocator_object:
+        allocator = summed(row for (o, _), row in self_cost.items()
+                           if is_object(o, allocator_object))
+        cost.update(allocator_instructions=event(allocator, "Ir"),
+                    allocator_d1_misses=event(allocator, "D1mr", "D1mw"),
+                    allocator_ll_misses=event(allocator, "ILmr", "DLmr", "DLmw"))
+        container_keys = [key for key in set(self_cost) | set(inclusive_calls)
+                          if CONTAINER_FUNCTION.search(key[1])]
+        if container_keys:
+            container = summed([*(self_cost.get(key, []) for key in container_keys),
+                                *(inclusive_calls.get(key, []) for key in container_keys)])
+            cost.update(container_instructions=event(container, "Ir"),
+                        container_d1_misses=event(container, "D1mr", "D1mw"),
+                        container_ll_misses=event(container, "ILmr", "DLmr", "DLmw"))
+    return with_ratios(cost)
+
+
+def is_object(name: str, wanted: str) -> bool:
+    return name == wanted or Path(name).name == Path(wanted).name
+
+
+def with_ratios(cost: dict) -> dict:
+    """Adds the container's instructions per malloc+free pair and its share of the
+    allocator's instructions, where both are known."""
+    container, allocator, calls = (cost["container_instructions"],
+                                   cost["allocator_instructions"], cost["calls"])
+    cost["container_instructions_per_pair"] = (round(2 * container / calls, 2)
+                                               if container is not None and calls else None)
+    cost["container_share"] = (round(container / allocator, 4)
+                               if container is not None and allocator else None)
+    return cost
+
+
+# --- running ------------------------------------------------------------------------------
+
+
+def profile_targets(build_dir: Path, containers: list[str]) -> list[Path]:
+    """The profiling libraries and replayers of these containers."""
+    return [build_dir / PROFILE_LIBRARY.format(c) for c in containers] + \
+        [build_dir / PROFILE_REPLAYER.format(c) for c in containers]
+
+
+def build_profile_twins(build_dir: Path, containers: list[str]) -> None:
+    """Builds the profiling twins, libraries and replayers (meson builds them only when
+    asked)."""
+    ninja(build_dir, profile_targets(build_dir, containers))
+
+
+def build_profile_libraries(build_dir: Path, containers: list[str]) -> None:
+    ninja(build_dir, [build_dir / PROFILE_LIBRARY.format(c) for c in containers])
+
+
+def ninja(build_dir: Path, outputs: list[Path]) -> None:
+    targets = [str(path.relative_to(build_dir)) for path in outputs]
+    print("+ ninja -C " + str(build_dir) + " " + " ".join(targets), file=sys.stderr, flush=True)
+    done = subprocess.run(["ninja", "-C", str(build_dir), *targets], capture_output=True,
+                          text=True)
+    if done.returncode != 0:
+        raise CostFailed(f"building the profiling twins failed: {done.stdout[-1500:]}")
+
+
+def replay_cost(trace: Path, build_dir: Path, container: str, records: int = DEFAULT_RECORDS,
+                timeout: float = 600) -> dict:
+    """The cost of replaying the first `records` records of the trace on one container
+    (the replay loop only: reading and checking the trace is left out)."""
+    replayer = build_dir / PROFILE_REPLAYER.format(container)
+    library = build_dir / PROFILE_LIBRARY.format(container)
+    with tempfile.TemporaryDirectory(prefix="runsel-cost-") as scratch:
+        out = Path(scratch) / "callgrind.out"
+        command = [*FIXED_LAYOUT, *CALLGRIND, "--collect-atstart=no",
+                   f"--toggle-collect={REPLAY_REGION}", f"--callgrind-out-file={out}",
+                   str(replayer), "--records", str(records), str(trace)]
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired as failure:
+            raise CostFailed(f"callgrind replay on {container}: timed out") from failure
+        if done.returncode != 0 or not out.exists():
+            raise CostFailed(f"callgrind replay on {container}: exit {done.returncode}: "
+                             f"{done.stderr.strip()[-500:]}")
+        replayed = re.search(r"^replay ops=(\d+)", done.stdout, re.MULTILINE)
+        cost = read_callgrind(out, str(library.resolve()))
+    cost["scale"] = None
+    cost["records"] = int(replayed.group(1)) if replayed else None
+    return cost
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--build-dir", type=Path, required=True)
+    parser.add_argument("--trace", type=Path, required=True)
+    parser.add_argument("--records", type=int, default=DEFAULT_RECORDS)
+    parser.add_argument("--container", action="append", default=[])
+    args = parser.parse_args()
+    containers = args.container or ["rb_first", "rb_root", "lifo", "array_heap", "pairing_heap"]
+    try:
+        build_profile_twins(args.build_dir.resolve(), containers)
+        costs = {c: replay_cost(args.trace.resolve(), args.build_dir.resolve(), c, args.records)
+                 for c in containers}
+    except CostFailed as failure:
+        sys.exit(f"cost: {failure}")
+    print(json.dumps(costs, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
