@@ -1,5 +1,6 @@
 // Allocator micro-benchmark: malloc+free pair cost per size, a seeded browser-like
-// mixed loop (single and 2 threads, with cross-thread frees) and its resident memory.
+// mixed loop (single and 2 threads, with cross-thread frees) and its resident memory,
+// a loop of huge blocks, and producer/consumer threads that free each other's blocks.
 //
 // Deliberately not linked with runsel: the same binary runs under glibc and under any
 // allocator given through LD_PRELOAD. It names the allocator that actually served
@@ -99,8 +100,13 @@ struct MixedOp {
   bool cross_thread;     // in the 2-thread run, hand this block to the other thread
 };
 
+constexpr std::size_t kHugeSizes = 64;         // precomputed huge-block sizes, cyclic
+constexpr std::size_t kMessageSizes = 4096;    // precomputed producer/consumer sizes
+
 struct Tables {
   std::array<std::uint8_t, kRingSchedule> ring_slot;
+  std::array<std::uint32_t, kHugeSizes> huge_size;         // 5-25 MiB, uniform
+  std::array<std::uint16_t, kMessageSizes> message_size;  // 16 B - 16 KiB, log-uniform
   std::vector<MixedOp> mixed;  // allocated once, before any benchmark runs
 };
 
@@ -108,6 +114,17 @@ Tables make_tables() {
   Tables tables;
   std::uint64_t ring_seed = 0x52494e47;  // "RING"
   for (auto& slot : tables.ring_slot) slot = std::uint8_t(splitmix64(ring_seed) % kRingSlots);
+
+  std::uint64_t huge_seed = 0x48554745;  // "HUGE"
+  for (auto& size : tables.huge_size)
+    size = std::uint32_t(uniform(huge_seed, 5u << 20, 25u << 20));
+  std::uint64_t message_seed = 0x4d534753;  // "MSGS"
+  for (auto& size : tables.message_size) {
+    // log-uniform: a uniform exponent in [4, 14], then a uniform size in that octave
+    const unsigned octave = unsigned(uniform(message_seed, 4, 13));
+    size = std::uint16_t(uniform(message_seed, std::uint64_t{1} << octave,
+                                 (std::uint64_t{1} << (octave + 1)) - 1));
+  }
 
   std::uint64_t seed = 0x4d49584544;  // "MIXED"
   tables.mixed.resize(kMixedOps);
@@ -175,6 +192,28 @@ void BM_pair_ring(benchmark::State& state) {
   }
   for (void* block : ring) free(block);
   state.SetItemsProcessed(state.iterations());
+}
+
+// Huge blocks: malloc a block of 5-25 MiB (a seeded cyclic sequence), write one byte
+// in every page, free it. What an allocator does with freed mappings decides the
+// cost: a fresh mmap each time pays a page fault for every page.
+void BM_huge_loop(benchmark::State& state) {
+  state.SetLabel(allocator_identity().name);
+  const auto& sizes = tables().huge_size;
+  const long page = sysconf(_SC_PAGESIZE);
+  std::size_t step = 0;
+  for (auto _ : state) {
+    const std::size_t size = sizes[step++ % kHugeSizes];
+    auto* block = static_cast<volatile char*>(malloc(size));
+    if (block == nullptr) {
+      state.SkipWithError("malloc of a huge block failed");
+      break;
+    }
+    for (std::size_t offset = 0; offset < size; offset += std::size_t(page)) block[offset] = 1;
+    free(const_cast<char*>(block));
+  }
+  state.SetItemsProcessed(state.iterations());
+  state.SetBytesProcessed(std::int64_t(state.iterations()) * (15 << 20));
 }
 
 BENCHMARK(BM_pair_immediate)->Arg(16)->Arg(64)->Arg(256)->Arg(1024)->Arg(4096)->Arg(65536);
@@ -308,6 +347,83 @@ void BM_mixed(benchmark::State& state) {
 BENCHMARK(BM_mixed);
 // Real time, so items/s is the two threads' combined throughput.
 BENCHMARK(BM_mixed)->Threads(2)->UseRealTime();
+
+// ---------------------------------------------------------------------------
+// Producer/consumer.
+
+// Thread i sends to thread i+1 (mod n), so every block is freed by a thread other
+// than the one that allocated it. Each inbox is an intrusive stack (the link lives
+// in the block, after its tag byte): senders push with a compare-and-swap, the owner
+// takes everything at once, so it is unbounded and never blocks.
+constexpr std::size_t kMaxPipelineThreads = 4;
+constexpr std::uint8_t kMessageTag = 0xa5;
+
+struct Message {
+  std::uint8_t tag;
+  Message* next;
+};
+static_assert(sizeof(Message) <= 16, "fits in the smallest block");
+
+struct alignas(64) Inbox {
+  std::atomic<Message*> top{nullptr};
+
+  void push(Message* message) {
+    message->next = top.load(std::memory_order_relaxed);
+    while (!top.compare_exchange_weak(message->next, message, std::memory_order_release,
+                                      std::memory_order_relaxed)) {
+    }
+  }
+  Message* take_all() { return top.exchange(nullptr, std::memory_order_acquire); }
+};
+
+std::array<Inbox, kMaxPipelineThreads> inboxes{};
+
+// Each iteration allocates one block of 16 B - 16 KiB (seeded, log-uniform), writes
+// its first bytes and sends it to the next thread, then frees one block received
+// from the previous thread, if any has arrived. After the loop (whose end is a
+// barrier: nobody sends any more) each thread frees what is left in its inbox.
+// Real time: items/s is the threads' combined throughput.
+void BM_producer_consumer(benchmark::State& state) {
+  state.SetLabel(allocator_identity().name);
+  const std::size_t threads = std::size_t(state.threads());
+  const std::size_t me = std::size_t(state.thread_index());
+  Inbox& outbox = inboxes[(me + 1) % threads];
+  Inbox& inbox = inboxes[me];
+  const auto& sizes = tables().message_size;
+  std::size_t step = me * (kMessageSizes / kMaxPipelineThreads);
+  Message* received = nullptr;  // taken from the inbox, not yet freed
+  bool intact = true;
+  auto free_message = [&](Message* message) {
+    intact &= message->tag == kMessageTag;
+    free(message);
+  };
+  for (auto _ : state) {
+    auto* message = static_cast<Message*>(allocate_touched(sizes[step++ % kMessageSizes], kMessageTag));
+    outbox.push(message);
+    if (received == nullptr) received = inbox.take_all();
+    if (received != nullptr) {
+      Message* next = received->next;
+      free_message(received);
+      received = next;
+    }
+  }
+  for (Message* m = received; m != nullptr;) {
+    Message* next = m->next;
+    free_message(m);
+    m = next;
+  }
+  for (Message* m = inbox.take_all(); m != nullptr;) {
+    Message* next = m->next;
+    free_message(m);
+    m = next;
+  }
+  if (!intact) state.SkipWithError("a block's first byte changed in flight");
+  state.SetItemsProcessed(state.iterations());
+}
+
+BENCHMARK(BM_producer_consumer)->Threads(2)->UseRealTime();
+BENCHMARK(BM_producer_consumer)->Threads(4)->UseRealTime();
+BENCHMARK(BM_huge_loop)->UseRealTime();
 
 }  // namespace
 
