@@ -3,13 +3,13 @@
 // in random order. No allocator: the nodes are fake run headers, one per 4 KiB
 // page like real runs (so each hook is on its own page, as in the heap).
 //
-//   peek              the pick for the next allocation
-//   erase_when_full   erase(peek()): the run allocated from just filled
+//   pick              the pick for the next allocation
+//   erase_when_full   erase(pick()): the run allocated from just filled
 //   insert_when_freed insert of a run not in the set: a full run had one
 //                     region freed
 //   erase_when_empty  erase of a random member: its last region was freed
-//   touched           touched(peek()): an allocation that did not fill the run
-//   fill_and_reopen   erase(peek()) then insert of an outsider, interleaved:
+//   touched           touched(pick()): an allocation that did not fill the run
+//   fill_and_reopen   erase(pick()) then insert of an outsider, interleaved:
 //                     a bin's steady state (the pick fills while frees reopen
 //                     full runs anywhere); reported per pair of calls
 //
@@ -30,12 +30,8 @@
 #include <string>
 #include <vector>
 
-#include "containers/array_heap.h"
 #include "containers/hook.h"
-#include "containers/lifo.h"
-#include "containers/pairing_heap.h"
-#include "containers/rb_first.h"
-#include "containers/rb_root.h"
+#include "containers/list.h"
 
 namespace {
 
@@ -62,7 +58,7 @@ struct MallocMetadata {
 };
 
 enum class Call {
-  kPeek,
+  kPick,
   kEraseWhenFull,
   kInsertWhenFreed,
   kEraseWhenEmpty,
@@ -72,8 +68,8 @@ enum class Call {
 
 const char* name_of(Call call) {
   switch (call) {
-    case Call::kPeek:
-      return "peek";
+    case Call::kPick:
+      return "pick";
     case Call::kEraseWhenFull:
       return "erase_when_full";
     case Call::kInsertWhenFreed:
@@ -110,7 +106,7 @@ class Bins {
         bin.set.insert(bin.members.back());
       }
       for (std::size_t i = 0; i < per_container_; ++i) bin.outsiders.push_back(order[next++]);
-      bin.set.peek();  // rb_root makes its first pick
+      bin.set.pick();  // rb_root makes its first pick
     }
   }
   ~Bins() { std::free(nodes_); }
@@ -125,20 +121,20 @@ class Bins {
     prepare(call);
     const Clock::time_point start = Clock::now();
     switch (call) {
-      case Call::kPeek:
+      case Call::kPick:
         for (std::size_t round = 0; round < per_container_; ++round) {
-          for (Bin& bin : bins_) benchmark::DoNotOptimize(bin.set.peek());
+          for (Bin& bin : bins_) benchmark::DoNotOptimize(bin.set.pick());
         }
         break;
       case Call::kTouched:
         for (std::size_t round = 0; round < per_container_; ++round) {
-          for (Bin& bin : bins_) bin.set.touched(bin.set.peek());
+          for (Bin& bin : bins_) bin.set.touched(bin.set.pick());
         }
         break;
       case Call::kEraseWhenFull:
         for (Bin& bin : bins_) {
           for (std::size_t i = 0; i < per_container_; ++i) {
-            Node* run = bin.set.peek();
+            Node* run = bin.set.pick();
             bin.set.erase(run);
             bin.chosen[i] = run;
           }
@@ -147,7 +143,7 @@ class Bins {
       case Call::kFillAndReopen:
         for (Bin& bin : bins_) {
           for (Node*& outsider : bin.chosen) {
-            Node* run = bin.set.peek();
+            Node* run = bin.set.pick();
             bin.set.erase(run);
             bin.set.insert(outsider);
             outsider = run;  // full now; a later free may reopen it
@@ -208,7 +204,7 @@ class Bins {
   void undo(Call call) {
     for (Bin& bin : bins_) {
       switch (call) {
-        case Call::kPeek:
+        case Call::kPick:
         case Call::kTouched:
           break;
         case Call::kEraseWhenFull:
@@ -228,7 +224,7 @@ class Bins {
           bin.outsiders = bin.chosen;
           break;
       }
-      benchmark::DoNotOptimize(bin.set.peek());  // rb_root picks again
+      benchmark::DoNotOptimize(bin.set.pick());  // rb_root picks again
     }
   }
 
@@ -251,12 +247,13 @@ void measure(benchmark::State& state, Call call) {
   state.counters["runs"] = static_cast<double>(n);
 }
 
-template <template <class, class, class> class Container>
+// One row per call for each container of containers/list.h.
+template <class Entry>
 void register_container() {
-  using Set = Container<Node, NodeHook, MallocMetadata>;
-  for (Call call : {Call::kPeek, Call::kEraseWhenFull, Call::kInsertWhenFreed,
+  using Set = typename Entry::template Type<Node, NodeHook, MallocMetadata>;
+  for (Call call : {Call::kPick, Call::kEraseWhenFull, Call::kInsertWhenFreed,
                     Call::kEraseWhenEmpty, Call::kTouched, Call::kFillAndReopen}) {
-    const std::string name = std::string(Set::kName) + "/" + name_of(call);
+    const std::string name = std::string(Entry::kName) + "/" + name_of(call);
     benchmark::RegisterBenchmark(name.c_str(), measure<Set>, call)
         ->Arg(4)
         ->Arg(64)
@@ -266,25 +263,15 @@ void register_container() {
   }
 }
 
-template <class N, class H, class M>
-using RbFirst = runsel::RbFirstRuns<N, H, M>;
-template <class N, class H, class M>
-using RbRoot = runsel::RbRootRuns<N, H, M>;
-template <class N, class H, class M>
-using Lifo = runsel::LifoRuns<N, H, M>;
-template <class N, class H, class M>
-using ArrayHeap = runsel::ArrayHeapRuns<N, H, M>;
-template <class N, class H, class M>
-using PairingHeap = runsel::PairingHeapRuns<N, H, M>;
+template <class... Entries>
+void register_containers(runsel::ContainerList<Entries...>) {
+  (register_container<Entries>(), ...);
+}
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  register_container<RbFirst>();
-  register_container<RbRoot>();
-  register_container<Lifo>();
-  register_container<ArrayHeap>();
-  register_container<PairingHeap>();
+  register_containers(runsel::AllContainers{});
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();

@@ -34,7 +34,7 @@ REPLAY_REGION = "runsel_replay_measured*"  # tools/trace/replay.cpp
 DEFAULT_RECORDS = 1_000_000
 ALLOCATION_CALLS = {"malloc", "free", "calloc", "realloc", "reallocarray", "posix_memalign",
                     "aligned_alloc", "memalign", "valloc", "pvalloc"}
-CONTAINER_FUNCTION = re.compile(r"OutOfLineRuns<.*>::(insert|erase|peek|touched)\(")
+CONTAINER_FUNCTION = re.compile(r"OutOfLineRuns<.*>::(insert|erase|pick|touched)\(")
 
 
 class CostFailed(Exception):

@@ -33,8 +33,8 @@ Chunk* Arena::new_chunk() {
   void* memory = os::map_aligned(kChunkSize, kChunkSize);
   if (memory == nullptr) return nullptr;
   Chunk* chunk = static_cast<Chunk*>(memory);  // fresh mapping: all zero
-  if (!ChunkRegistry::set_range(chunk, kChunkSize, reinterpret_cast<std::uintptr_t>(chunk))) {
-    ChunkRegistry::set_range(chunk, kChunkSize, 0);
+  if (!ChunkRegistry::set_range(chunk, kChunkSize, ChunkOwner::arena_chunk(chunk))) {
+    ChunkRegistry::set_range(chunk, kChunkSize, ChunkOwner::none());
     os::unmap(memory, kChunkSize);
     return nullptr;
   }
@@ -99,7 +99,7 @@ void Arena::destroy_chunk(Chunk* chunk) {
     chunks_ = chunk->next_in_arena;
   if (chunk->next_in_arena) chunk->next_in_arena->prev_in_arena = chunk->prev_in_arena;
   --chunk_count_;
-  ChunkRegistry::set_range(chunk, kChunkSize, 0);
+  ChunkRegistry::set_range(chunk, kChunkSize, ChunkOwner::none());
   os::unmap(chunk, kChunkSize);
 }
 
@@ -377,33 +377,48 @@ bool Arena::resize_large_in_place(Chunk* chunk, void* p, std::size_t old_size,
   return true;
 }
 
-// ---- freeing and sizes ----------------------------------------------------
+// ---- pointers, freeing and sizes ------------------------------------------
+
+PointerClass Arena::classify(Chunk* chunk, const void* p) const {
+  PointerClass target;
+  target.page = chunk->page_index(p);
+  const std::uintptr_t address = reinterpret_cast<std::uintptr_t>(p);
+  const std::uintptr_t bits = chunk->map[target.page].bits;
+  if (bits & kReserved) {
+    target.problem = BadPointer::kInHeader;
+  } else if (!(bits & kAllocated)) {
+    target.problem = BadPointer::kFreePage;
+  } else if (bits & kLarge) {
+    // Only a head page has a size; a tail page or an unaligned pointer is interior.
+    target.large_size = bits & ~kPageMask;
+    if (target.large_size == 0 || (address & kPageMask) != 0) {
+      target.problem = BadPointer::kInteriorLarge;
+    }
+  } else {
+    target.run = reinterpret_cast<Run*>(bits & ~kPageMask);
+    if (!run_header_intact(target.run)) {
+      target.problem = BadPointer::kCorruptRunHeader;
+      return target;
+    }
+    target.info = &info_of(*target.run->bin);
+    const std::uintptr_t reg0 =
+        reinterpret_cast<std::uintptr_t>(target.run) + target.info->reg0_offset;
+    target.region = address < reg0 ? 0 : target.info->region_index(address - reg0);
+    if (address < reg0 || reg0 + std::size_t{target.region} * target.info->size != address) {
+      target.problem = BadPointer::kInteriorSmall;
+    }
+  }
+  return target;
+}
 
 std::size_t Arena::usable_size(Chunk* chunk, const void* p, BadPointer* problem) {
-  *problem = BadPointer::kNone;
-  const std::size_t page = chunk->page_index(p);
   LockGuard guard(lock);
-  const std::uintptr_t bits = chunk->map[page].bits;
-  if (bits & kReserved) return *problem = BadPointer::kInHeader, 0;
-  if (!(bits & kAllocated)) return *problem = BadPointer::kFreePage, 0;
-  if (bits & kLarge) {
-    if ((bits & ~kPageMask) == 0 || (reinterpret_cast<std::uintptr_t>(p) & kPageMask) != 0) {
-      return *problem = BadPointer::kInteriorLarge, 0;
-    }
-    return bits & ~kPageMask;
-  }
-  Run* run = reinterpret_cast<Run*>(bits & ~kPageMask);
-  if (!run_header_intact(run)) return *problem = BadPointer::kCorruptRunHeader, 0;
-  const BinInfo& info = kBinInfo[static_cast<std::size_t>(run->bin - bins_)];
-  const std::uintptr_t reg0 = reinterpret_cast<std::uintptr_t>(run) + info.reg0_offset;
-  const std::uintptr_t address = reinterpret_cast<std::uintptr_t>(p);
-  if (address < reg0) return *problem = BadPointer::kInteriorSmall, 0;
-  const std::uint32_t index = info.region_index(address - reg0);
-  if (reg0 + std::size_t{index} * info.size != address) {
-    return *problem = BadPointer::kInteriorSmall, 0;
-  }
-  if (run->is_free(index)) return *problem = BadPointer::kDoubleFreeSmall, 0;
-  return info.size;
+  const PointerClass target = classify(chunk, p);
+  *problem = target.problem;
+  if (target.problem != BadPointer::kNone) return 0;
+  if (target.run == nullptr) return target.large_size;
+  if (target.run->is_free(target.region)) return *problem = BadPointer::kDoubleFreeSmall, 0;
+  return target.info->size;
 }
 
 }  // namespace runsel

@@ -17,6 +17,7 @@
 #include "structures/rb_tree.h"
 
 struct runsel_chunk_map;  // runsel.h
+struct runsel_stats_t;    // runsel.h
 
 namespace runsel {
 
@@ -51,27 +52,25 @@ struct FreeRunOrder {
   }
 };
 
-// Figures an arena contributes to runsel_stats, all in bytes.
-struct ArenaFigures {
-  std::size_t mapped = 0, committed = 0, allocated = 0, waste = 0, dirty = 0;
-  std::size_t bookkeeping = 0, bin_unused = 0, small_allocated = 0, large_allocated = 0;
-  std::size_t chunks = 0, nmalloc = 0, nfree = 0, purges = 0;
-  struct PerBin {
-    std::size_t runs = 0, nonfull_runs = 0, regions_in_use = 0, unused_bytes = 0;
-    PickCounts counts;  // zero unless counting
-  } bins[kNumBins];
-};
-
 // Reason a pointer was refused; the front end turns it into the fatal message.
 enum class BadPointer {
   kNone,
   kDoubleFreeSmall,
-  kDoubleFreeLarge,
   kFreePage,  // the page is free: a double free, or never allocated
   kInteriorSmall,
   kInteriorLarge,
   kInHeader,  // chunk header or guard page
   kCorruptRunHeader,  // the small run's header fails its check: overwritten
+};
+
+// What a pointer into one of an arena's chunks points at (Arena::classify).
+struct PointerClass {
+  BadPointer problem = BadPointer::kNone;  // kNone: the start of a large allocation or small region
+  std::size_t page = 0;                    // its page in the chunk
+  std::size_t large_size = 0;              // a large allocation: its size in bytes; else 0
+  Run* run = nullptr;                      // a small region: its run
+  const BinInfo* info = nullptr;           //   and that run's size class
+  std::uint32_t region = 0;                //   and its index in the run
 };
 
 class Arena {
@@ -105,7 +104,10 @@ class Arena {
   // Scales the dirty budget: `percent` of the configured one (at least 1 page).
   void scale_budget(std::size_t percent);
 
-  ArenaFigures figures() const;
+  // Adds this arena's figures (from its counters) to `into`: mapped,
+  // committed, allocated, waste, dirty, bookkeeping, bin_unused, the small and
+  // large parts, chunks, nmalloc, nfree, purges and the bins' counts.
+  void add_figures(runsel_stats_t* into) const;
   // Recomputes every figure by walking chunks, runs and containers; returns
   // false and writes what differs to stderr.
   bool walk_and_compare() const;
@@ -118,6 +120,12 @@ class Arena {
  private:
   friend struct ArenaWalker;
 
+  // Where `p` in `chunk` points: never reads the memory at `p`. Whether a
+  // small region is live is the caller's check (its run's bitmap).
+  PointerClass classify(Chunk* chunk, const void* p) const;
+  std::size_t index_of_bin(const Bin& bin) const { return static_cast<std::size_t>(&bin - bins_); }
+  const BinInfo& info_of(const Bin& bin) const { return kBinInfo[index_of_bin(bin)]; }
+
   Run* new_small_run(std::size_t bin);
   void release_small_run(Run* run);
   // The run header's bin pointer names one of this arena's bins and matches
@@ -128,7 +136,7 @@ class Arena {
     return bin - first < sizeof(bins_) && run->header_intact(run_key_);
   }
   // Pick the run for the next small allocation: whatever the container says.
-  Run* pick_run(Bin& bin) { return bin.runs.peek(); }
+  Run* pick_run(Bin& bin) { return bin.runs.pick(); }
 
   // Page-level allocation: a run of `pages` from the best-fit free run.
   // `head_bits` is written to the first page, `tail_bits` to the others.

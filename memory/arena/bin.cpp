@@ -1,5 +1,5 @@
 // Small allocations: bins, runs and the container seam. The bin is the only
-// code that calls insert / erase / peek / touched on its NonFullRuns.
+// code that calls insert / erase / pick / touched on its NonFullRuns.
 #include <cstdlib>
 
 #include "arena/arena.h"
@@ -43,7 +43,7 @@ Run* Arena::new_small_run(std::size_t bin_index) {
 
 void Arena::release_small_run(Run* run) {
   Bin& bin = *run->bin;
-  const BinInfo& info = kBinInfo[static_cast<std::size_t>(&bin - bins_)];
+  const BinInfo& info = info_of(bin);
   --bin.run_count;
   bin.free_regions -= info.nregs;
   bin.counters.destroyed();
@@ -75,33 +75,22 @@ void* Arena::malloc_small(std::size_t bin_index) {
 }
 
 BadPointer Arena::free(Chunk* chunk, void* p) {
-  const std::size_t page = chunk->page_index(p);
-  const std::uintptr_t address = reinterpret_cast<std::uintptr_t>(p);
   LockGuard guard(lock);
-  const std::uintptr_t bits = chunk->map[page].bits;
-  if (bits & kReserved) return BadPointer::kInHeader;
-  if (!(bits & kAllocated)) return BadPointer::kFreePage;
+  const PointerClass target = classify(chunk, p);
+  if (target.problem != BadPointer::kNone) return target.problem;
 
-  if (bits & kLarge) {
-    const std::size_t size = bits & ~kPageMask;
-    if (size == 0 || (address & kPageMask) != 0) return BadPointer::kInteriorLarge;
-    large_allocated_ -= size;
+  if (target.run == nullptr) {
+    large_allocated_ -= target.large_size;
     ++large_nfree_;
-    free_pages(chunk, page, size >> kPageShift);
+    free_pages(chunk, target.page, target.large_size >> kPageShift);
     return BadPointer::kNone;
   }
 
-  Run* run = reinterpret_cast<Run*>(bits & ~kPageMask);
-  if (!run_header_intact(run)) return BadPointer::kCorruptRunHeader;
+  Run* run = target.run;
   Bin& bin = *run->bin;
-  const BinInfo& info = kBinInfo[static_cast<std::size_t>(&bin - bins_)];
-  const std::uintptr_t reg0 = reinterpret_cast<std::uintptr_t>(run) + info.reg0_offset;
-  if (address < reg0) return BadPointer::kInteriorSmall;
-  const std::uint32_t index = info.region_index(address - reg0);
-  if (reg0 + std::size_t{index} * info.size != address) return BadPointer::kInteriorSmall;
-
+  const BinInfo& info = *target.info;
   const bool was_full = run->free_count == 0;
-  if (!run->give(index)) return BadPointer::kDoubleFreeSmall;
+  if (!run->give(target.region)) return BadPointer::kDoubleFreeSmall;
   --bin.regions_in_use;
   ++bin.free_regions;
   ++bin.nfree;

@@ -9,34 +9,49 @@
 
 namespace runsel {
 
-ArenaFigures Arena::figures() const {
-  ArenaFigures f;
-  f.chunks = chunk_count_;
-  f.mapped = chunk_count_ * kChunkSize;
-  f.committed = committed_pages_ * kPageSize;
-  f.dirty = dirty_pages_ * kPageSize;
-  f.large_allocated = large_allocated_;
-  f.bookkeeping = chunk_count_ * kChunkHeaderPages * kPageSize;
-  f.nmalloc = large_nmalloc_;
-  f.nfree = large_nfree_;
-  f.purges = purges_;
+namespace {
+
+// A bin's pick counters (zero unless counting) into its runsel_bin_stats.
+void add_counts(const PickCounts& counts, runsel_bin_stats* bin) {
+  bin->picks += counts.picks;
+  bin->picks_with_choice += counts.picks_with_choice;
+  bin->runs_created += counts.runs_created;
+  bin->runs_destroyed += counts.runs_destroyed;
+  for (std::size_t i = 0; i < RUNSEL_PICK_BUCKETS; ++i)
+    bin->nonfull_at_pick[i] += counts.nonfull_at_pick[i];
+  for (std::size_t i = 0; i < RUNSEL_FULLNESS_BUCKETS; ++i)
+    bin->picked_fullness[i] += counts.picked_fullness[i];
+}
+
+}  // namespace
+
+void Arena::add_figures(runsel_stats_t* f) const {
+  f->chunks += chunk_count_;
+  f->mapped += chunk_count_ * kChunkSize;
+  f->committed += committed_pages_ * kPageSize;
+  f->dirty += dirty_pages_ * kPageSize;
+  f->large_allocated += large_allocated_;
+  f->allocated += large_allocated_;
+  f->bookkeeping += chunk_count_ * kChunkHeaderPages * kPageSize;
+  f->nmalloc += large_nmalloc_;
+  f->nfree += large_nfree_;
+  f->purges += purges_;
   for (std::size_t i = 0; i < kNumBins; ++i) {
     const Bin& bin = bins_[i];
     const BinInfo& info = kBinInfo[i];
-    f.small_allocated += bin.regions_in_use * info.size;
-    f.waste += bin.run_count * info.tail_bytes;
-    f.bookkeeping += bin.run_count * info.header_bytes;
-    f.bin_unused += bin.free_regions * info.size;
-    f.nmalloc += bin.nmalloc;
-    f.nfree += bin.nfree;
-    f.bins[i].runs = bin.run_count;
-    f.bins[i].nonfull_runs = bin.runs.size();
-    f.bins[i].regions_in_use = bin.regions_in_use;
-    f.bins[i].unused_bytes = bin.free_regions * info.size;
-    f.bins[i].counts = bin.counters;
+    f->small_allocated += bin.regions_in_use * info.size;
+    f->allocated += bin.regions_in_use * info.size;
+    f->waste += bin.run_count * info.tail_bytes;
+    f->bookkeeping += bin.run_count * info.header_bytes;
+    f->bin_unused += bin.free_regions * info.size;
+    f->nmalloc += bin.nmalloc;
+    f->nfree += bin.nfree;
+    f->bins[i].runs += bin.run_count;
+    f->bins[i].nonfull_runs += bin.runs.size();
+    f->bins[i].regions_in_use += bin.regions_in_use;
+    f->bins[i].unused_bytes += bin.free_regions * info.size;
+    add_counts(bin.counters, &f->bins[i]);
   }
-  f.allocated = f.small_allocated + f.large_allocated;
-  return f;
 }
 
 namespace {
@@ -52,7 +67,7 @@ void report(const char* what, unsigned arena, std::size_t counted, std::size_t w
 }  // namespace
 
 bool Arena::walk_and_compare() const {
-  ArenaFigures walked;
+  runsel_stats_t walked{};
   std::size_t bin_runs_in_set[kNumBins] = {};
   std::size_t free_run_heads = 0;
   bool ok = true;
@@ -97,7 +112,7 @@ bool Arena::walk_and_compare() const {
           report("run header check (heap corruption)", index_, i, 0);
           return false;
         }
-        const std::size_t bin_index = static_cast<std::size_t>(run->bin - bins_);
+        const std::size_t bin_index = index_of_bin(*run->bin);
         const BinInfo& info = kBinInfo[bin_index];
         std::size_t free_regions = 0;
         for (std::uint32_t w = 0; w < info.bitmap_words; ++w) {
@@ -136,7 +151,8 @@ bool Arena::walk_and_compare() const {
   }
   walked.allocated = walked.small_allocated + walked.large_allocated;
 
-  const ArenaFigures counted = figures();
+  runsel_stats_t counted{};
+  add_figures(&counted);
   auto compare = [&](const char* what, std::size_t c, std::size_t w) {
     if (c != w) {
       report(what, index_, c, w);
@@ -193,7 +209,7 @@ std::size_t Arena::chunk_maps(runsel_chunk_map* out, std::size_t capacity) const
           map.pages[i] = RUNSEL_PAGE_RESERVED;  // unreadable: a damaged header
           continue;
         }
-        const BinInfo& info = kBinInfo[static_cast<std::size_t>(run->bin - bins_)];
+        const BinInfo& info = info_of(*run->bin);
         code = static_cast<unsigned char>(RUNSEL_PAGE_SMALL +
                                           (100 * (info.nregs - run->free_count)) / info.nregs);
       }

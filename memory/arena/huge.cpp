@@ -29,7 +29,6 @@ struct ByAddress {
   static bool less(const Node* a, const Node* b) { return a->address < b->address; }
 };
 
-constexpr std::uintptr_t kHugeTag = 1;
 constexpr std::size_t kRecentSlots = 64;
 
 constinit Lock g_lock;
@@ -37,8 +36,6 @@ constinit RbTree<Node, ByAddress> g_tree;
 constinit Figures g_figures;
 constinit const void* g_recent[kRecentSlots] = {};
 constinit std::size_t g_recent_next = 0;
-
-std::uintptr_t tag(Node* node) { return reinterpret_cast<std::uintptr_t>(node) | kHugeTag; }
 
 // The live node starting exactly at p, or null. Caller holds g_lock.
 Node* find(const void* p) {
@@ -49,9 +46,8 @@ Node* find(const void* p) {
 // The live node covering p, or null. Caller holds g_lock, so the registry's
 // huge entries (written under g_lock) name live nodes.
 Node* covering(const void* p) {
-  std::uintptr_t value = ChunkRegistry::lookup(p);
-  if ((value & kHugeTag) == 0) return nullptr;
-  return reinterpret_cast<Node*>(value & ~kHugeTag);
+  const ChunkOwner owner = ChunkRegistry::lookup(p);
+  return owner.is_huge() ? owner.as<Node>() : nullptr;
 }
 
 }  // namespace
@@ -71,8 +67,8 @@ void* allocate(std::size_t size, std::size_t alignment) {
   node->mapped = mapped;
   node->usable = usable;
   LockGuard guard(g_lock);
-  if (!ChunkRegistry::set_range(memory, mapped, tag(node))) {
-    ChunkRegistry::set_range(memory, mapped, 0);
+  if (!ChunkRegistry::set_range(memory, mapped, ChunkOwner::huge(node))) {
+    ChunkRegistry::set_range(memory, mapped, ChunkOwner::none());
     os::unmap(memory, mapped);
     base::release(node, sizeof(Node));
     return nullptr;
@@ -104,7 +100,7 @@ Problem release(void* p) {
     ++g_figures.nfree;
     g_recent[g_recent_next] = p;
     g_recent_next = (g_recent_next + 1) % kRecentSlots;
-    ChunkRegistry::set_range(node->address, node->mapped, 0);
+    ChunkRegistry::set_range(node->address, node->mapped, ChunkOwner::none());
   }
   os::unmap(node->address, node->mapped);
   base::release(node, sizeof(Node));
@@ -140,13 +136,13 @@ bool resize_in_place(void* p, std::size_t old_usable, std::size_t new_size) {
     // Grow the mapping where it is, if the address range after it is free.
     char* end = base_address + node->mapped;
     if (!os::map_fixed_if_free(end, mapped - node->mapped)) return false;
-    if (!ChunkRegistry::set_range(end, mapped - node->mapped, tag(node))) {
-      ChunkRegistry::set_range(end, mapped - node->mapped, 0);
+    if (!ChunkRegistry::set_range(end, mapped - node->mapped, ChunkOwner::huge(node))) {
+      ChunkRegistry::set_range(end, mapped - node->mapped, ChunkOwner::none());
       os::unmap(end, mapped - node->mapped);
       return false;
     }
   } else if (mapped < node->mapped) {
-    ChunkRegistry::set_range(base_address + mapped, node->mapped - mapped, 0);
+    ChunkRegistry::set_range(base_address + mapped, node->mapped - mapped, ChunkOwner::none());
     os::unmap(base_address + mapped, node->mapped - mapped);
   }
   if (usable < node->usable && usable < mapped) {

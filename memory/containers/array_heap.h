@@ -10,7 +10,7 @@
 // allocator's own metadata allocator (never malloc) and grows by doubling; it
 // is never shrunk (a bin's peak number of non-full runs bounds it).
 // Complexity: insert O(log n) (amortised O(1) for the array's growth), erase
-// O(log n) (sift up or down from the erased slot), peek O(1), touched O(1), a
+// O(log n) (sift up or down from the erased slot), pick O(1), touched O(1), a
 // no-op; check O(n). Memory: one word of the 24-byte ContainerHook (the
 // index), plus 8 to 16 bytes per run in the side array; three words per bin
 // (array, size, capacity).
@@ -24,6 +24,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "containers/address_order.h"
 #include "containers/container.h"
 #include "containers/hook.h"
 
@@ -41,7 +42,6 @@ template <class Node, class HookOf, class Metadata>
 requires HookAccess<HookOf, Node> && MetadataAllocator<Metadata>
 class ArrayHeapRuns {
  public:
-  static constexpr const char* kName = "array_heap";
   static constexpr std::size_t kInitialCapacity = 16;  // 128 bytes: one base size class
 
   void insert(Node* run) {
@@ -61,23 +61,21 @@ class ArrayHeapRuns {
     }
   }
 
-  Node* peek() const { return size_ != 0 ? heap_[0] : nullptr; }
+  Node* pick() const { return size_ != 0 ? heap_[0] : nullptr; }
   void touched(Node*) {}
   std::size_t size() const { return size_; }
 
   // Invariants: size_ <= capacity_; every slot below size_ holds a run whose
   // hook index is that slot; every run is above its parent slot's run.
   bool check(const char** why) const {
-    const char* ignored;
-    if (why == nullptr) why = &ignored;
-    if (size_ > capacity_) return fail(why, "size() exceeds the array's capacity");
-    if (capacity_ != 0 && heap_ == nullptr) return fail(why, "capacity without an array");
+    if (size_ > capacity_) return check_failed(why, "size() exceeds the array's capacity");
+    if (capacity_ != 0 && heap_ == nullptr) return check_failed(why, "capacity without an array");
     for (std::size_t slot = 0; slot < size_; ++slot) {
       Node* run = heap_[slot];
-      if (run == nullptr) return fail(why, "null run in the heap");
-      if (index_of(run) != slot) return fail(why, "a run's heap index is not its slot");
+      if (run == nullptr) return check_failed(why, "null run in the heap");
+      if (index_of(run) != slot) return check_failed(why, "a run's heap index is not its slot");
       if (slot > 0 && !less(heap_[parent(slot)], run)) {
-        return fail(why, "a run is not above its parent's address");
+        return check_failed(why, "a run is not above its parent's address");
       }
     }
     return true;
@@ -86,13 +84,7 @@ class ArrayHeapRuns {
  private:
   static std::size_t parent(std::size_t slot) { return (slot - 1) / 2; }
   static std::size_t& index_of(Node* run) { return HookOf::hook(run).heap_index; }
-  static bool less(const Node* a, const Node* b) {
-    return reinterpret_cast<std::uintptr_t>(a) < reinterpret_cast<std::uintptr_t>(b);
-  }
-  static bool fail(const char** why, const char* reason) {
-    *why = reason;
-    return false;
-  }
+  static bool less(const Node* a, const Node* b) { return address_less(a, b); }
 
   void place(std::size_t slot, Node* run) {
     heap_[slot] = run;

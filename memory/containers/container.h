@@ -8,6 +8,11 @@
 
 namespace runsel {
 
+// Every container is a class template <class Node, class HookOf, class
+// Metadata>: the node (a run header), how to reach its hook, and where any
+// memory beyond the hook comes from (array_heap's side array; the others
+// ignore it).
+//
 // HookOf maps a node to its ContainerHook<Node>:
 //   static ContainerHook<Node>& hook(Node*)
 template <class H, class Node>
@@ -17,19 +22,37 @@ concept HookAccess = requires(Node* node) {
 
 // insert(run): run became non-full (new, or full with one region freed).
 // erase(run): a run in the set filled up or became empty.
-// peek(): the run the next allocation uses; it stays in the set; null if empty.
+// pick(): the run the next allocation uses; it stays in the set; null if
+//         empty. Not const: a container may record its choice (rb_root).
 // touched(run): an allocation or free changed a member's occupancy.
 // check(): walks the structure and verifies every invariant (returns false
-//          and sets *why on the first violation). size(): members.
+//          and sets *why, when why is not null, on the first violation).
+// size(): members.
+// A container's name is not part of it: it is its entry in meson.build's
+// `containers` list (containers/list.h, generated).
 template <class C, class Node>
 concept NonFullRunSet = requires(C set, const C const_set, Node* node, const char** why) {
   set.insert(node);
   set.erase(node);
-  { set.peek() } -> std::same_as<Node*>;
+  { set.pick() } -> std::same_as<Node*>;
   set.touched(node);
   { const_set.check(why) } -> std::same_as<bool>;
   { const_set.size() } -> std::convertible_to<std::size_t>;
-  { C::kName } -> std::convertible_to<const char*>;
+};
+
+// How check() reports the first violation it finds: `return check_failed(why,
+// "what is wrong");`. `why` may be null.
+inline bool check_failed(const char** why, const char* reason) {
+  if (why != nullptr) *why = reason;
+  return false;
+}
+
+// The generated containers/list.h describes each container with an entry
+// type (Type<Node, HookOf, Metadata>, kName, kPicks) and lists them all in a
+// ContainerList.
+template <class... Entries>
+struct ContainerList {
+  static constexpr std::size_t kSize = sizeof...(Entries);
 };
 
 }  // namespace runsel

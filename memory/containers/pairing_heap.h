@@ -8,8 +8,8 @@
 // is deferred to the removal of the minimum, which pairs up the root's
 // children (jemalloc measured about 7x fewer cycles than its red-black tree on
 // insert/delete/first). Melding is eager, so the root is the minimum after
-// every call and peek() needs no work.
-// Complexity: insert O(1); peek O(1); erase of the root amortised O(log n)
+// every call and pick() needs no work.
+// Complexity: insert O(1); pick O(1); erase of the root amortised O(log n)
 // (two-pass pairing over its children, done iteratively: no recursion, so no
 // stack depth proportional to the heap); erase of another member O(1) to
 // unlink plus the pairing of its own children; touched O(1), a no-op; check
@@ -19,21 +19,17 @@
 #pragma once
 
 #include <cstddef>
-#include <cstdint>
 
+#include "containers/address_order.h"
 #include "containers/container.h"
 #include "containers/hook.h"
 
 namespace runsel {
 
-// Metadata is unused (the heap needs no memory beyond the hook); it keeps the
-// template signature the same for every container.
 template <class Node, class HookOf, class Metadata>
 requires HookAccess<HookOf, Node>
 class PairingHeapRuns {
  public:
-  static constexpr const char* kName = "pairing_heap";
-
   void insert(Node* run) {
     PairingLinks<Node>& own = links(run);
     own.child = nullptr;
@@ -62,7 +58,7 @@ class PairingHeapRuns {
     if (Node* orphans = pair_up(own.child)) root_ = meld(root_, orphans);
   }
 
-  Node* peek() const { return root_; }
+  Node* pick() const { return root_; }
   void touched(Node*) {}
   std::size_t size() const { return size_; }
 
@@ -72,24 +68,23 @@ class PairingHeapRuns {
   // size_ runs are reachable. The walk is pre-order through the links, with
   // no stack, and never follows a link it has not verified.
   bool check(const char** why) const {
-    const char* ignored;
-    if (why == nullptr) why = &ignored;
     if (root_ == nullptr) {
-      return size_ == 0 ? true : fail(why, "root is null but size() is not zero");
+      return size_ == 0 ? true : check_failed(why, "root is null but size() is not zero");
     }
     if (links(root_).prev != nullptr || links(root_).next != nullptr) {
-      return fail(why, "the root has a parent or a sibling");
+      return check_failed(why, "the root has a parent or a sibling");
     }
     std::size_t count = 0;
     Node* run = root_;
     for (;;) {
-      if (++count > size_) return fail(why, "more runs reachable than size()");
+      if (++count > size_) return check_failed(why, "more runs reachable than size()");
       Node* expected_prev = run;
       std::size_t siblings = 0;
       for (Node* kid = links(run).child; kid != nullptr; kid = links(kid).next) {
-        if (++siblings > size_) return fail(why, "a child list longer than size()");
-        if (links(kid).prev != expected_prev) return fail(why, "a child's prev link is wrong");
-        if (!less(run, kid)) return fail(why, "a child is not above its parent's address");
+        if (++siblings > size_) return check_failed(why, "a child list longer than size()");
+        if (links(kid).prev != expected_prev)
+          return check_failed(why, "a child's prev link is wrong");
+        if (!less(run, kid)) return check_failed(why, "a child is not above its parent's address");
         expected_prev = kid;
       }
       if (links(run).child != nullptr) {
@@ -99,7 +94,7 @@ class PairingHeapRuns {
       // Climb until a run with an unvisited next sibling (or the root).
       for (;;) {
         if (run == root_) {
-          if (count != size_) return fail(why, "fewer runs reachable than size()");
+          if (count != size_) return check_failed(why, "fewer runs reachable than size()");
           return true;
         }
         if (links(run).next != nullptr) {
@@ -113,13 +108,7 @@ class PairingHeapRuns {
 
  private:
   static PairingLinks<Node>& links(Node* run) { return HookOf::hook(run).pairing; }
-  static bool less(const Node* a, const Node* b) {
-    return reinterpret_cast<std::uintptr_t>(a) < reinterpret_cast<std::uintptr_t>(b);
-  }
-  static bool fail(const char** why, const char* reason) {
-    *why = reason;
-    return false;
-  }
+  static bool less(const Node* a, const Node* b) { return address_less(a, b); }
 
   // The parent of a non-root run: back along the siblings to the leftmost,
   // whose prev is the parent.

@@ -6,6 +6,10 @@
 
 #include "arena/arena.h"
 
+// A C function of the public API (runsel.h): exported from the library, which
+// is otherwise built with hidden visibility.
+#define RUNSEL_EXPORT extern "C" __attribute__((visibility("default")))
+
 namespace runsel {
 
 inline constexpr std::size_t kMaxArenas = 64;

@@ -11,8 +11,6 @@
 #include "runsel.h"
 #include "structures/chunk_registry.h"
 
-#define RUNSEL_EXPORT extern "C" __attribute__((visibility("default")))
-
 namespace runsel {
 
 namespace {
@@ -23,8 +21,6 @@ const char* describe(BadPointer problem) {
   switch (problem) {
     case BadPointer::kDoubleFreeSmall:
       return "double free of a small region";
-    case BadPointer::kDoubleFreeLarge:
-      return "double free of a large allocation";
     case BadPointer::kFreePage:
       return "double free, or free of memory never allocated (the page is free)";
     case BadPointer::kInteriorSmall:
@@ -124,14 +120,14 @@ void* allocate_aligned(std::size_t alignment, std::size_t size) {
 
 void deallocate(void* p, const char* function) {
   if (p == nullptr) return;
-  std::uintptr_t owner = ChunkRegistry::lookup(p);
-  if (owner == 0) fatal_unregistered(function, p);
-  if (owner & 1) {
+  const ChunkOwner owner = ChunkRegistry::lookup(p);
+  if (owner.is_none()) fatal_unregistered(function, p);
+  if (owner.is_huge()) {
     huge::Problem problem = huge::release(p);
     if (problem != huge::Problem::kNone) fatal_huge(function, p, problem);
     return;
   }
-  Chunk* chunk = reinterpret_cast<Chunk*>(owner);
+  Chunk* chunk = owner.as<Chunk>();
   BadPointer problem = chunk->arena->free(chunk, p);
   if (problem != BadPointer::kNone) fatal_bad_pointer(function, p, chunk, problem);
 }
@@ -140,16 +136,16 @@ void deallocate(void* p, const char* function) {
 // *is_huge tells which allocator path owns it (a huge allocation can be
 // small when it was made with a chunk-sized alignment).
 std::size_t usable_size_checked(const void* p, const char* function, bool* is_huge) {
-  std::uintptr_t owner = ChunkRegistry::lookup(p);
-  if (owner == 0) fatal_unregistered(function, p);
-  *is_huge = owner & 1;
-  if (owner & 1) {
+  const ChunkOwner owner = ChunkRegistry::lookup(p);
+  if (owner.is_none()) fatal_unregistered(function, p);
+  *is_huge = owner.is_huge();
+  if (owner.is_huge()) {
     huge::Problem problem;
     std::size_t size = huge::usable_size(p, &problem);
     if (problem != huge::Problem::kNone) fatal_huge(function, p, problem);
     return size;
   }
-  Chunk* chunk = reinterpret_cast<Chunk*>(owner);
+  Chunk* chunk = owner.as<Chunk>();
   BadPointer problem;
   std::size_t size = chunk->arena->usable_size(chunk, p, &problem);
   if (problem != BadPointer::kNone) fatal_bad_pointer(function, p, chunk, problem);
@@ -261,13 +257,13 @@ RUNSEL_EXPORT void* pvalloc(size_t size) noexcept {
 
 RUNSEL_EXPORT size_t malloc_usable_size(void* p) noexcept {
   if (p == nullptr) return 0;
-  std::uintptr_t owner = ChunkRegistry::lookup(p);
-  if (owner == 0) return 0;
-  if (owner & 1) {
+  const ChunkOwner owner = ChunkRegistry::lookup(p);
+  if (owner.is_none()) return 0;
+  if (owner.is_huge()) {
     huge::Problem problem;
     return huge::usable_size(p, &problem);
   }
-  Chunk* chunk = reinterpret_cast<Chunk*>(owner);
+  Chunk* chunk = owner.as<Chunk>();
   BadPointer problem;
   const std::size_t size = chunk->arena->usable_size(chunk, p, &problem);
   // Bad pointers answer 0, but a damaged heap is never carried on with.
@@ -279,4 +275,4 @@ RUNSEL_EXPORT size_t malloc_usable_size(void* p) noexcept {
 
 RUNSEL_EXPORT size_t runsel_good_size(size_t size) { return good_size(size); }
 
-RUNSEL_EXPORT const char* runsel_variant(void) { return NonFullRuns::kName; }
+RUNSEL_EXPORT const char* runsel_variant(void) { return kContainerName; }

@@ -13,21 +13,12 @@
 #include "runsel.h"
 #include "structures/chunk_registry.h"
 
-#define RUNSEL_EXPORT extern "C" __attribute__((visibility("default")))
-
 namespace runsel {
-namespace {
 
-void add_counts(const PickCounts& counts, runsel_bin_stats* bin) {
-  bin->picks += counts.picks;
-  bin->picks_with_choice += counts.picks_with_choice;
-  bin->runs_created += counts.runs_created;
-  bin->runs_destroyed += counts.runs_destroyed;
-  for (std::size_t i = 0; i < RUNSEL_PICK_BUCKETS; ++i)
-    bin->nonfull_at_pick[i] += counts.nonfull_at_pick[i];
-  for (std::size_t i = 0; i < RUNSEL_FULLNESS_BUCKETS; ++i)
-    bin->picked_fullness[i] += counts.picked_fullness[i];
-}
+// runsel.h states the bin count for C callers; it must be the allocator's.
+static_assert(RUNSEL_NUM_BINS == kNumBins, "runsel.h's RUNSEL_NUM_BINS is not kNumBins");
+
+namespace {
 
 void collect(runsel_stats_t* s) {
   std::memset(s, 0, sizeof(*s));
@@ -40,31 +31,9 @@ void collect(runsel_stats_t* s) {
   const std::size_t count = arena_count();
   for (std::size_t i = 0; i < count; ++i) {
     Arena* arena = arena_at(i);
-    ArenaFigures f;
-    {
-      LockGuard guard(arena->lock);
-      f = arena->figures();
-    }
-    s->mapped += f.mapped;
-    s->committed += f.committed;
-    s->small_allocated += f.small_allocated;
-    s->large_allocated += f.large_allocated;
-    s->waste += f.waste;
-    s->dirty += f.dirty;
-    s->bookkeeping += f.bookkeeping;
-    s->bin_unused += f.bin_unused;
-    s->chunks += f.chunks;
-    s->nmalloc += f.nmalloc;
-    s->nfree += f.nfree;
-    s->purges += f.purges;
+    LockGuard guard(arena->lock);
+    arena->add_figures(s);
     s->dirty_max = arena->dirty_max_pages() * kPageSize;
-    for (std::size_t b = 0; b < kNumBins; ++b) {
-      s->bins[b].runs += f.bins[b].runs;
-      s->bins[b].nonfull_runs += f.bins[b].nonfull_runs;
-      s->bins[b].regions_in_use += f.bins[b].regions_in_use;
-      s->bins[b].unused_bytes += f.bins[b].unused_bytes;
-      add_counts(f.bins[b].counts, &s->bins[b]);
-    }
   }
   s->narenas = count;
   s->counting = kCounters ? 1 : 0;
@@ -121,7 +90,7 @@ void write_json(int fd, const runsel_stats_t& s) {
   static char buffer[65536];
   Writer w{buffer, sizeof(buffer) - 2};
   w.add("{\"pid\":%ld,\"variant\":\"%s\",\"purge\":\"%s\"", static_cast<long>(getpid()),
-        NonFullRuns::kName, purge_policy_name(purge_policy()));
+        kContainerName, purge_policy_name(purge_policy()));
   const struct {
     const char* name;
     std::size_t value;

@@ -14,7 +14,7 @@ constinit Lock g_registry_lock;
 constinit std::size_t g_leaf_bytes = 0;
 }  // namespace
 
-bool ChunkRegistry::set_range(const void* chunk, std::size_t size, std::uintptr_t value) {
+bool ChunkRegistry::set_range(const void* chunk, std::size_t size, ChunkOwner owner) {
   LockGuard guard(g_registry_lock);
   std::uintptr_t first = reinterpret_cast<std::uintptr_t>(chunk) >> kChunkShift;
   std::uintptr_t count = (size + (std::size_t{1} << kChunkShift) - 1) >> kChunkShift;
@@ -23,13 +23,13 @@ bool ChunkRegistry::set_range(const void* chunk, std::size_t size, std::uintptr_
     std::atomic<Leaf*>& slot = root_[key >> kLeafBits];
     Leaf* leaf = slot.load(std::memory_order_relaxed);
     if (leaf == nullptr) {
-      if (value == 0) continue;
+      if (owner.is_none()) continue;
       leaf = static_cast<Leaf*>(os::map_aligned(kLeafBytes, 4096));
       if (leaf == nullptr) return false;
       g_leaf_bytes += kLeafBytes;
       slot.store(leaf, std::memory_order_release);
     }
-    leaf->entries[key & (kLeafEntries - 1)].store(value, std::memory_order_release);
+    leaf->entries[key & (kLeafEntries - 1)].store(owner.word(), std::memory_order_release);
   }
   return true;
 }

@@ -1,5 +1,5 @@
 // The chunk registry: a two-level radix tree from each 1 MiB-aligned address
-// runsel owns to a tagged word (arena chunk header, or huge allocation node).
+// runsel owns to its owner (an arena chunk's header, or a huge allocation's node).
 // It is how free() tells runsel's pointers from foreign ones without touching
 // memory that may not be mapped. Reads are lock-free; writes take a lock.
 #pragma once
@@ -9,6 +9,35 @@
 #include <cstdint>
 
 namespace runsel {
+
+// What the registry holds for a chunk: nobody (the chunk is not runsel's), an
+// arena chunk (the address of its header, which is the chunk itself) or a
+// huge allocation (the address of its tracking node). One word: the low bit
+// tags a huge node (both kinds of address are at least 2-aligned).
+class ChunkOwner {
+ public:
+  static constexpr ChunkOwner none() { return ChunkOwner(0); }
+  static ChunkOwner arena_chunk(const void* header) { return ChunkOwner(address(header)); }
+  static ChunkOwner huge(const void* node) { return ChunkOwner(address(node) | kHugeTag); }
+  static constexpr ChunkOwner from_word(std::uintptr_t word) { return ChunkOwner(word); }
+
+  bool is_none() const { return word_ == 0; }
+  bool is_huge() const { return (word_ & kHugeTag) != 0; }
+  bool is_arena_chunk() const { return !is_none() && !is_huge(); }
+  // The header or node, with the tag removed.
+  template <class T>
+  T* as() const {
+    return reinterpret_cast<T*>(word_ & ~kHugeTag);
+  }
+  std::uintptr_t word() const { return word_; }
+
+ private:
+  static constexpr std::uintptr_t kHugeTag = 1;
+  constexpr explicit ChunkOwner(std::uintptr_t word) : word_(word) {}
+  static std::uintptr_t address(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }
+
+  std::uintptr_t word_;
+};
 
 class ChunkRegistry {
  public:
@@ -20,18 +49,19 @@ class ChunkRegistry {
   static constexpr std::size_t kLeafEntries = std::size_t{1} << kLeafBits;
   static constexpr std::size_t kLeafBytes = kLeafEntries * sizeof(std::uintptr_t);
 
-  // Value stored for the chunk containing `address`, or 0 if not runsel's.
-  static std::uintptr_t lookup(const void* address) {
+  // The owner of the chunk containing `address` (none() if not runsel's).
+  static ChunkOwner lookup(const void* address) {
     std::uintptr_t key = reinterpret_cast<std::uintptr_t>(address) >> kChunkShift;
-    if (key >> kKeyBits) return 0;
+    if (key >> kKeyBits) return ChunkOwner::none();
     Leaf* leaf = root_[key >> kLeafBits].load(std::memory_order_acquire);
-    if (leaf == nullptr) return 0;
-    return leaf->entries[key & (kLeafEntries - 1)].load(std::memory_order_acquire);
+    if (leaf == nullptr) return ChunkOwner::none();
+    return ChunkOwner::from_word(
+        leaf->entries[key & (kLeafEntries - 1)].load(std::memory_order_acquire));
   }
 
-  // Records `value` for every chunk in [chunk, chunk + size). Returns false if
-  // a leaf could not be mapped. `value` 0 unregisters.
-  static bool set_range(const void* chunk, std::size_t size, std::uintptr_t value);
+  // Records `owner` for every chunk in [chunk, chunk + size). Returns false if
+  // a leaf could not be mapped. ChunkOwner::none() unregisters.
+  static bool set_range(const void* chunk, std::size_t size, ChunkOwner owner);
 
   // Bytes of leaves mapped so far (bookkeeping).
   static std::size_t mapped_bytes();

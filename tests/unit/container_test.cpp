@@ -19,12 +19,8 @@
 #include <utility>
 #include <vector>
 
-#include "containers/array_heap.h"
 #include "containers/hook.h"
-#include "containers/lifo.h"
-#include "containers/pairing_heap.h"
-#include "containers/rb_first.h"
-#include "containers/rb_root.h"
+#include "containers/list.h"
 #include "support/seeds.h"
 
 namespace runsel {
@@ -70,8 +66,8 @@ struct NoMetadata {
   static void release(void*, std::size_t) {}
 };
 
-// ---- reference models: what peek() must answer ----------------------------
-// expected_peek() is called exactly when the container's peek() is.
+// ---- reference models: what pick() must answer ----------------------------
+// expected_pick() is called exactly when the container's pick() is.
 
 std::uintptr_t address(const Run* run) { return reinterpret_cast<std::uintptr_t>(run); }
 
@@ -82,7 +78,7 @@ class LowestAddressModel {
   void touched(Run*) {}
   std::size_t size() const { return members_.size(); }
   template <class Set>
-  Run* expected_peek(const Set&) {
+  Run* expected_pick(const Set&) {
     return members_.empty() ? nullptr : reinterpret_cast<Run*>(*members_.begin());
   }
 
@@ -105,7 +101,7 @@ class MostRecentModel {
   void touched(Run*) {}  // a free or allocation does not move a run
   std::size_t size() const { return stamp_of_.size(); }
   template <class Set>
-  Run* expected_peek(const Set&) {
+  Run* expected_pick(const Set&) {
     return by_stamp_.empty() ? nullptr : by_stamp_.rbegin()->second;
   }
 
@@ -129,7 +125,7 @@ class StickyRootModel {
   void touched(Run*) {}
   std::size_t size() const { return members_.size(); }
   template <class Set>
-  Run* expected_peek(const Set& set) {
+  Run* expected_pick(const Set& set) {
     if (current_ == nullptr && !members_.empty()) {
       current_ = set.root();
       EXPECT_EQ(members_.count(current_), 1u) << "the tree's root is not a member";
@@ -144,38 +140,41 @@ class StickyRootModel {
 
 // ---- one case per container ------------------------------------------------
 
-enum class Policy { kLowestAddress, kMostRecent, kStickyRoot };
+// The reference model of each policy (containers/list.h's Picks).
+template <Picks>
+struct ModelFor;
+template <>
+struct ModelFor<Picks::lowest_address> {
+  using type = LowestAddressModel;
+};
+template <>
+struct ModelFor<Picks::most_recent> {
+  using type = MostRecentModel;
+};
+template <>
+struct ModelFor<Picks::sticky_root> {
+  using type = StickyRootModel;
+};
 
-template <template <class, class, class> class Container, class Model_, Policy kPolicy_>
+template <class Entry>
 struct Case {
   template <class Metadata>
-  using With = Container<Run, RunHook, Metadata>;
+  using With = typename Entry::template Type<Run, RunHook, Metadata>;
   using Set = With<CountingMetadata>;
-  using Model = Model_;
-  static constexpr Policy kPolicy = kPolicy_;
+  using Model = typename ModelFor<Entry::kPicks>::type;
+  static constexpr Picks kPicks = Entry::kPicks;
+  static constexpr const char* kName = Entry::kName;
   static_assert(NonFullRunSet<Set, Run>);
   // Bins live in arenas made by placement new in metadata memory and are
   // never destroyed: no destructor work, constant-initialisable.
   static_assert(std::is_trivially_destructible_v<Set>);
 };
 
-// Template aliases with the plain three-parameter shape Case expects.
-template <class N, class H, class M>
-using RbFirstOf = RbFirstRuns<N, H, M>;
-template <class N, class H, class M>
-using RbRootOf = RbRootRuns<N, H, M>;
-template <class N, class H, class M>
-using LifoOf = LifoRuns<N, H, M>;
-template <class N, class H, class M>
-using ArrayHeapOf = ArrayHeapRuns<N, H, M>;
-template <class N, class H, class M>
-using PairingHeapOf = PairingHeapRuns<N, H, M>;
-
-using RbFirstCase = Case<RbFirstOf, LowestAddressModel, Policy::kLowestAddress>;
-using RbRootCase = Case<RbRootOf, StickyRootModel, Policy::kStickyRoot>;
-using LifoCase = Case<LifoOf, MostRecentModel, Policy::kMostRecent>;
-using ArrayHeapCase = Case<ArrayHeapOf, LowestAddressModel, Policy::kLowestAddress>;
-using PairingHeapCase = Case<PairingHeapOf, LowestAddressModel, Policy::kLowestAddress>;
+using RbFirstCase = Case<container_entries::rb_first>;
+using RbRootCase = Case<container_entries::rb_root>;
+using LifoCase = Case<container_entries::lifo>;
+using ArrayHeapCase = Case<container_entries::array_heap>;
+using PairingHeapCase = Case<container_entries::pairing_heap>;
 
 // Checks the set against the model: invariants, size, and the pick.
 template <class Set, class Model>
@@ -183,8 +182,8 @@ void verify(Set& set, Model& model, std::size_t step) {
   const char* why = "";
   ASSERT_TRUE(set.check(&why)) << "check() failed at step " << step << ": " << why;
   ASSERT_EQ(set.size(), model.size()) << "at step " << step;
-  Run* expected = model.expected_peek(set);
-  ASSERT_EQ(set.peek(), expected) << "at step " << step;
+  Run* expected = model.expected_pick(set);
+  ASSERT_EQ(set.pick(), expected) << "at step " << step;
 }
 
 // ---- a bin, reduced to what touches the container --------------------------
@@ -230,7 +229,7 @@ class BinSimulation {
     if (::testing::Test::HasFatalFailure()) return;
     ASSERT_TRUE(live_.empty()) << "drain did not finish";
     ASSERT_EQ(set_.size(), 0u);
-    ASSERT_EQ(set_.peek(), nullptr);
+    ASSERT_EQ(set_.pick(), nullptr);
   }
 
  private:
@@ -251,11 +250,11 @@ class BinSimulation {
     }
   }
 
-  // The bin's allocation path: use the run peek() names, or start a new one.
+  // The bin's allocation path: use the run pick() names, or start a new one.
   void allocate_region() {
-    Run* run = set_.peek();
-    Run* expected = model_.expected_peek(set_);
-    ASSERT_EQ(run, expected) << "the bin's peek()";
+    Run* run = set_.pick();
+    Run* expected = model_.expected_pick(set_);
+    ASSERT_EQ(run, expected) << "the bin's pick()";
     if (run == nullptr) {
       ASSERT_FALSE(spare_runs_.empty()) << "no non-full run and no spare run";
       run = spare_runs_.back();
@@ -263,7 +262,7 @@ class BinSimulation {
       set_.insert(run);
       model_.insert(run);
     }
-    ASSERT_LT(run->used, run->capacity) << "peek() returned a full run";
+    ASSERT_LT(run->used, run->capacity) << "pick() returned a full run";
     ++run->used;
     live_.push_back(run);
     if (run->used == run->capacity) {
@@ -310,7 +309,7 @@ class BinSimulation {
 
 // ---- random operations, not shaped like a bin -------------------------------
 
-// insert, erase (of the pick or of any member), peek and touched in random
+// insert, erase (of the pick or of any member), pick and touched in random
 // order, the set's size wandering between targets; seeds 50, 150, 250, ...
 // reach 10,000 members.
 template <class Case>
@@ -336,7 +335,7 @@ class RandomOperations {
     drive_to(0, 4 * capacity + 64, step);
     if (::testing::Test::HasFatalFailure()) return;
     ASSERT_TRUE(members_.empty()) << "drain did not finish";
-    ASSERT_EQ(set_.peek(), nullptr);
+    ASSERT_EQ(set_.pick(), nullptr);
   }
 
  private:
@@ -357,8 +356,8 @@ class RandomOperations {
         // Half the time the run that fills is the pick; otherwise any member.
         Run* run = nullptr;
         if (rng_() % 2 == 0) {
-          run = set_.peek();
-          Run* expected = model_.expected_peek(set_);
+          run = set_.pick();
+          Run* expected = model_.expected_pick(set_);
           ASSERT_EQ(run, expected) << "at step " << step;
         } else {
           run = members_[rng_() % members_.size()];
@@ -404,7 +403,7 @@ class RandomOperations {
 template <class Case>
 void corrupt(typename Case::Set& set, std::vector<Run>& runs, int variant) {
   using Set = typename Case::Set;
-  Run* pick = set.peek();
+  Run* pick = set.pick();
   if constexpr (std::is_same_v<Set, RbFirstCase::Set> || std::is_same_v<Set, RbRootCase::Set>) {
     RbLinks<Run>& root = RunHook::hook(set.root()).rb;
     if (variant == 0) {
@@ -448,13 +447,19 @@ void corrupt(typename Case::Set& set, std::vector<Run>& runs, int variant) {
 template <class Case>
 class NonFullRunsTest : public ::testing::Test {};
 
-using Containers =
-    ::testing::Types<RbFirstCase, RbRootCase, LifoCase, ArrayHeapCase, PairingHeapCase>;
+// Every container of containers/list.h, each with the model of its policy.
+template <class List>
+struct CasesOf;
+template <class... Entries>
+struct CasesOf<ContainerList<Entries...>> {
+  using type = ::testing::Types<Case<Entries>...>;
+};
+using Containers = CasesOf<AllContainers>::type;
 
 struct ContainerName {
   template <class Case>
   static std::string GetName(int) {
-    return Case::Set::kName;
+    return Case::kName;
   }
 };
 
@@ -467,9 +472,9 @@ TYPED_TEST(NonFullRunsTest, StartsEmpty) {
   const char* why = "";
   EXPECT_TRUE(set.check(&why)) << why;
   EXPECT_EQ(set.size(), 0u);
-  EXPECT_EQ(set.peek(), nullptr);
+  EXPECT_EQ(set.pick(), nullptr);
   EXPECT_TRUE(global_set.check(&why)) << why;
-  EXPECT_EQ(global_set.peek(), nullptr);
+  EXPECT_EQ(global_set.pick(), nullptr);
 }
 
 TYPED_TEST(NonFullRunsTest, OneRunInAndOut) {
@@ -481,11 +486,11 @@ TYPED_TEST(NonFullRunsTest, OneRunInAndOut) {
   const char* why = "";
   EXPECT_TRUE(set.check(&why)) << why;
   EXPECT_EQ(set.size(), 1u);
-  EXPECT_EQ(set.peek(), &run);
+  EXPECT_EQ(set.pick(), &run);
   set.erase(&run);
   EXPECT_TRUE(set.check(&why)) << why;
   EXPECT_EQ(set.size(), 0u);
-  EXPECT_EQ(set.peek(), nullptr);
+  EXPECT_EQ(set.pick(), nullptr);
 }
 
 // The policy, spelled out on small hand-made sequences.
@@ -494,65 +499,67 @@ TYPED_TEST(NonFullRunsTest, PicksByItsPolicy) {
   std::vector<Run> runs(64);
   const char* why = "";
   auto at = [&](std::size_t i) { return &runs[i]; };
-  if constexpr (TypeParam::kPolicy == Policy::kLowestAddress) {
-    // peek() is the lowest address after every insert and erase.
+  if constexpr (TypeParam::kPicks == Picks::lowest_address) {
+    // pick() is the lowest address after every insert and erase.
     for (std::size_t i : {5, 2, 8, 1, 9, 3, 7}) {
       set.insert(at(i));
       ASSERT_TRUE(set.check(&why)) << why;
     }
-    EXPECT_EQ(set.peek(), at(1));
+    EXPECT_EQ(set.pick(), at(1));
     set.touched(at(1));
     set.touched(at(9));
-    EXPECT_EQ(set.peek(), at(1));
+    EXPECT_EQ(set.pick(), at(1));
     set.erase(at(1));
-    EXPECT_EQ(set.peek(), at(2));
+    EXPECT_EQ(set.pick(), at(2));
     set.erase(at(5));  // not the lowest: the pick stays
-    EXPECT_EQ(set.peek(), at(2));
+    EXPECT_EQ(set.pick(), at(2));
     set.insert(at(0));
-    EXPECT_EQ(set.peek(), at(0));
+    EXPECT_EQ(set.pick(), at(0));
     for (std::size_t expected : {0, 2, 3, 7, 8, 9}) {
-      ASSERT_EQ(set.peek(), at(expected));
+      ASSERT_EQ(set.pick(), at(expected));
       set.erase(at(expected));
       ASSERT_TRUE(set.check(&why)) << why;
     }
-    EXPECT_EQ(set.peek(), nullptr);
-  } else if constexpr (TypeParam::kPolicy == Policy::kMostRecent) {
-    // peek() is the run inserted last that is still a member.
+    EXPECT_EQ(set.pick(), nullptr);
+  } else if constexpr (TypeParam::kPicks == Picks::most_recent) {
+    // pick() is the run inserted last that is still a member.
     set.insert(at(5));
     set.insert(at(2));
     set.insert(at(8));
-    EXPECT_EQ(set.peek(), at(8));
+    EXPECT_EQ(set.pick(), at(8));
     set.touched(at(2));  // frees and allocations do not move a run
-    EXPECT_EQ(set.peek(), at(8));
+    EXPECT_EQ(set.pick(), at(8));
     set.erase(at(8));
-    EXPECT_EQ(set.peek(), at(2));
+    EXPECT_EQ(set.pick(), at(2));
     set.erase(at(5));
-    EXPECT_EQ(set.peek(), at(2));
+    EXPECT_EQ(set.pick(), at(2));
     set.insert(at(1));
-    EXPECT_EQ(set.peek(), at(1));
+    EXPECT_EQ(set.pick(), at(1));
     set.insert(at(5));  // a run that left and came back goes to the front
-    EXPECT_EQ(set.peek(), at(5));
+    EXPECT_EQ(set.pick(), at(5));
     ASSERT_TRUE(set.check(&why)) << why;
-  } else {
-    // The first peek() takes the tree's root; it stays the pick while the
+  } else if constexpr (TypeParam::kPicks == Picks::sticky_root) {
+    // The first pick() takes the tree's root; it stays the pick while the
     // tree grows and rotates around it, and only its erasure frees the choice.
     for (std::size_t i = 0; i < 3; ++i) set.insert(at(i));
-    Run* pick = set.peek();
+    Run* pick = set.pick();
     EXPECT_EQ(pick, set.root());
     EXPECT_EQ(pick, at(1));  // three ascending inserts: the middle one is the root
     for (std::size_t i = 3; i < 64; ++i) set.insert(at(i));
     ASSERT_NE(set.root(), pick) << "the test needs the root to move";
-    EXPECT_EQ(set.peek(), pick);
+    EXPECT_EQ(set.pick(), pick);
     set.touched(pick);
     set.erase(at(0));
     set.erase(set.root());
-    EXPECT_EQ(set.peek(), pick);
+    EXPECT_EQ(set.pick(), pick);
     ASSERT_TRUE(set.check(&why)) << why;
     set.erase(pick);
-    Run* next = set.peek();
+    Run* next = set.pick();
     EXPECT_EQ(next, set.root());
     EXPECT_NE(next, pick);
     ASSERT_TRUE(set.check(&why)) << why;
+  } else {
+    static_assert(sizeof(TypeParam) == 0, "no policy test written for this container's picks");
   }
 }
 
