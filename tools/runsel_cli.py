@@ -166,7 +166,8 @@ def harness_arguments(args: argparse.Namespace) -> list[str]:
         forwarded.append("--quick")
     if args.aslr:
         forwarded.append("--aslr")
-    for option in ("repeat", "scale", "seed", "instruction_scale", "timeout"):
+    for option in ("repeat", "scale", "seed", "instruction_scale", "timeout", "webkit_pages",
+                   "webkit_repeat"):
         value = getattr(args, option)
         if value is not None:
             forwarded += [f"--{option.replace('_', '-')}", str(value)]
@@ -390,6 +391,10 @@ def parser() -> argparse.ArgumentParser:
     report.add_argument("--trace", action="append", default=[], type=Path, metavar="PATH",
                         help="also replay this recorded trace (runsel trace -- CMD) as workload "
                              "replay:<file name> under every allocator (repeatable)")
+    report.add_argument("--webkit-pages", type=int, metavar="N",
+                        help="pages each webkit run loads (default: 6, quick: 2)")
+    report.add_argument("--webkit-repeat", type=int, metavar="N",
+                        help="rounds of the webkit workload (default: 3, quick: 1)")
     report.add_argument("--timeout", type=float, metavar="SECONDS", help="per run (default: 600)")
     report.add_argument("--aslr", action="store_true",
                         help="keep address-space randomisation (default: off via setarch -R, "

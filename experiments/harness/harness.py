@@ -44,9 +44,15 @@ import runsel_report  # noqa: E402
 
 WORKLOAD_PREFIX = "workload_"
 REPLAY = "replay"  # workload_replay needs a trace: one replay:<name> workload per --trace
+WEBKIT = "webkit"  # a browser engine: experiments/webkit/driver.py under Debian's python3
+WEBKIT_DRIVER = ROOT / "experiments" / "webkit" / "driver.py"
 # Run lengths: the default takes about 10 minutes on a 2-core machine, --quick about 1.
-DEFAULT = {"repeat": 21, "scale": 1.0, "instruction_scale": 0.05}
-QUICK = {"repeat": 3, "scale": 0.1, "instruction_scale": 0.01}
+# A webkit run takes seconds per page, so it runs fewer rounds and pages than the others;
+# --quick loads 2 pages under three allocators (a runsel variant pair and a peer).
+DEFAULT = {"repeat": 21, "scale": 1.0, "instruction_scale": 0.05,
+           "webkit_pages": 6, "webkit_repeat": 3, "webkit_allocators": ()}
+QUICK = {"repeat": 3, "scale": 0.1, "instruction_scale": 0.01,
+         "webkit_pages": 2, "webkit_repeat": 1, "webkit_allocators": ("rb_first", "lifo", "jemalloc")}
 KEEP_CHUNK_MAPS = ("rb_first", "lifo")  # the occupancy pictures compare these two
 
 
@@ -84,6 +90,24 @@ def trace_workloads(programs: list[runs.Workload], traces: list[Path]) -> list[r
         names.add(name)
         found.append(runs.Workload(name, replayer, ("--trace", str(trace))))
     return found
+
+
+def webkit_workload(args: argparse.Namespace) -> runs.Workload:
+    """The browser engine: the driver loads args.webkit_pages pages of its pinned corpus;
+    no instruction counts (a browser under callgrind would take hours)."""
+    arguments = (str(WEBKIT_DRIVER), "--pages", str(args.webkit_pages),
+                 "--time-limit", str(max(120, 60 * args.webkit_pages)))
+    return runs.Workload(WEBKIT, Path(SYSTEM_PYTHON), arguments, repeat=args.webkit_repeat,
+                         allocators=args.webkit_allocators, counted=False)
+
+
+def check_webkit() -> None:
+    """Fails early (not after the first runs) when the browser or its corpus is missing."""
+    check = subprocess.run([SYSTEM_PYTHON, str(WEBKIT_DRIVER), "--check"], capture_output=True,
+                           text=True)
+    if check.returncode != 0:
+        sys.exit(f"harness: the webkit workload cannot run: {check.stderr.strip()}\n"
+                 f"(leave it out with --workload NAME for the others)")
 
 
 def pick(items: list, wanted: list[str], what: str) -> list:
@@ -135,6 +159,12 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
                         help="add a replay:<file name> workload replaying this recorded "
                              "trace (repeatable); --scale below 1 replays that fraction")
     parser.add_argument("--allocator", action="append", default=[], metavar="NAME")
+    parser.add_argument("--webkit-pages", type=int, metavar="N",
+                        help="pages of the webkit corpus each webkit run loads "
+                             f"(default {DEFAULT['webkit_pages']}, --quick {QUICK['webkit_pages']})")
+    parser.add_argument("--webkit-repeat", type=int, metavar="N",
+                        help="rounds the webkit workload takes part in (default "
+                             f"{DEFAULT['webkit_repeat']}, --quick {QUICK['webkit_repeat']})")
     parser.add_argument("--timeout", type=float, default=600, help="per run, seconds")
     parser.add_argument("--aslr", action="store_true",
                         help="keep address-space randomisation (default: runs use setarch -R "
@@ -144,6 +174,9 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     args.repeat = args.repeat or preset["repeat"]
     args.scale = args.scale or preset["scale"]
     args.instruction_scale = args.instruction_scale or preset["instruction_scale"]
+    args.webkit_pages = args.webkit_pages or preset["webkit_pages"]
+    args.webkit_repeat = min(args.repeat, args.webkit_repeat or preset["webkit_repeat"])
+    args.webkit_allocators = () if args.allocator else preset["webkit_allocators"]
     return args
 
 
@@ -152,8 +185,10 @@ def main(argv: list[str] | None = None) -> int:
     started = time.time()
     load_before = round(os.getloadavg()[0], 2)
     programs = discover_workloads(args.build_dir)
-    workloads = pick([w for w in programs if w.name != REPLAY]
+    workloads = pick([w for w in programs if w.name != REPLAY] + [webkit_workload(args)]
                      + trace_workloads(programs, args.trace), args.workload, "workload")
+    if any(workload.name == WEBKIT for workload in workloads):
+        check_webkit()
     system, missing = allocator_discovery.system_allocators()
     allocators = pick(allocator_discovery.runsel_variants(args.build_dir) + system,
                       args.allocator, "allocator")
@@ -180,7 +215,10 @@ def main(argv: list[str] | None = None) -> int:
         "machine": {**machine(), "load_average_1min_at_start": load_before},
         "settings": {"repeat": args.repeat, "scale": args.scale, "seed": args.seed,
                      "quick": args.quick, "aslr": args.aslr, "instructions": counter,
-                     "traces": {w.name: w.arguments[1] for w in workloads if w.arguments},
+                     "traces": {w.name: w.arguments[1] for w in workloads
+                                if w.name.startswith(REPLAY + ":")},
+                     "webkit": {"pages": args.webkit_pages, "repeat": args.webkit_repeat,
+                                "allocators": list(args.webkit_allocators) or "all"},
                      "instructions_how": counter_why,
                      "instruction_scale": args.instruction_scale if counter == "callgrind"
                      else args.scale},

@@ -40,12 +40,15 @@ def checkpoint_series(documents: list[dict]) -> list[dict]:
                 if index < len(doc["checkpoints"]) and doc["checkpoints"][index]["name"] == name]
         starts = [doc["checkpoints"][0]["resident"] for doc in documents]
         resident = statistics.median(row["resident"] for row in rows)
-        live = statistics.median(row["live_requested"] for row in rows)
+        # live_requested is null where the program cannot count it (webkit)
+        lives = [row["live_requested"] for row in rows if row["live_requested"] is not None]
+        live = statistics.median(lives) if lives else None
         heap = resident - statistics.median(starts)
         series.append({
             "name": name, "resident": resident, "heap_resident": heap, "live_requested": live,
             "minor_faults": statistics.median(row["minor_faults"] for row in rows),
-            "fragmentation": heap / live if live >= MIN_LIVE_FOR_FRAGMENTATION else None,
+            "fragmentation": heap / live if live and live >= MIN_LIVE_FOR_FRAGMENTATION
+            else None,
         })
     return series
 
@@ -59,9 +62,13 @@ def key_checkpoint(series: list[dict]) -> str:
 
 
 def runsel_snapshot(document: dict) -> dict:
-    """{checkpoint: runsel stats} of one run (empty for other allocators)."""
-    return {checkpoint["name"]: checkpoint["runsel"] for checkpoint in document["checkpoints"]
-            if "runsel" in checkpoint}
+    """{checkpoint: runsel stats} of one run (empty for other allocators). webkit's web
+    process reports its stats once, at exit: checkpoint "exit"."""
+    snapshot = {checkpoint["name"]: checkpoint["runsel"] for checkpoint in document["checkpoints"]
+                if "runsel" in checkpoint}
+    if document.get("runsel_exit"):
+        snapshot["exit"] = document["runsel_exit"]
+    return snapshot
 
 
 def choices_only(snapshot: dict) -> dict:
@@ -128,6 +135,10 @@ def agreement(workload: str, pairs: dict, valid_runs: list[dict]) -> list[dict]:
     return checks
 
 
+def first_document(valid_runs: list[dict], workload: str) -> dict:
+    return next(run["document"] for run in valid_runs if run["workload"] == workload)
+
+
 def summarize(valid_runs: list[dict], allocators: list[str], workloads: list[str],
               instruction_counts: dict) -> dict:
     """{"workloads": {workload: {"key_checkpoint", "allocators": {name: pair}}}, "checks"}."""
@@ -147,7 +158,8 @@ def summarize(valid_runs: list[dict], allocators: list[str], workloads: list[str
                                           if reference and name != REFERENCE else None)
             pair["instructions"] = instruction_counts.get(workload, {}).get(name)
             pair["cost"] = (pair["instructions"] or {}).get("cost")  # cost.py's block
-        key = key_checkpoint((reference or next(iter(pairs.values())))["checkpoints"])
+        key = (first_document(valid_runs, workload).get("key_checkpoint")
+               or key_checkpoint((reference or next(iter(pairs.values())))["checkpoints"]))
         result[workload] = {"key_checkpoint": key, "allocators": pairs}
         checks.extend(agreement(workload, pairs, valid_runs))
     return {"workloads": result, "checks": checks}

@@ -74,8 +74,10 @@ def resident_over_checkpoints(results: dict, path: Path) -> Path:
             axis.plot(range(len(labels)), [p["resident"] / MIB for p in pair["checkpoints"]],
                       color=colors[name], marker=".", linewidth=1.2, label=name)
         reference = next(iter(data["allocators"].values()))
-        axis.plot(range(len(labels)), [p["live_requested"] / MIB for p in reference["checkpoints"]],
-                  color="black", linestyle="--", linewidth=1, label="live requested")
+        if all(p["live_requested"] is not None for p in reference["checkpoints"]):  # not webkit
+            axis.plot(range(len(labels)), [p["live_requested"] / MIB
+                                           for p in reference["checkpoints"]],
+                      color="black", linestyle="--", linewidth=1, label="live requested")
         axis.set_xticks(range(len(labels)))
         axis.set_xticklabels(labels, rotation=60, ha="right", fontsize=6)
         axis.set_title(workload)

@@ -23,6 +23,14 @@ class Workload:
     name: str
     program: Path
     arguments: tuple[str, ...] = ()  # e.g. ("--trace", PATH) for a replay:<name> workload
+    repeat: int | None = None  # rounds it takes part in (None: every round)
+    allocators: tuple[str, ...] = ()  # only under these (empty: every allocator)
+    counted: bool = True  # instruction counts (callgrind cannot run a browser in time)
+
+    def runs_under(self, allocators: list[Allocator], repetition: int) -> list[Allocator]:
+        if self.repeat is not None and repetition >= self.repeat:
+            return []
+        return [a for a in allocators if not self.allocators or a.name in self.allocators]
 
 
 def environment_for(allocator: Allocator) -> dict[str, str]:
@@ -97,12 +105,14 @@ def run_interleaved(workloads: list[Workload], allocators: list[Allocator], repe
     all alike; each round starts one allocator later so none always runs first.
     Returns (valid runs, discarded runs)."""
     prefix = FIXED_LAYOUT if fixed_layout else []
-    progress = Progress(repeat * len(workloads) * len(allocators), "runs")
+    progress = Progress(sum(len(workload.runs_under(allocators, repetition))
+                            for repetition in range(repeat) for workload in workloads), "runs")
     valid, discarded = [], []
     for repetition in range(repeat):
         for workload in workloads:
-            shift = repetition % len(allocators)
-            for allocator in allocators[shift:] + allocators[:shift]:
+            taking_part = workload.runs_under(allocators, repetition)
+            shift = repetition % max(1, len(taking_part))
+            for allocator in taking_part[shift:] + taking_part[:shift]:
                 result = run_once(workload, allocator, scale, seed, timeout, prefix)
                 record = {"workload": workload.name, "allocator": allocator.name,
                           "repetition": repetition}
@@ -198,6 +208,7 @@ def count_instructions(workload: Workload, allocator: Allocator, counter: str, s
 def run_instruction_counts(workloads: list[Workload], allocators: list[Allocator], counter: str,
                            scale: float, seed: int, timeout: float) -> dict:
     """{workload: {allocator: {"instructions": N} or {"error": ...}}}."""
+    workloads = [workload for workload in workloads if workload.counted]
     counts: dict = {workload.name: {} for workload in workloads}
     if counter == "callgrind":
         twins = [allocator for allocator in allocators if allocator.runsel and allocator.preload]

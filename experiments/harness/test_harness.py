@@ -47,11 +47,16 @@ def check_allocators(results: dict, expected: list[str], failures: Failures) -> 
                     f"system allocators not installed: {results['missing_allocators']} "
                     "(tools/runsel installs libjemalloc2, libmimalloc2.0, libtcmalloc-minimal4)")
     failures.expect(not results["discarded"], f"runs discarded: {results['discarded'][:3]}")
+    webkit = results["settings"]["webkit"]
     for workload, data in results["summary"].items():
-        missing = [name for name in expected if name not in data["allocators"]]
+        wanted, rounds = expected, results["settings"]["repeat"]
+        if workload == "webkit":  # fewer rounds, and in --quick fewer allocators
+            wanted = expected if webkit["allocators"] == "all" else webkit["allocators"]
+            rounds = webkit["repeat"]
+        missing = [name for name in wanted if name not in data["allocators"]]
         failures.expect(not missing, f"{workload}: no results for {missing}")
         for name, pair in data["allocators"].items():
-            failures.expect(pair["runs"] == results["settings"]["repeat"],
+            failures.expect(pair["runs"] == rounds,
                             f"{workload} × {name}: {pair['runs']} valid runs")
 
 
@@ -111,6 +116,7 @@ def main() -> int:
         check_files(out, failures)
         if (out / "results.json").exists():
             results = json.loads((out / "results.json").read_text())
+            failures.expect("webkit" in results["summary"], "no webkit workload in --quick")
             check_allocators(results, expected, failures)
             check_numbers(results, failures)
             check_agreement(results, variants, failures)

@@ -1,0 +1,610 @@
+#!/usr/bin/python3
+"""The webkit workload: WebKitGTK (WebKit2 4.1, through Python GObject) loads a pinned
+corpus of real pages into tabs under a private Xvfb, runs their scripts, scrolls each,
+keeps several tabs open, closes them, waits and exits. Prints one JSON document like
+the other workloads (experiments/README.md), with the resident memory of every web
+process at each checkpoint and, per web process, the proof of which allocator served it.
+
+    /usr/bin/python3 experiments/webkit/driver.py [--pages N] [--tabs K] [--time-limit S]
+
+Run it under the allocator to measure with LD_PRELOAD; the driver sets Malloc=1 (so
+WebKit hands every allocation to the process's malloc) and passes the preload on to
+WebKit's processes, but not to Xvfb. Needs Debian's python3 (python3-gi).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import mmap
+import os
+import re
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+CORPUS = HERE / "corpus.json"
+WEB_PROCESS = "WebKitWebProcess"
+# Shared objects that give away which allocator a process runs on (besides glibc).
+ALLOCATOR_LIBRARIES = (
+    ("jemalloc", re.compile(r"/libjemalloc\.so[.\d]*$")),
+    ("mimalloc", re.compile(r"/libmimalloc\.so[.\d]*$")),
+    ("tcmalloc", re.compile(r"/libtcmalloc(_minimal)?\.so[.\d]*$")),
+    ("runsel", re.compile(r"/libmalloc(-\w+)?\.so$")),
+)
+SETTLE_SECONDS = 2.0  # after the tabs close, before the last checkpoint
+EXIT_SECONDS = 20.0   # for the web processes to exit once their last view is gone
+
+
+class RunFailed(Exception):
+    """The run cannot go on (a page did not load, time is up, ...): exit 1 with this."""
+
+
+# --- checkpoint marks for the trace recorder ----------------------------------------
+
+
+class TraceMarks:
+    """Publishes checkpoint labels to the trace recorder (tools/trace/format.md): the
+    file named by RUNSEL_TRACE_MARKS is 65536 bytes, zero-filled; bytes 0..7 hold the
+    number of labels published (little-endian), labels follow from byte 64, each
+    NUL-terminated. The label's bytes are written before the count is stored, so a
+    traced process that sees the count sees the label (x86 keeps stores in order)."""
+
+    SIZE = 65536
+    LABELS_START = 64
+
+    def __init__(self, path: str | None):
+        self.count, self.next_label, self.file = 0, self.LABELS_START, None
+        if not path:
+            return
+        # Truncating the same inode (never unlink and recreate): a traced process that
+        # mapped the file before the driver started keeps seeing it.
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            os.ftruncate(fd, 0)
+            os.ftruncate(fd, self.SIZE)
+            self.file = mmap.mmap(fd, self.SIZE, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        finally:
+            os.close(fd)
+
+    def publish(self, label: str) -> None:
+        if self.file is None:
+            return
+        data = label.encode() + b"\0"
+        if b"\0" in data[:-1] or self.next_label + len(data) > self.SIZE:
+            raise RunFailed(f"trace mark {label!r}: not a label, or the marks file is full")
+        self.file[self.next_label:self.next_label + len(data)] = data
+        self.next_label += len(data)
+        self.count += 1
+        struct.pack_into("<Q", self.file, 0, self.count)
+
+
+# --- the pinned corpus ------------------------------------------------------------------
+
+
+def sha256(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as file:
+        for block in iter(lambda: file.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def installed_version(package: str) -> str | None:
+    completed = subprocess.run(["dpkg-query", "-W", "-f=${Version}", package],
+                               capture_output=True, text=True)
+    return completed.stdout.strip() if completed.returncode == 0 and completed.stdout else None
+
+
+def pinned_files(page: dict) -> list[str]:
+    return [page["path"], *page.get("files", [])]
+
+
+def check_corpus(corpus: dict) -> list[str]:
+    """Every difference between the manifest and this machine, as sentences."""
+    problems = []
+    for package, version in corpus["packages"].items():
+        installed = installed_version(package)
+        if installed != version:
+            problems.append(f"package {package}: the corpus pins version {version}, "
+                            f"installed: {installed or 'none'}")
+    for page in corpus["pages"]:
+        for path, pinned in zip(pinned_files(page), page.get("sha256", [])):
+            if not os.path.isfile(path):
+                problems.append(f"{path} (from {page['package']}): missing")
+            elif sha256(path) != pinned:
+                problems.append(f"{path} (from {page['package']}): sha256 {sha256(path)}, "
+                                f"the corpus pins {pinned}")
+        if page["package"] not in corpus["packages"] or \
+                len(page.get("sha256", [])) != len(pinned_files(page)):
+            problems.append(f"{page['path']}: not pinned (run driver.py --pin)")
+    return problems
+
+
+def pin_corpus(path: Path) -> None:
+    """Rewrites the manifest's versions and sha256 sums from what is installed."""
+    corpus = json.loads(path.read_text())
+    corpus["packages"] = {}
+    for page in corpus["pages"]:
+        version = installed_version(page["package"])
+        if version is None:
+            raise RunFailed(f"--pin: package {page['package']} is not installed")
+        corpus["packages"][page["package"]] = version
+        page["sha256"] = [sha256(file) for file in pinned_files(page)]
+    path.write_text(json.dumps(corpus, indent=1, ensure_ascii=False) + "\n")
+
+
+def page_url(page: dict) -> str:
+    return "file://" + page["path"] + page.get("query", "")
+
+
+# --- /proc: web processes, their memory and their allocator -------------------------------
+
+
+def web_processes(parent: int) -> list[int]:
+    """Pids of the WebKitWebProcess children of `parent`."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as file:
+                fields = file.read().rsplit(")", 1)[1].split()
+            if int(fields[1]) == parent and \
+                    os.path.basename(os.readlink(f"/proc/{entry}/exe")) == WEB_PROCESS:
+                found.append(int(entry))
+        except (OSError, IndexError, ValueError):
+            continue  # gone meanwhile
+    return sorted(found)
+
+
+def memory_of(pid: int) -> dict | None:
+    """Rss, Pss and private bytes (smaps_rollup) and minor faults of one process."""
+    try:
+        rollup = Path(f"/proc/{pid}/smaps_rollup").read_text()
+        stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    kib = {key: int(value) * 1024 for key, value in
+           re.findall(r"^(\w+):\s+(\d+) kB", rollup, re.MULTILINE)}
+    return {"pid": pid, "rss": kib.get("Rss", 0), "pss": kib.get("Pss", 0),
+            "private": kib.get("Private_Clean", 0) + kib.get("Private_Dirty", 0),
+            "minor_faults": int(stat[7])}
+
+
+def mapped_allocator(pid: int) -> dict | None:
+    """Which allocator library /proc/<pid>/maps shows (glibc when none), with its path,
+    and whether the process's environment has Malloc=1."""
+    try:
+        maps = Path(f"/proc/{pid}/maps").read_text()
+        environment = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return None
+    paths = sorted({line.split(None, 5)[5] for line in maps.splitlines()
+                    if len(line.split(None, 5)) == 6})
+    found = [(name, path) for path in paths for name, pattern in ALLOCATOR_LIBRARIES
+             if pattern.search(path)]
+    libc = next((path for path in paths if re.search(r"/libc\.so\.6$", path)), "")
+    name, provider = found[0] if len(found) == 1 else \
+        ("glibc", libc) if not found else ("several: " + ", ".join(n for n, _ in found), "")
+    return {"mapped": name, "provider": provider, "malloc_env": b"Malloc=1" in environment}
+
+
+# --- the browser -------------------------------------------------------------------------
+
+
+def start_xvfb() -> tuple[subprocess.Popen, str]:
+    """A private X server, without the allocator under test (LD_PRELOAD is for WebKit)."""
+    if shutil.which("Xvfb") is None:
+        raise RunFailed("Xvfb is missing (Debian: apt-get install xvfb)")
+    read_end, write_end = os.pipe()
+    environment = {k: v for k, v in os.environ.items()
+                   if k not in ("LD_PRELOAD", "RUNSEL_STATS", "RUNSEL_TRACE", "RUNSEL_TRACE_MARKS",
+                                "Malloc")}
+    server = subprocess.Popen(["Xvfb", "-displayfd", str(write_end), "-screen", "0", "1280x1024x24",
+                               "-nolisten", "tcp", "-noreset"], pass_fds=(write_end,),
+                              env=environment, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE)
+    os.close(write_end)
+    with os.fdopen(read_end) as pipe:
+        display = pipe.readline().strip()
+    if not display:
+        server.kill()
+        raise RunFailed(f"Xvfb did not start: {server.stderr.read().decode()[-500:]}")
+    return server, ":" + display
+
+
+class Browser:
+    """One window, tabs in a notebook; every page tab is related to a blank home tab, so
+    all pages share one web process, like tabs of one site in a browser."""
+
+    def __init__(self, Gtk, WebKit2, GLib, args, marks: TraceMarks, pages: list[dict]):
+        self.Gtk, self.WebKit2, self.GLib = Gtk, WebKit2, GLib
+        self.args, self.marks, self.pages = args, marks, pages
+        self.checkpoints, self.seen_pids, self.proofs, self.loaded = [], set(), {}, []
+        self.failure = None
+        self.started = time.monotonic()
+        self.busy_seconds = 0.0  # page loads, scripts, scrolls and closes: the measured part
+        self.context = WebKit2.WebContext.new_ephemeral()
+        self.window = Gtk.Window()
+        self.window.set_default_size(1280, 1000)
+        self.notebook = Gtk.Notebook()
+        self.window.add(self.notebook)
+        self.home = self.new_view(None)
+        self.home.load_uri("about:blank")
+        self.window.show_all()
+        self.tabs = []  # open page tabs, oldest first: (view, page index)
+
+    def new_view(self, related):
+        WebKit2 = self.WebKit2
+        view = (WebKit2.WebView(web_context=self.context) if related is None
+                else WebKit2.WebView(related_view=related))
+        settings = view.get_settings()
+        settings.set_enable_javascript(True)
+        view.connect("web-process-terminated",
+                     lambda _, reason: self.fail(f"a web process ended early ({reason.value_nick})"))
+        # No modal dialogs in an unattended run: the Rust book's print.html calls
+        # window.print() once loaded; alert()/confirm() would wait for a click.
+        view.connect("print", lambda *_: True)
+        view.connect("script-dialog", lambda *_: True)
+        view.connect("permission-request", lambda _, request: request.deny() or True)
+        self.notebook.append_page(view, None)
+        view.show()
+        return view
+
+    def fail(self, message: str) -> None:
+        if self.failure is None:
+            self.failure = message
+        self.Gtk.main_quit()
+
+    # Each step runs from the main loop; any exception ends the run with its message.
+    def step(self, function, *arguments) -> bool:
+        try:
+            function(*arguments)
+        except RunFailed as failure:
+            self.fail(str(failure))
+        except Exception as failure:  # noqa: BLE001 (a bug in a step still ends the run)
+            self.fail(f"{type(failure).__name__}: {failure}")
+        return False
+
+    def later(self, seconds: float, function, *arguments) -> None:
+        self.GLib.timeout_add(int(seconds * 1000), self.step, function, *arguments)
+
+    def run(self) -> None:
+        self.GLib.timeout_add(int(self.args.time_limit * 1000), self.time_up)
+        threading.Thread(target=self.watchdog, daemon=True).start()
+        self.later(0, self.load, 0)
+        self.Gtk.main()
+        if self.failure:
+            raise RunFailed(self.failure)
+
+    def time_up(self) -> bool:
+        where = (f" while loading {page_url(self.pages[len(self.loaded)])}"
+                 if len(self.loaded) < len(self.pages) else "")
+        self.fail(f"the run exceeded its time limit of {self.args.time_limit:.0f} s{where}")
+        return False
+
+    def watchdog(self) -> None:
+        """Ends the process if the main loop cannot (a nested loop that never returns)."""
+        time.sleep(self.args.time_limit + 15)
+        print(f"webkit driver: the run exceeded its time limit of {self.args.time_limit:.0f} s "
+              f"and did not stop; killing it", file=sys.stderr, flush=True)
+        for pid in web_processes(os.getpid()):
+            os.kill(pid, signal.SIGKILL)
+        os._exit(1)
+
+    def load(self, index: int) -> None:
+        if index == len(self.pages):
+            self.close_all()
+            return
+        while len(self.tabs) >= self.args.tabs:  # the oldest tab makes room
+            self.close_tab(self.tabs.pop(0)[0])
+        page, url = self.pages[index], page_url(self.pages[index])
+        begun = time.monotonic()
+        view = self.new_view(self.home)
+        self.tabs.append((view, index))
+        self.notebook.set_current_page(self.notebook.page_num(view))
+        state = {"done": False}
+
+        def changed(_, event):
+            if event == self.WebKit2.LoadEvent.FINISHED and not state["done"]:
+                state["done"] = True
+                self.wait_ready(view, index, begun, time.monotonic() + self.args.page_timeout)
+
+        def failed(_, event, failing_uri, error):
+            state["done"] = True
+            self.fail(f"page {index + 1} failed to load: {failing_uri}: {error.message}")
+            return True
+
+        view.connect("load-changed", changed)
+        view.connect("load-failed", failed)
+        view.load_uri(url)
+
+    def evaluate(self, view, script: str, then) -> None:
+        def finished(view, result):
+            try:
+                value = view.evaluate_javascript_finish(result)
+            except Exception as failure:  # noqa: BLE001 (GLib.Error: the script threw)
+                self.fail(f"{view.get_uri()}: script failed: {failure}")
+                return
+            self.step(then, value.to_string() if not value.is_undefined() else "")
+        view.evaluate_javascript(script, -1, None, None, None, finished)
+
+    def wait_ready(self, view, index: int, begun: float, deadline: float) -> None:
+        """Polls the page's ready expression and its title: the page, and the search its
+        own scripts run, are done."""
+        page = self.pages[index]
+        ready = page.get("ready", "true")
+        script = f"JSON.stringify([document.title, Boolean({ready}), document.getElementsByTagName('*').length])"
+
+        def checked(text: str) -> None:
+            title, is_ready, elements = json.loads(text)
+            expected = page.get("title", "")
+            if is_ready and expected in title:
+                self.scroll(view, index, begun, title, elements)
+            elif time.monotonic() > deadline:
+                raise RunFailed(f"page {index + 1} did not load: {page_url(page)}: title "
+                                f"{title!r} (expected {expected!r}), ready: {is_ready} "
+                                f"after {self.args.page_timeout:.0f} s")
+            else:
+                self.later(0.05, self.evaluate, view, script, checked)
+        self.evaluate(view, script, checked)
+
+    def scroll(self, view, index: int, begun: float, title: str, elements: int) -> None:
+        """Scrolls to the bottom in at most 24 steps, one frame each, then back to the top."""
+        body = ("const height = document.documentElement.scrollHeight;"
+                "const step = Math.max(innerHeight, height / 24);"
+                "const frame = () => new Promise(done => { requestAnimationFrame(done); setTimeout(done, 50); });"
+                "for (let y = 0; y <= height; y += step) { scrollTo(0, y); await frame(); }"
+                "scrollTo(0, 0); await frame(); return height;")
+
+        def scrolled(view, result):
+            try:
+                height = view.call_async_javascript_function_finish(result).to_int32()
+            except Exception as failure:  # noqa: BLE001
+                self.fail(f"{view.get_uri()}: scrolling failed: {failure}")
+                return
+            self.busy_seconds += time.monotonic() - begun
+            self.loaded.append({"url": page_url(self.pages[index]), "title": title,
+                                "elements": elements, "height": height,
+                                "seconds": round(time.monotonic() - begun, 3)})
+            self.checkpoint(f"tab_{index + 1}_loaded")
+            print(f"webkit driver: page {index + 1}/{len(self.pages)} in "
+                  f"{self.loaded[-1]['seconds']:.1f} s, web processes "
+                  f"{self.checkpoints[-1]['resident'] >> 20} MiB: {self.loaded[-1]['url']}",
+                  file=sys.stderr, flush=True)
+            self.later(0, self.load, index + 1)
+        view.call_async_javascript_function(body, -1, None, None, None, None, scrolled)
+
+    def close_tab(self, view) -> None:
+        self.notebook.remove_page(self.notebook.page_num(view))
+        view.try_close()
+        view.destroy()
+
+    def close_all(self) -> None:
+        begun = time.monotonic()
+        for view, _ in self.tabs:
+            self.close_tab(view)
+        self.tabs = []
+        self.busy_seconds += time.monotonic() - begun
+        self.later(SETTLE_SECONDS, self.closed)
+
+    def closed(self) -> None:
+        self.checkpoint("tabs_closed")
+        self.Gtk.main_quit()
+
+    def checkpoint(self, name: str) -> None:
+        """Publishes the mark, then reads every web process's memory and allocator."""
+        self.marks.publish(name)
+        processes = []
+        for pid in web_processes(os.getpid()):
+            memory = memory_of(pid)
+            if memory is None:
+                continue
+            processes.append(memory)
+            self.seen_pids.add(pid)
+            if pid not in self.proofs:
+                self.proofs[pid] = mapped_allocator(pid)
+        if not processes:
+            raise RunFailed(f"checkpoint {name}: no web process is running")
+        self.checkpoints.append({
+            "name": name, "seconds": round(time.monotonic() - self.started, 3),
+            "resident": sum(process["pss"] for process in processes),
+            "live_requested": None,  # not countable from outside the process
+            "minor_faults": sum(process["minor_faults"] for process in processes),
+            "web_processes": processes,
+        })
+
+    def shut_down(self) -> None:
+        """Closes the home tab and the window; waits until every web process has exited
+        (runsel writes its stats line at exit)."""
+        for view, _ in self.tabs:
+            self.close_tab(view)
+        self.close_tab(self.home)
+        self.window.destroy()
+        deadline = time.monotonic() + EXIT_SECONDS
+        while time.monotonic() < deadline:
+            while self.GLib.MainContext.default().iteration(False):
+                pass
+            if not web_processes(os.getpid()):
+                return
+            time.sleep(0.05)
+        raise RunFailed(f"web processes {web_processes(os.getpid())} did not exit within "
+                        f"{EXIT_SECONDS:.0f} s of their last tab closing")
+
+
+# --- proof of the allocator ----------------------------------------------------------------
+
+
+def read_stats_lines(directory: str) -> dict[int, dict]:
+    lines = {}
+    for path in Path(directory).glob("stats.*"):
+        for line in path.read_text().splitlines():
+            try:
+                record = json.loads(line)
+                lines[int(record["pid"])] = record
+            except (ValueError, KeyError, TypeError):
+                continue
+    return lines
+
+
+def prove_allocators(browser: Browser, stats: dict[int, dict]) -> tuple[dict, list[dict]]:
+    """Per web process: who served malloc. runsel: its RUNSEL_STATS line (pid, variant)
+    and the library mapped; other allocators: the library mapped in /proc/<pid>/maps.
+    Returns the run's allocator (what every web process agrees on) and the proofs."""
+    proofs = []
+    for pid in sorted(browser.seen_pids):
+        mapped = browser.proofs.get(pid) or {"mapped": "?", "provider": "", "malloc_env": False}
+        proof = {"pid": pid, **mapped}
+        if mapped["mapped"] == "runsel":
+            line = stats.get(pid)
+            proof["identity"] = f"runsel:{line['variant']}" if line else "runsel:? (no RUNSEL_STATS line)"
+            proof["proof"] = "RUNSEL_STATS line of this pid" if line else "none"
+            if line:
+                proof["runsel_exit"] = line
+        else:
+            proof["identity"] = mapped["mapped"]
+            proof["proof"] = f"/proc/{pid}/maps"
+        if not mapped["malloc_env"]:
+            proof["identity"] += " (without Malloc=1: bmalloc served it)"
+        proofs.append(proof)
+    identities = sorted({proof["identity"] for proof in proofs})
+    providers = sorted({proof["provider"] for proof in proofs})
+    allocator = {"name": identities[0] if len(identities) == 1 else "mixed: " + ", ".join(identities),
+                 "provider": providers[0] if len(providers) == 1 else ""}
+    return allocator, proofs
+
+
+def main_process_exit_stats(proofs: list[dict]) -> dict | None:
+    """runsel's stats at exit of the web process that held the pages (the largest)."""
+    lines = [proof["runsel_exit"] for proof in proofs if "runsel_exit" in proof]
+    return max(lines, key=lambda line: line["nmalloc"]) if lines else None
+
+
+def parse_arguments(argv):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--pages", type=int, help="load the corpus's first N pages (default all)")
+    parser.add_argument("--tabs", type=int, default=4, help="tabs kept open (default 4)")
+    parser.add_argument("--time-limit", type=float, default=600, help="whole run, seconds")
+    parser.add_argument("--page-timeout", type=float, default=60, help="per page, seconds")
+    parser.add_argument("--corpus", type=Path, default=CORPUS)
+    parser.add_argument("--url", action="append", default=[],
+                        help="load this URL instead of the corpus (repeatable; not pinned)")
+    parser.add_argument("--check", action="store_true",
+                        help="check that WebKitGTK, Xvfb and the pinned corpus are here, then exit")
+    parser.add_argument("--pin", action="store_true",
+                        help="rewrite the corpus's versions and sha256 sums, then exit")
+    parser.add_argument("--out", type=Path, help="write the JSON document here, not stdout")
+    parser.add_argument("--seed", type=int, default=1, help="ignored (the harness passes it)")
+    parser.add_argument("--scale", type=float, default=1, help="ignored (the harness passes it)")
+    return parser.parse_args(argv)
+
+
+def select_pages(args) -> list[dict]:
+    if args.url:
+        return [{"package": "-", "path": url.removeprefix("file://"), "title": ""}
+                for url in args.url]
+    corpus = json.loads(args.corpus.read_text())
+    problems = check_corpus(corpus)
+    if problems:
+        raise RunFailed(f"the corpus does not match {args.corpus}:\n  " + "\n  ".join(problems)
+                        + "\n(pinned pages keep runs comparable; after a deliberate package "
+                        "update, run driver.py --pin)")
+    pages = corpus["pages"][:args.pages] if args.pages else corpus["pages"]
+    if args.pages and args.pages > len(corpus["pages"]):
+        raise RunFailed(f"--pages {args.pages}: the corpus has {len(corpus['pages'])} pages")
+    return pages
+
+
+def import_webkit():
+    """(Gtk, WebKit2, GLib) from Debian's python3-gi, gir1.2-webkit2-4.1 and gir1.2-gtk-3.0."""
+    try:
+        import gi
+        gi.require_version("Gtk", "3.0")
+        gi.require_version("WebKit2", "4.1")
+        from gi.repository import GLib, Gtk, WebKit2
+    except (ImportError, ValueError) as failure:
+        raise RunFailed(f"{sys.executable} cannot load WebKit2 4.1 through GObject ({failure}); "
+                        "Debian: apt-get install python3-gi gir1.2-webkit2-4.1") from failure
+    return Gtk, WebKit2, GLib
+
+
+def check_requirements(args) -> None:
+    import_webkit()
+    if shutil.which("Xvfb") is None:
+        raise RunFailed("Xvfb is missing (Debian: apt-get install xvfb)")
+    select_pages(args)
+
+
+def run(args) -> dict:
+    pages = select_pages(args)
+    marks = TraceMarks(os.environ.get("RUNSEL_TRACE_MARKS"))
+    stats_directory = tempfile.mkdtemp(prefix="runsel-webkit-")
+    server, display = start_xvfb()
+    try:
+        os.environ.update({"DISPLAY": display, "GDK_BACKEND": "x11", "Malloc": "1",
+                           "NO_AT_BRIDGE": "1", "GTK_A11Y": "none",
+                           "RUNSEL_STATS": f"{stats_directory}/stats.%p"})
+        os.environ.pop("WAYLAND_DISPLAY", None)
+        Gtk, WebKit2, GLib = import_webkit()
+        started = time.monotonic()
+        browser = Browser(Gtk, WebKit2, GLib, args, marks, pages)
+        browser.run()
+        browser.shut_down()
+        wall = time.monotonic() - started
+        marks.publish("exit")
+        allocator, proofs = prove_allocators(browser, read_stats_lines(stats_directory))
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.wait(timeout=10)
+        shutil.rmtree(stats_directory, ignore_errors=True)
+    return {
+        "workload": "webkit", "seed": args.seed, "scale": args.scale, "introspect": True,
+        "allocator": allocator,
+        "measured_seconds": round(browser.busy_seconds, 4), "wall_seconds": round(wall, 3),
+        "checksum": None, "deterministic": False,
+        "key_checkpoint": browser.checkpoints[-2]["name"],  # the last tab loaded
+        "checkpoints_of_interest": ["tabs_closed"],
+        "notes": f"WebKitGTK {WebKit2.get_major_version()}.{WebKit2.get_minor_version()}."
+                 f"{WebKit2.get_micro_version()}, {len(pages)} pages, at most {args.tabs} tabs "
+                 "open; resident = sum of the web processes' Pss",
+        "pages": browser.loaded,
+        "web_processes": proofs,
+        "runsel_exit": main_process_exit_stats(proofs),
+        "checkpoints_overflowed": False,
+        "checkpoints": browser.checkpoints,
+    }
+
+
+def main(argv=None) -> int:
+    args = parse_arguments(argv)
+    try:
+        if args.pin:
+            pin_corpus(args.corpus)
+            print(f"driver: pinned {args.corpus}", file=sys.stderr)
+            return 0
+        if args.check:
+            check_requirements(args)
+            return 0
+        document = run(args)
+    except RunFailed as failure:
+        print(f"webkit driver: {failure}", file=sys.stderr)
+        return 1
+    text = json.dumps(document, indent=1)
+    if args.out:
+        args.out.write_text(text + "\n")
+    else:
+        print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
