@@ -1,6 +1,9 @@
-// Huge allocation bookkeeping (see huge.h). Committed bytes of a huge
-// allocation are its usable size: pages past it were never touched, or were
-// purged when the allocation shrank.
+// Huge allocation bookkeeping (see huge.h), and the cache of freed huge
+// mappings. Committed bytes of a huge mapping are its `resident` prefix: a
+// live allocation's usable size, plus, when it reuses a cached mapping, the
+// pages past it that an earlier allocation may have touched (dirty); a cached
+// mapping's whole resident prefix is dirty. Pages past `resident` were never
+// touched, or were purged.
 #include "arena/huge.h"
 
 #include <cstring>
@@ -20,8 +23,11 @@ namespace {
 struct Node {
   RbLinks<Node> links;
   char* address;
-  std::size_t mapped;  // chunk multiple
-  std::size_t usable;  // page multiple <= mapped
+  std::size_t mapped;    // chunk multiple
+  std::size_t usable;    // page multiple <= resident; 0 while cached
+  std::size_t resident;  // page multiple <= mapped: the prefix that may be resident
+  std::uint64_t freed_at;  // when it entered the cache
+  Node* next_cached;       // the cache, most recently freed first
 };
 
 struct ByAddress {
@@ -36,6 +42,13 @@ constinit RbTree<Node, ByAddress> g_tree;
 constinit Figures g_figures;
 constinit const void* g_recent[kRecentSlots] = {};
 constinit std::size_t g_recent_next = 0;
+constinit Node* g_cache = nullptr;
+constinit CacheLimits g_limits;
+
+// A cached mapping serves a request of `mapped` bytes if it is at least as big
+// and not more than this many times bigger (address space, not memory: its
+// pages past `resident` cost nothing).
+constexpr std::size_t kMaxReuseRatio = 4;
 
 // The live node starting exactly at p, or null. Caller holds g_lock.
 Node* find(const void* p) {
@@ -50,12 +63,91 @@ Node* covering(const void* p) {
   return owner.is_huge() ? owner.as<Node>() : nullptr;
 }
 
+// Takes the smallest cached mapping that can serve `mapped` bytes, or null.
+// Caller holds g_lock.
+Node* take_cached(std::size_t mapped) {
+  Node** best = nullptr;
+  for (Node** link = &g_cache; *link != nullptr; link = &(*link)->next_cached) {
+    const std::size_t have = (*link)->mapped;
+    if (have >= mapped && have / kMaxReuseRatio <= mapped && (best == nullptr || have < (*best)->mapped))
+      best = link;
+  }
+  if (best == nullptr) return nullptr;
+  Node* node = *best;
+  *best = node->next_cached;
+  g_figures.cached_mapped -= node->mapped;
+  g_figures.dirty -= node->resident;
+  --g_figures.cached;
+  return node;
+}
+
+// Unlinks the cached mappings that are too old or over the byte limit (the
+// oldest first) into `*evicted`. Caller holds g_lock.
+void evict_locked(std::uint64_t now, std::size_t limit_bytes, Node** evicted) {
+  std::size_t kept = 0;
+  for (Node** link = &g_cache; *link != nullptr;) {
+    Node* node = *link;
+    const bool old = now - node->freed_at >= g_limits.max_age_ns;
+    if (old || kept + node->mapped > limit_bytes) {
+      *link = node->next_cached;
+      g_figures.cached_mapped -= node->mapped;
+      g_figures.dirty -= node->resident;
+      --g_figures.cached;
+      node->next_cached = *evicted;
+      *evicted = node;
+    } else {
+      kept += node->mapped;
+      link = &node->next_cached;
+    }
+  }
+}
+
+void unmap_evicted(Node* evicted) {
+  while (evicted != nullptr) {
+    Node* next = evicted->next_cached;
+    os::unmap(evicted->address, evicted->mapped);
+    base::release(evicted, sizeof(Node));
+    evicted = next;
+  }
+}
+
+// Makes a cached mapping live again for `usable` bytes. Caller holds g_lock.
+void* reuse(Node* node, std::size_t usable, bool zero) {
+  if (!ChunkRegistry::set_range(node->address, node->mapped, ChunkOwner::huge(node))) {
+    ChunkRegistry::set_range(node->address, node->mapped, ChunkOwner::none());
+    os::unmap(node->address, node->mapped);
+    base::release(node, sizeof(Node));
+    return nullptr;
+  }
+  if (zero) {
+    // Pages an earlier allocation touched are not zero; purged ones read as zero.
+    const std::size_t touched = node->resident < usable ? node->resident : usable;
+    if (touched != 0) os::purge(node->address, touched);
+  }
+  node->usable = usable;
+  if (node->resident < usable) node->resident = usable;
+  g_tree.insert(node);
+  g_figures.mapped += node->mapped;
+  g_figures.allocated += usable;
+  g_figures.dirty += node->resident - usable;
+  ++g_figures.count;
+  ++g_figures.nmalloc;
+  ++g_figures.reused;
+  return node->address;
+}
+
 }  // namespace
 
-void* allocate(std::size_t size, std::size_t alignment) {
+void configure(const CacheLimits& limits) { g_limits = limits; }
+
+void* allocate(std::size_t size, std::size_t alignment, bool zero) {
   const std::size_t usable = page_ceiling(size);
   const std::size_t mapped = chunk_ceiling(usable);
   if (usable < size || mapped < usable) return nullptr;
+  if (alignment <= kChunkSize) {
+    LockGuard guard(g_lock);
+    if (Node* node = take_cached(mapped)) return reuse(node, usable, zero);
+  }
   void* memory = os::map_aligned(mapped, alignment);
   if (memory == nullptr) return nullptr;
   Node* node = static_cast<Node*>(base::allocate(sizeof(Node)));
@@ -66,6 +158,8 @@ void* allocate(std::size_t size, std::size_t alignment) {
   node->address = static_cast<char*>(memory);
   node->mapped = mapped;
   node->usable = usable;
+  node->resident = usable;
+  node->next_cached = nullptr;
   LockGuard guard(g_lock);
   if (!ChunkRegistry::set_range(memory, mapped, ChunkOwner::huge(node))) {
     ChunkRegistry::set_range(memory, mapped, ChunkOwner::none());
@@ -83,6 +177,7 @@ void* allocate(std::size_t size, std::size_t alignment) {
 
 Problem release(void* p) {
   Node* node;
+  Node* evicted = nullptr;
   {
     LockGuard guard(g_lock);
     node = find(p);
@@ -96,15 +191,45 @@ Problem release(void* p) {
     g_tree.erase(node);
     g_figures.mapped -= node->mapped;
     g_figures.allocated -= node->usable;
+    g_figures.dirty -= node->resident - node->usable;
     --g_figures.count;
     ++g_figures.nfree;
     g_recent[g_recent_next] = p;
     g_recent_next = (g_recent_next + 1) % kRecentSlots;
     ChunkRegistry::set_range(node->address, node->mapped, ChunkOwner::none());
+    if (g_limits.max_bytes >= node->mapped) {
+      // Keep the mapping, its touched pages as they are, for the next huge request.
+      const std::uint64_t now = os::monotonic_ns();
+      node->usable = 0;
+      node->freed_at = now;
+      node->next_cached = g_cache;
+      g_cache = node;
+      g_figures.cached_mapped += node->mapped;
+      g_figures.dirty += node->resident;
+      ++g_figures.cached;
+      evict_locked(now, g_limits.max_bytes, &evicted);
+      node = nullptr;
+    }
   }
-  os::unmap(node->address, node->mapped);
-  base::release(node, sizeof(Node));
+  unmap_evicted(evicted);
+  if (node != nullptr) {
+    os::unmap(node->address, node->mapped);
+    base::release(node, sizeof(Node));
+  }
   return Problem::kNone;
+}
+
+std::size_t release_cached(bool all) {
+  Node* evicted = nullptr;
+  {
+    LockGuard guard(g_lock);
+    if (g_cache == nullptr) return 0;
+    evict_locked(os::monotonic_ns(), all ? 0 : g_limits.max_bytes, &evicted);
+  }
+  std::size_t bytes = 0;
+  for (Node* n = evicted; n != nullptr; n = n->next_cached) bytes += n->resident;
+  unmap_evicted(evicted);
+  return bytes;
 }
 
 bool recently_freed(const void* p) {
@@ -145,16 +270,18 @@ bool resize_in_place(void* p, std::size_t old_usable, std::size_t new_size) {
     ChunkRegistry::set_range(base_address + mapped, node->mapped - mapped, ChunkOwner::none());
     os::unmap(base_address + mapped, node->mapped - mapped);
   }
-  if (usable < node->usable && usable < mapped) {
+  if (usable < node->resident && usable < mapped) {
     // Pages between the new usable end and the mapping end may be dirty.
-    os::purge(base_address + usable, std::min(node->usable, mapped) - usable);
+    os::purge(base_address + usable, std::min(node->resident, mapped) - usable);
   }
   g_figures.mapped += mapped;
   g_figures.mapped -= node->mapped;
   g_figures.allocated += usable;
   g_figures.allocated -= node->usable;
+  g_figures.dirty -= node->resident - node->usable;
   node->mapped = mapped;
   node->usable = usable;
+  node->resident = usable;
   return true;
 }
 
@@ -171,13 +298,23 @@ bool walk_and_compare() {
   for (Node* n = g_tree.first(); n != nullptr; n = g_tree.next(n)) {
     walked.mapped += n->mapped;
     walked.allocated += n->usable;
+    walked.dirty += n->resident - n->usable;
     ++walked.count;
-    if (n->usable > n->mapped || n->mapped % kChunkSize != 0 || n->usable % kPageSize != 0) {
+    if (n->usable > n->resident || n->resident > n->mapped || n->mapped % kChunkSize != 0 ||
+        n->usable % kPageSize != 0 || n->resident % kPageSize != 0) {
       return false;
     }
   }
+  for (Node* n = g_cache; n != nullptr; n = n->next_cached) {
+    walked.cached_mapped += n->mapped;
+    walked.dirty += n->resident;
+    ++walked.cached;
+    if (n->usable != 0 || n->resident > n->mapped || n->mapped % kChunkSize != 0) return false;
+    if (!ChunkRegistry::lookup(n->address).is_none()) return false;  // a cached mapping is not live
+  }
   return walked.mapped == g_figures.mapped && walked.allocated == g_figures.allocated &&
-         walked.count == g_figures.count;
+         walked.count == g_figures.count && walked.dirty == g_figures.dirty &&
+         walked.cached_mapped == g_figures.cached_mapped && walked.cached == g_figures.cached;
 }
 
 void lock_for_fork() { g_lock.lock(); }

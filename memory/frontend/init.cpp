@@ -23,6 +23,7 @@ constinit Arena* g_arenas[kMaxArenas] = {};
 constinit std::atomic<std::size_t> g_arena_count{0};
 constinit std::size_t g_arena_limit = 0;
 constinit PurgeSettings g_purge_settings;
+constinit huge::CacheLimits g_huge_cache;
 constinit std::atomic<unsigned> g_next_thread{0};
 constinit std::atomic<bool> g_fork_handlers_registered{false};
 
@@ -69,7 +70,7 @@ std::size_t env_size(const char* name, std::size_t fallback) {
 void complain_about_conf(const char* entry, std::size_t length) {
   static const char kPrefix[] = "runsel: RUNSEL_CONF: ignoring \"";
   static const char kSuffix[] =
-      "\" (keys: purge:budget|deferred|decay, dirty_max_pages:N, deferred_allocations:N, decay_ms:N)\n";
+      "\" (keys: purge:budget|deferred|decay, dirty_max_pages:N, deferred_allocations:N, decay_ms:N, huge_cache_mb:N, huge_cache_ms:N)\n";
   os::write_all(2, kPrefix, sizeof(kPrefix) - 1);
   os::write_all(2, entry, length);
   os::write_all(2, kSuffix, sizeof(kSuffix) - 1);
@@ -106,6 +107,10 @@ bool apply_conf_entry(const char* entry, std::size_t length, PurgeSettings* sett
     settings->deferred_allocations = number;
   } else if (key_is("decay_ms") && number > 0) {
     settings->decay_window_ns = number * 1'000'000;
+  } else if (key_is("huge_cache_mb")) {
+    g_huge_cache.max_bytes = number << 20;
+  } else if (key_is("huge_cache_ms")) {
+    g_huge_cache.max_age_ns = number * 1'000'000;
   } else {
     return false;
   }
@@ -136,6 +141,7 @@ void initialise_locked() {
   if (limit < 1) limit = 1;
   if (limit > kMaxArenas) limit = kMaxArenas;
   read_conf(&g_purge_settings);
+  huge::configure(g_huge_cache);
   g_arena_limit = limit;
 }
 

@@ -73,7 +73,7 @@ void* allocate(std::size_t size, bool zero) {
     Arena* arena = thread_arena();
     p = arena ? arena->malloc_large(page_ceiling(size), zero) : nullptr;
   } else if (size <= kMaxRequest) {
-    p = huge::allocate(size, kChunkSize);  // fresh mappings are zero
+    p = huge::allocate(size, kChunkSize, zero);
   } else {
     p = nullptr;
   }
@@ -113,7 +113,7 @@ void* allocate_aligned(std::size_t alignment, std::size_t size) {
     if (p == nullptr) errno = ENOMEM;
     return p;
   }
-  void* p = huge::allocate(size, alignment > kChunkSize ? alignment : kChunkSize);
+  void* p = huge::allocate(size, alignment > kChunkSize ? alignment : kChunkSize, false);
   if (p == nullptr) errno = ENOMEM;
   return p;
 }

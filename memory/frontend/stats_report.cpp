@@ -39,8 +39,13 @@ void collect(runsel_stats_t* s) {
   s->counting = kCounters ? 1 : 0;
 
   const huge::Figures h = huge::figures();
-  s->mapped += h.mapped;
-  s->committed += h.allocated;  // a huge allocation commits exactly its usable pages
+  s->mapped += h.mapped + h.cached_mapped;
+  // A huge mapping commits its resident prefix: the usable pages of a live
+  // one, and pages an earlier allocation touched (dirty) in reused or cached ones.
+  s->committed += h.allocated + h.dirty;
+  s->dirty += h.dirty;
+  s->huge_cached = h.cached_mapped;
+  s->huge_dirty = h.dirty;
   s->huge_allocated = h.allocated;
   s->huge_count = h.count;
   s->nmalloc += h.nmalloc;
@@ -112,6 +117,8 @@ void write_json(int fd, const runsel_stats_t& s) {
       {"nmalloc", s.nmalloc},
       {"nfree", s.nfree},
       {"purges", s.purges},
+      {"huge_cached", s.huge_cached},
+      {"huge_dirty", s.huge_dirty},
       {"counting", s.counting},
   };
   for (const auto& field : fields) w.add(",\"%s\":%zu", field.name, field.value);
@@ -180,6 +187,7 @@ RUNSEL_EXPORT void runsel_free_dirty_pages(void) {
     LockGuard guard(arena->lock);
     arena->purge_all();
   }
+  huge::release_cached(true);
 }
 
 RUNSEL_EXPORT size_t runsel_purge_now(void) {
@@ -190,7 +198,7 @@ RUNSEL_EXPORT size_t runsel_purge_now(void) {
     LockGuard guard(arena->lock);
     pages += arena->purge_due();
   }
-  return pages * kPageSize;
+  return pages * kPageSize + huge::release_cached(false);
 }
 
 RUNSEL_EXPORT const char* runsel_purge_policy(void) { return purge_policy_name(purge_policy()); }

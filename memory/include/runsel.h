@@ -53,6 +53,9 @@ typedef struct runsel_stats_t {
   size_t nmalloc;    /* allocation calls served (all kinds) */
   size_t nfree;      /* frees served (all kinds) */
   size_t purges;     /* madvise purges performed */
+  size_t huge_cached; /* mapped bytes of freed huge mappings kept for reuse */
+  size_t huge_dirty;  /* dirty bytes in huge mappings (cached ones, and pages past the
+                         usable size of reused ones); part of dirty */
   size_t counting;   /* 1 in a counting build: the bins' pick counters are kept */
   runsel_bin_stats bins[RUNSEL_NUM_BINS];
 } runsel_stats_t;

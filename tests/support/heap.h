@@ -42,13 +42,16 @@ inline testing::AssertionResult IdentityHolds(const runsel_stats_t& s) {
 }
 
 // Dirty bytes the purge policy in force may hold without the program's help:
-// the budget per arena under "budget", 16 budgets under "deferred" (its bound
-// for a purge that is queued but not yet run), no bound under "decay" (until
-// its window has passed; stats_test checks that separately).
+// in the arenas, the budget per arena under "budget", 16 budgets under
+// "deferred" (its bound for a purge that is queued but not yet run), no bound
+// under "decay" (until its window has passed; stats_test checks that
+// separately); plus the huge mappings' dirty pages, which the huge cache
+// bounds (kHugeCacheBound by default).
+inline constexpr size_t kHugeCacheBound = 64 * kMiB;
 inline size_t dirty_bound(const runsel_stats_t& s) {
   const std::string policy = runsel_purge_policy();
-  if (policy == "budget") return s.dirty_max * s.narenas;
-  if (policy == "deferred") return 16 * s.dirty_max * s.narenas;
+  if (policy == "budget") return s.dirty_max * s.narenas + s.huge_dirty;
+  if (policy == "deferred") return 16 * s.dirty_max * s.narenas + s.huge_dirty;
   return SIZE_MAX;
 }
 
