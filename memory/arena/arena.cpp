@@ -405,7 +405,9 @@ PointerClass Arena::classify(Chunk* chunk, const void* p) const {
         reinterpret_cast<std::uintptr_t>(target.run) + target.info->reg0_offset;
     target.region = address < reg0 ? 0 : target.info->region_index(address - reg0);
     if (address < reg0 || reg0 + std::size_t{target.region} * target.info->size != address) {
-      target.problem = BadPointer::kInteriorSmall;
+      // Inside a free region: a stale pointer into memory reused since.
+      const bool in_free_region = address >= reg0 && target.run->is_free(target.region);
+      target.problem = in_free_region ? BadPointer::kStaleSmall : BadPointer::kInteriorSmall;
     }
   }
   return target;

@@ -34,6 +34,10 @@ static_assert(NonFullRunSet<NonFullRuns, Run>);
 // A size class's runs. Only the bin touches its container.
 struct Bin {
   NonFullRuns runs;                // runs with 0 < free regions < nregs
+  // The most recently emptied run, kept outside the container (see bin.cpp);
+  // counted in run_count and free_regions like any run of the bin.
+  Run* empty_run = nullptr;
+  bool empty_run_aged = false;     // kept through a whole sweep period unused
   std::size_t run_count = 0;       // runs owned by the bin
   std::size_t regions_in_use = 0;  // allocated regions in those runs
   std::size_t free_regions = 0;    // free regions in those runs
@@ -57,7 +61,8 @@ enum class BadPointer {
   kNone,
   kDoubleFreeSmall,
   kFreePage,  // the page is free: a double free, or never allocated
-  kInteriorSmall,
+  kInteriorSmall,   // inside a live small region
+  kStaleSmall,      // inside a free small region: memory reused since it was freed
   kInteriorLarge,
   kInHeader,  // chunk header or guard page
   kCorruptRunHeader,  // the small run's header fails its check: overwritten
@@ -75,6 +80,10 @@ struct PointerClass {
 
 class Arena {
  public:
+  // A kept empty run goes back to the arena after 4,096 to 8,192 small frees
+  // in its arena that did not reuse it.
+  static constexpr std::uint32_t kEmptyRunSweepFrees = 4096;
+
   Lock lock;
 
   // Creates an arena in metadata memory (no lock needed).
@@ -97,7 +106,12 @@ class Arena {
   // Resizes a large allocation in place; false if the neighbours do not allow it.
   bool resize_large_in_place(Chunk* chunk, void* p, std::size_t old_size, std::size_t new_size);
 
-  void purge_all() { purge_down_to(0); }
+  // Gives every bin's kept empty run back to the arena, then purges every
+  // dirty page (malloc_trim, runsel_free_dirty_pages).
+  void purge_all() {
+    release_empty_runs();
+    purge_down_to(0);
+  }
   // Runs a queued (deferred) purge or a due decay step now, whatever the
   // delay; returns the pages purged.
   std::size_t purge_due();
@@ -128,6 +142,12 @@ class Arena {
 
   Run* new_small_run(std::size_t bin);
   void release_small_run(Run* run);
+  // An emptied run, just erased from its container: kept, or given back.
+  void keep_empty_run(Bin& bin, Run* run);
+  void release_empty_runs();
+  // Every kEmptyRunSweepFrees small frees: releases the kept runs that were
+  // already kept at the previous sweep, and marks the others.
+  void sweep_empty_runs();
   // The run header's bin pointer names one of this arena's bins and matches
   // the header's check value.
   bool run_header_intact(const Run* run) const {
@@ -187,6 +207,7 @@ class Arena {
   std::size_t spare_count_ = 0;
 
   // Counters, each maintained at the place its quantity changes.
+  std::uint32_t frees_until_sweep_ = kEmptyRunSweepFrees;
   std::size_t chunk_count_ = 0;
   std::size_t committed_pages_ = 0;  // header pages + allocated run pages + dirty pages
   std::size_t dirty_pages_ = 0;

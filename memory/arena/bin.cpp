@@ -51,6 +51,45 @@ void Arena::release_small_run(Run* run) {
   free_pages(chunk, chunk->page_index(run), info.run_pages);
 }
 
+// An emptied run stays in its bin, outside the container, until another run
+// of the bin empties (then the older of the two goes back to the arena), or
+// until 4,096 to 8,192 small frees in the arena went by without reusing it
+// (sweep_empty_runs), or until the program trims. Two reasons:
+// - a double free of an address in it is still caught: its bit says free,
+//   whereas pages given back at once can be reused by another size class,
+//   which a second free would then hit;
+// - a malloc/free pair at a bin's edge (the bin's only run filling and
+//   emptying) reuses the run instead of carving and returning pages each time.
+// The container never sees the kept run: it is used only when the container
+// is empty, in place of a new run, so what the containers choose between is
+// unchanged.
+void Arena::keep_empty_run(Bin& bin, Run* run) {
+  if (bin.empty_run != nullptr) release_small_run(bin.empty_run);
+  bin.empty_run = run;
+  bin.empty_run_aged = false;
+}
+
+void Arena::release_empty_runs() {
+  for (Bin& bin : bins_) {
+    if (bin.empty_run == nullptr) continue;
+    release_small_run(bin.empty_run);
+    bin.empty_run = nullptr;
+  }
+}
+
+void Arena::sweep_empty_runs() {
+  frees_until_sweep_ = kEmptyRunSweepFrees;
+  for (Bin& bin : bins_) {
+    if (bin.empty_run == nullptr) continue;
+    if (bin.empty_run_aged) {
+      release_small_run(bin.empty_run);
+      bin.empty_run = nullptr;
+    } else {
+      bin.empty_run_aged = true;
+    }
+  }
+}
+
 void* Arena::malloc_small(std::size_t bin_index) {
   const BinInfo& info = kBinInfo[bin_index];
   Bin& bin = bins_[bin_index];
@@ -58,7 +97,9 @@ void* Arena::malloc_small(std::size_t bin_index) {
   Run* run = pick_run(bin);
   bin.counters.pick(bin.runs.size(), run ? run->free_count : 0, info.nregs);
   if (run == nullptr) {
-    run = new_small_run(bin_index);
+    run = bin.empty_run;
+    bin.empty_run = nullptr;
+    if (run == nullptr) run = new_small_run(bin_index);
     if (run == nullptr) return nullptr;
     bin.runs.insert(run);
   }
@@ -95,11 +136,10 @@ BadPointer Arena::free(Chunk* chunk, void* p) {
   ++bin.free_regions;
   ++bin.nfree;
   if (run->free_count == info.nregs) {
-    // Empty: leave the set (a run always has >= 2 regions, so it was in it)
-    // and give its pages back to the arena as dirty pages.
+    // Empty: leave the set (a run always has >= 2 regions, so it was in it).
     bin.runs.erase(run);
     check_container(bin);
-    release_small_run(run);
+    keep_empty_run(bin, run);
   } else if (was_full) {
     bin.runs.insert(run);
     check_container(bin);
@@ -107,6 +147,7 @@ BadPointer Arena::free(Chunk* chunk, void* p) {
     bin.runs.touched(run);
     check_container(bin);
   }
+  if (--frees_until_sweep_ == 0) sweep_empty_runs();
   return BadPointer::kNone;
 }
 

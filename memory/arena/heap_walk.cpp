@@ -48,6 +48,7 @@ void Arena::add_figures(runsel_stats_t* f) const {
     f->nfree += bin.nfree;
     f->bins[i].runs += bin.run_count;
     f->bins[i].nonfull_runs += bin.runs.size();
+    f->bins[i].empty_runs += bin.empty_run != nullptr;
     f->bins[i].regions_in_use += bin.regions_in_use;
     f->bins[i].unused_bytes += bin.free_regions * info.size;
     add_counts(bin.counters, &f->bins[i]);
@@ -122,10 +123,14 @@ bool Arena::walk_and_compare() const {
           report("run free count vs bitmap", index_, run->free_count, free_regions);
           ok = false;
         }
-        if (free_regions == 0 || free_regions == info.nregs) {
-          // full runs are outside the set; empty runs must not exist
-          if (free_regions == info.nregs) ok = false;
-        } else {
+        if (free_regions == info.nregs) {
+          // an empty run is its bin's kept one, outside the set
+          ++walked.bins[bin_index].empty_runs;
+          if (run != bins_[bin_index].empty_run) {
+            report("empty run that is not its bin's kept one", index_, bin_index, 0);
+            ok = false;
+          }
+        } else if (free_regions != 0) {  // full runs are outside the set
           ++bin_runs_in_set[bin_index];
         }
         walked.committed += info.run_bytes();
@@ -178,6 +183,7 @@ bool Arena::walk_and_compare() const {
     compare("bin runs", counted.bins[b].runs, walked.bins[b].runs);
     compare("bin regions in use", counted.bins[b].regions_in_use, walked.bins[b].regions_in_use);
     compare("bin non-full runs", bins_[b].runs.size(), bin_runs_in_set[b]);
+    compare("bin kept empty runs", counted.bins[b].empty_runs, walked.bins[b].empty_runs);
     if (!bins_[b].runs.check(&why)) {
       report(why, index_, b, 0);
       ok = false;

@@ -2,7 +2,8 @@
 // bitmap) at the start of a page-aligned run, regions packed at its end.
 // Invariants: free_count == popcount(bitmap); bits >= nregs are 0; every word
 // below first_free_word is 0; the run is in its bin's container exactly when
-// 0 < free_count < nregs (an empty run is given back to the arena at once).
+// 0 < free_count < nregs (an emptied run is its bin's empty_run, or given
+// back to the arena).
 #pragma once
 
 #include <cstddef>

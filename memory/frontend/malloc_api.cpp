@@ -22,11 +22,16 @@ const char* describe(BadPointer problem) {
     case BadPointer::kDoubleFreeSmall:
       return "double free of a small region";
     case BadPointer::kFreePage:
-      return "double free, or free of memory never allocated (the page is free)";
+      return "double free: nothing is allocated at this address any more (its page is free)";
     case BadPointer::kInteriorSmall:
-      return "not the start of a small region (interior pointer)";
+      return "not the start of a small region (an interior pointer, or a stale one into memory "
+             "reused since)";
+    case BadPointer::kStaleSmall:
+      return "not the start of a small region, and the region it points into is free (a double "
+             "free of memory reused since by another size class?)";
     case BadPointer::kInteriorLarge:
-      return "not the start of a large allocation (interior pointer)";
+      return "not the start of a large allocation (an interior pointer, or a stale one into "
+             "memory reused since)";
     case BadPointer::kInHeader:
       return "not allocated by runsel (points into a chunk header)";
     case BadPointer::kCorruptRunHeader:  // reported by fatal_bad_pointer
@@ -60,6 +65,13 @@ const char* describe(BadPointer problem) {
 
 [[noreturn]] void fatal_unregistered(const char* function, const void* p) {
   if (huge::recently_freed(p)) fatal_huge(function, p, huge::Problem::kDoubleFree);
+  // Every huge allocation starts on a chunk boundary; runsel remembers only
+  // the last 64 it freed, so an older one looks like any unknown address.
+  if ((reinterpret_cast<std::uintptr_t>(p) & kChunkMask) == 0) {
+    fatal_pointer(function, p,
+                  "not allocated by runsel, or a huge allocation freed before (a foreign "
+                  "pointer, or a double free)");
+  }
   fatal_huge(function, p, huge::Problem::kUnknown);
 }
 

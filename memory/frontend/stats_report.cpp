@@ -126,10 +126,11 @@ void write_json(int fd, const runsel_stats_t& s) {
   for (std::size_t b = 0; b < kNumBins; ++b) {
     const runsel_bin_stats& bin = s.bins[b];
     w.add(
-        "%s{\"size\":%zu,\"runs\":%zu,\"nonfull_runs\":%zu,\"regions_per_run\":%zu,"
-        "\"bytes_per_run\":%zu,\"unused_bytes\":%zu,\"regions_in_use\":%zu",
-        b == 0 ? "" : ",", bin.size, bin.runs, bin.nonfull_runs, bin.regions_per_run,
-        bin.bytes_per_run, bin.unused_bytes, bin.regions_in_use);
+        "%s{\"size\":%zu,\"runs\":%zu,\"nonfull_runs\":%zu,\"empty_runs\":%zu,"
+        "\"regions_per_run\":%zu,\"bytes_per_run\":%zu,\"unused_bytes\":%zu,"
+        "\"regions_in_use\":%zu",
+        b == 0 ? "" : ",", bin.size, bin.runs, bin.nonfull_runs, bin.empty_runs,
+        bin.regions_per_run, bin.bytes_per_run, bin.unused_bytes, bin.regions_in_use);
     if (s.counting) write_counts(w, bin);
     w.add("}");
   }

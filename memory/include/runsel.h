@@ -24,6 +24,7 @@ typedef struct runsel_bin_stats {
   size_t bytes_per_run; /* run size in bytes (a page multiple) */
   size_t unused_bytes;  /* free regions in the bin's runs x size */
   size_t regions_in_use;
+  size_t empty_runs; /* emptied runs kept in the bin (0 or 1 per arena), in runs */
   /* Counting builds only (runsel_stats_t.counting == 1), else 0; cumulative
    * since start. A pick is a small allocation asking the container for a run. */
   size_t picks;

@@ -98,15 +98,24 @@ TEST(PickCounters, ChoicesRunsAndFullnessOfAKnownSequence) {
     EXPECT_EQ(d.created, 0u);
   }
 
-  // Everything freed: the three runs empty and go back to the arena.
+  // Everything freed: the three runs empty; the bin keeps the last one to
+  // empty and gives the other two back to the arena, then purging gives back
+  // the kept one too.
   free(refill);
   for (size_t i = 1; i < 3 * n; ++i)
     if (i != n) free(blocks[i]);
   runsel_stats_t emptied;
   runsel_stats(&emptied);
   d = delta(before, emptied, b);
+  EXPECT_EQ(d.destroyed, counting ? 2u : 0u);
+  EXPECT_EQ(emptied.bins[b].runs, 1u);
+  EXPECT_EQ(emptied.bins[b].empty_runs, 1u);
+  runsel_free_dirty_pages();
+  runsel_stats_t purged;
+  runsel_stats(&purged);
+  d = delta(before, purged, b);
   EXPECT_EQ(d.destroyed, counting ? 3u : 0u);
-  EXPECT_EQ(emptied.bins[b].runs, 0u);
+  EXPECT_EQ(purged.bins[b].runs, 0u);
 }
 
 }  // namespace

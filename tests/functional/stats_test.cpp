@@ -49,10 +49,18 @@ testing::AssertionResult FiguresConsistent(const runsel_stats_t& s) {
                     << " free regions x size";
     if (b.nonfull_runs > b.runs)
       return fail() << "nonfull_runs " << b.nonfull_runs << " > runs " << b.runs;
-    // Every run with a free region is in the container, and an empty run leaves the bin.
-    if (free_regions < b.nonfull_runs || free_regions > b.nonfull_runs * (b.regions_per_run - 1))
-      return fail() << free_regions << " free regions in " << b.nonfull_runs << " non-full runs of "
-                    << b.regions_per_run;
+    // Every run with a free region is in the container, except the bin's kept
+    // empty runs (one per arena at most), which are outside it.
+    if (b.empty_runs > b.runs - b.nonfull_runs || b.empty_runs > s.narenas)
+      return fail() << b.empty_runs << " kept empty runs, " << b.runs << " runs, "
+                    << b.nonfull_runs << " non-full";
+    if (free_regions < b.empty_runs * b.regions_per_run)
+      return fail() << "fewer free regions than the kept empty runs hold";
+    const size_t free_in_nonfull = free_regions - b.empty_runs * b.regions_per_run;
+    if (free_in_nonfull < b.nonfull_runs ||
+        free_in_nonfull > b.nonfull_runs * (b.regions_per_run - 1))
+      return fail() << free_in_nonfull << " free regions in " << b.nonfull_runs
+                    << " non-full runs of " << b.regions_per_run;
     if (b.regions_per_run < 2 || b.bytes_per_run % kPage != 0 ||
         b.regions_per_run * b.size > b.bytes_per_run)
       return fail() << "run geometry " << b.regions_per_run << " x " << b.size << " in "

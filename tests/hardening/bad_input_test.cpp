@@ -72,6 +72,66 @@ void double_free_after_purge() {
   free(announce(p));
   free(keep);
 }
+// A small block alone in a new run: of the largest size class nobody uses yet.
+char* alone_in_a_run() {
+  runsel_stats_t stats;
+  runsel_stats(&stats);
+  for (int b = RUNSEL_NUM_BINS - 1; b >= 0; --b)
+    if (stats.bins[b].runs == 0) return static_cast<char*>(opaque(malloc(stats.bins[b].size)));
+  _exit(4);  // every class in use: the row cannot be set up
+}
+// Before emptied runs stayed in their bin, the run's pages went straight back
+// to the arena, a run of 16-byte regions took them, and the second free freed
+// whichever live 16-byte block sat at p.
+void double_free_after_run_emptied() {
+  char* p = alone_in_a_run();
+  free(p);
+  for (int i = 0; i < 20000 && opaque(malloc(16)) != p; ++i) {
+  }
+  free(announce(p));
+}
+void double_free_after_trim() {
+  char* p = alone_in_a_run();
+  free(p);
+  malloc_trim(0);  // the emptied run goes back to the arena
+  free(announce(p));
+}
+// p's page, given back by malloc_trim, now holds an emptied run of another
+// size class whose regions do not start at p.
+void double_free_after_reuse() {
+  char* p = alone_in_a_run();
+  free(p);
+  malloc_trim(0);
+  const uintptr_t page = reinterpret_cast<uintptr_t>(p) & ~uintptr_t{4095};
+  for (size_t size : {112, 144, 176, 208, 240}) {
+    std::vector<char*> others, on_page;
+    for (int i = 0; i < 100000 && on_page.empty(); ++i) {
+      char* q = static_cast<char*>(opaque(malloc(size)));
+      ((reinterpret_cast<uintptr_t>(q) & ~uintptr_t{4095}) == page ? on_page : others).push_back(q);
+    }
+    if (on_page.empty()) _exit(5);
+    const bool starts_at_p = (p - on_page[0]) % static_cast<ptrdiff_t>(size) == 0;
+    // Fill the run on p's page, then free every block, that run's last.
+    for (size_t i = 0; i < 512 && !starts_at_p; ++i) {
+      char* q = static_cast<char*>(opaque(malloc(size)));
+      ((reinterpret_cast<uintptr_t>(q) & ~uintptr_t{4095}) == page ? on_page : others).push_back(q);
+    }
+    for (char* q : others) free(q);
+    for (char* q : on_page) free(q);
+    if (!starts_at_p) break;
+  }
+  free(announce(p));
+}
+// The 64 huge allocations freed after p push it out of runsel's memory of
+// recent huge frees.
+void double_free_huge_after_64_others() {
+  std::vector<void*> others;
+  for (int i = 0; i < 64; ++i) others.push_back(opaque(malloc(kHuge)));
+  void* p = opaque(malloc(kHuge));
+  free(p);
+  for (void* q : others) free(q);
+  free(announce(p));
+}
 void interior(size_t size, size_t offset) {
   char* p = static_cast<char*>(opaque(malloc(size)));
   free(announce(p + offset));
@@ -413,21 +473,40 @@ const std::vector<Row>& rows() {
       {"double free of a small block (64 B)", nullptr, double_free_small, "free",
        "double free of a small region", nullptr},
       {"double free of a large block (64 KiB)", nullptr, double_free_large, "free",
-       "double free, or free of memory never allocated (the page is free)", nullptr},
+       "double free: nothing is allocated at this address any more (its page is free)", nullptr},
       {"double free of a huge block (3 MiB)", nullptr, double_free_huge, "free",
        "double free of a huge allocation", nullptr},
+      {"double free of a small block whose run emptied, after 20,000 mallocs of 16 bytes",
+       nullptr, double_free_after_run_emptied, "free", "double free of a small region", nullptr},
+      {"double free of a small block whose emptied run was given back (`malloc_trim`)", nullptr,
+       double_free_after_trim, "free",
+       "double free: nothing is allocated at this address any more (its page is free)", nullptr},
+      {"double free of a small block whose page was given back and reused by another size class",
+       nullptr, double_free_after_reuse, "free",
+       "not the start of a small region, and the region it points into is free (a double "
+       "free of memory reused since by another size class?)",
+       nullptr},
+      {"double free of a huge block after 64 other huge blocks were freed", nullptr,
+       double_free_huge_after_64_others, "free",
+       "not allocated by runsel, or a huge allocation freed before (a foreign pointer, or a "
+       "double free)",
+       nullptr},
       {"double free of a large block after its pages were purged", nullptr, double_free_after_purge,
-       "free", "double free, or free of memory never allocated (the page is free)", nullptr},
+       "free", "double free: nothing is allocated at this address any more (its page is free)", nullptr},
       {"free of an interior pointer (small, +16)", nullptr, interior_small, "free",
-       "not the start of a small region (interior pointer)", nullptr},
+       "not the start of a small region (an interior pointer, or a stale one into memory "
+       "reused since)", nullptr},
       {"free of a misaligned pointer (small, +1)", nullptr, misaligned_small, "free",
-       "not the start of a small region (interior pointer)", nullptr},
+       "not the start of a small region (an interior pointer, or a stale one into memory "
+       "reused since)", nullptr},
       {"free of an interior pointer (large, +4096)", nullptr, interior_large, "free",
-       "not the start of a large allocation (interior pointer)", nullptr},
+       "not the start of a large allocation (an interior pointer, or a stale one into "
+       "memory reused since)", nullptr},
       {"free of an interior pointer (huge, +1 MiB)", nullptr, interior_huge, "free",
        "not the start of a huge allocation (interior pointer)", nullptr},
       {"`delete[]` of an interior pointer", nullptr, delete_interior, "free",
-       "not the start of a small region (interior pointer)", nullptr},
+       "not the start of a small region (an interior pointer, or a stale one into memory "
+       "reused since)", nullptr},
       {"free of a foreign pointer (mmap'd chunk-aligned memory with a garbage header)", nullptr,
        foreign_mmap, "free", "not allocated by runsel (foreign pointer)", nullptr},
       {"free of glibc's `__libc_malloc` block", nullptr, foreign_glibc, "free",
@@ -439,11 +518,12 @@ const std::vector<Row>& rows() {
       {"realloc of a freed small block", nullptr, realloc_freed_small, "realloc",
        "double free of a small region", nullptr},
       {"realloc of a freed large block", nullptr, realloc_freed_large, "realloc",
-       "double free, or free of memory never allocated (the page is free)", nullptr},
+       "double free: nothing is allocated at this address any more (its page is free)", nullptr},
       {"realloc of a freed huge block", nullptr, realloc_freed_huge, "realloc",
        "double free of a huge allocation", nullptr},
       {"realloc of an interior pointer", nullptr, realloc_interior, "realloc",
-       "not the start of a small region (interior pointer)", nullptr},
+       "not the start of a small region (an interior pointer, or a stale one into memory "
+       "reused since)", nullptr},
       {"realloc of glibc's block", nullptr, realloc_foreign, "realloc",
        "not allocated by runsel (foreign pointer)", nullptr},
       {"`malloc`/`free` in a signal handler that interrupted `malloc`/`free` on the same thread",
