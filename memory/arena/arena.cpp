@@ -2,6 +2,7 @@
 // large allocations, spare chunks and purging of dirty pages.
 #include "arena/arena.h"
 
+#include <bit>
 #include <cstring>
 #include <new>
 
@@ -11,8 +12,15 @@
 
 namespace runsel {
 
+// Every ordinary variant takes the same metadata for an arena (8 KiB),
+// whatever its container adds to each bin: containers that make the same
+// choices must have the same heap to the byte, bookkeeping included. (A
+// counting library's bins are bigger.)
+inline constexpr std::size_t kArenaMetadataBytes =
+    sizeof(Arena) <= 8192 ? 8192 : std::bit_ceil(sizeof(Arena));
+
 Arena* Arena::create(unsigned index, const PurgeSettings& settings) {
-  void* memory = base::allocate(sizeof(Arena));
+  void* memory = base::allocate(kArenaMetadataBytes);
   if (memory == nullptr) return nullptr;
   Arena* arena = new (memory) Arena();
   arena->index_ = index;
