@@ -4,7 +4,9 @@ block written as the program wrote it), whose figures are exact and repeatable. 
 one results.json summary entry of kind "replay" per trace (experiments/README.md,
 "results.json"); the reference container is replayed twice to prove the figures repeat.
 Each container's cost (instructions, simulated cache misses, the allocator's and the
-container's share) comes from callgrind on the first records of the trace (cost.py).
+container's share) comes from callgrind on the first records of the trace (cost.py), and
+its pick counters (what choices the container had) from one more replay on the counting
+twin of its library.
 
     python3 experiments/harness/replays.py --build-dir build --trace PATH [--out FILE]
 """
@@ -21,6 +23,9 @@ from pathlib import Path
 import cost as callgrind_cost
 
 REPLAYER_PREFIX = "runsel-replay-"
+COUNTING_REPLAYER = "tools/runsel-counting-replay-{}"  # on the counting twin, built on demand
+PICK_COUNTERS = ("picks", "picks_with_choice", "nonfull_at_pick", "picked_fullness",
+                 "runs_created", "runs_destroyed")
 REFERENCE = "rb_first"
 FIGURES = ("mapped", "committed", "allocated", "waste", "dirty", "bookkeeping", "bin_unused",
            "resident")
@@ -67,6 +72,33 @@ def exact_figures(document: dict, repeated_identical: bool | None) -> dict:
             "replay": document["replay"], "trace": document["trace"]}
 
 
+def pick_counters(document: dict) -> dict:
+    """A counting replay's pick counters at its end (cumulative), for bins that picked."""
+    end = document["checkpoints"][-1]
+    return {"bins": [{"size": bin_["size"], **{key: bin_[key] for key in PICK_COUNTERS}}
+                     for bin_ in end["bins"] if bin_.get("picks") or bin_.get("runs_created")]}
+
+
+def counted_replays(trace: Path, build_dir: Path, containers: list[str], timeout: float,
+                    scratch: Path) -> dict:
+    """{container: counters or {"error": ...}} from the counting replayers."""
+    programs = [build_dir / COUNTING_REPLAYER.format(name) for name in containers]
+    try:
+        callgrind_cost.ninja(build_dir, programs)
+    except callgrind_cost.CostFailed as failure:
+        return {name: {"error": str(failure)} for name in containers}
+    counters = {}
+    for name, program in zip(containers, programs):
+        try:
+            document = replay_once(program, trace, scratch, timeout)
+        except ReplayFailed as failure:
+            counters[name] = {"error": str(failure)}
+            continue
+        counters[name] = (pick_counters(document) if document.get("counting")
+                          else {"error": f"{program.name} does not count"})
+    return counters
+
+
 def key_checkpoint(document: dict) -> str:
     """The last mark if the trace has marks (the program's own last checkpoint), else the
     peak of live bytes."""
@@ -77,10 +109,12 @@ def key_checkpoint(document: dict) -> str:
 def exact_replay_summary(trace: Path, build_dir: Path, family: str = "trace",
                          label: str | None = None, timeout: float = 600,
                          containers: list[str] | None = None, progress=None,
-                         cost_records: int | None = callgrind_cost.DEFAULT_RECORDS) -> dict:
+                         cost_records: int | None = callgrind_cost.DEFAULT_RECORDS,
+                         counters: bool = True) -> dict:
     """One results.json summary entry of kind "replay": the trace replayed on every
     container; the reference twice, compared byte for byte; with cost_records, each
-    container's cost over that many records under callgrind (None: not measured)."""
+    container's cost over that many records under callgrind (None: not measured); with
+    counters, each container's pick counters from a counting replay."""
     programs = replayers(build_dir)
     if containers:
         programs = {name: path for name, path in programs.items() if name in containers}
@@ -95,6 +129,8 @@ def exact_replay_summary(trace: Path, build_dir: Path, family: str = "trace",
                 repeated[name] = replay_once(program, trace, scratch, timeout) == documents[name]
             if progress:
                 progress(f"exact replay of {trace.name} on {name}")
+        picks = (counted_replays(trace, build_dir, list(documents), timeout, scratch)
+                 if counters else {name: None for name in documents})
     costs = {name: None for name in documents}
     if cost_records:
         try:
@@ -118,7 +154,7 @@ def exact_replay_summary(trace: Path, build_dir: Path, family: str = "trace",
             "trace": str(trace), "key_checkpoint": key_checkpoint(first),
             "memory_comparable": True, "memory_note": None,
             "allocators": {name: {"exact": exact_figures(document, repeated.get(name)),
-                                  "cost": costs[name], "counters": None}
+                                  "cost": costs[name], "counters": picks[name]}
                            for name, document in documents.items()}}
 
 

@@ -90,6 +90,16 @@ def check_exact_replays(build_dir: Path, trace: Path, variants: list[str], recor
         cost = pair["cost"] or {}
         failures.expect(cost.get("calls") == min(records, cost_records) and ordered_cost(cost),
                         f"{name}: replay cost {cost}")
+    for name, pair in pairs.items():
+        bins = (pair["counters"] or {}).get("bins") or []
+        failures.expect(bins and sum(b["picks"] for b in bins) >= sum(b["runs_created"]
+                                                                     for b in bins) > 0,
+                        f"{name}: pick counters {pair['counters']}")
+    picked = [[(b["size"], b["picks"], b["runs_created"]) for b in pairs[name]["counters"]["bins"]]
+              for name in ("rb_first", "array_heap", "pairing_heap")
+              if name in pairs and pairs[name]["counters"] and "bins" in pairs[name]["counters"]]
+    failures.expect(all(p == picked[0] for p in picked),
+                    "rb_first, array_heap and pairing_heap count different picks")
     same = [pairs[name]["exact"]["checkpoints"] for name in ("rb_first", "array_heap",
                                                              "pairing_heap") if name in pairs]
     placed = [[(p["allocated"], p["waste"], p["bin_unused"],

@@ -137,6 +137,19 @@ const char* kind_name(Kind kind) {
   return names[static_cast<int>(kind)];
 }
 
+// A counting library's pick counters of one bin (cumulative since start), as JSON members.
+void print_pick_counters(const runsel_bin_stats& bin) {
+  json.print(", \"picks\": %zu, \"picks_with_choice\": %zu, \"runs_created\": %zu"
+             ", \"runs_destroyed\": %zu, \"nonfull_at_pick\": [",
+             bin.picks, bin.picks_with_choice, bin.runs_created, bin.runs_destroyed);
+  for (int i = 0; i < RUNSEL_PICK_BUCKETS; ++i)
+    json.print("%s%zu", i ? ", " : "", bin.nonfull_at_pick[i]);
+  json.print("], \"picked_fullness\": [");
+  for (int i = 0; i < RUNSEL_FULLNESS_BUCKETS; ++i)
+    json.print("%s%zu", i ? ", " : "", bin.picked_fullness[i]);
+  json.print("]");
+}
+
 // One checkpoint: a text block on stdout and an element of the JSON list.
 void report(Kind kind, const char* name, std::size_t name_length, const Replay& replay,
             const LiveBytes& live, const HeapResident& resident) {
@@ -167,9 +180,11 @@ void report(Kind kind, const char* name, std::size_t name_length, const Replay& 
   for (int i = 0; i < RUNSEL_NUM_BINS; ++i) {
     const runsel_bin_stats& bin = s.bins[i];
     json.print("%s{\"size\": %zu, \"runs\": %zu, \"nonfull_runs\": %zu, \"regions_in_use\": %zu"
-               ", \"unused_bytes\": %zu}",
+               ", \"unused_bytes\": %zu",
                i ? ", " : "", bin.size, bin.runs, bin.nonfull_runs, bin.regions_in_use,
                bin.unused_bytes);
+    if (s.counting) print_pick_counters(bin);
+    json.print("}");
   }
   json.print("]}");
 }
@@ -374,10 +389,10 @@ int main(int argc, char** argv) {
   runsel_stats(&stats);
   print_bin_table(stats);
   std::fflush(stdout);
-  json.print("\n ],\n \"replay\": {\"ops\": %" PRIu64 ", \"unknown_pointers\": %" PRIu64
+  json.print("\n ],\n \"counting\": %s,\n \"replay\": {\"ops\": %" PRIu64 ", \"unknown_pointers\": %" PRIu64
              ", \"failed\": %" PRIu64 ", \"reused_live\": %" PRIu64
              ", \"live_blocks\": %zu, \"checksum\": %" PRIu64 "}}\n",
-             tally.ops, tally.unknown_pointers, tally.failed, tally.reused_live, replay.live(),
+             stats.counting ? "true" : "false", tally.ops, tally.unknown_pointers, tally.failed, tally.reused_live, replay.live(),
              live.checksum);
   json.flush();
   return 0;
