@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import subprocess
 import sys
@@ -30,6 +31,7 @@ FIXED_LAYOUT = ["setarch", "-R"]  # the replayer's own re-execution cannot run u
 PROFILE_LIBRARY = "libprofile-malloc-{}.so"
 PROFILE_REPLAYER = "tools/runsel-profile-replay-{}"
 REPLAY_REGION = "runsel_replay_measured*"  # tools/trace/replay.cpp
+NO_AGEING = "huge_cache_ms:10000000000"  # as tools/trace/replay.cpp sets it (kNoAgeing)
 # Replays counted under callgrind stop after this many records: ~50x slower than native.
 DEFAULT_RECORDS = 1_000_000
 ALLOCATION_CALLS = {"malloc", "free", "calloc", "realloc", "reallocarray", "posix_memalign",
@@ -169,6 +171,15 @@ def ninja(build_dir: Path, outputs: list[Path]) -> None:
         raise CostFailed(f"building the profiling twins failed: {done.stdout[-1500:]}")
 
 
+def replay_environment() -> dict[str, str]:
+    """The environment a replay under valgrind needs: the replayer cannot re-execute itself
+    there to add what it adds to RUNSEL_CONF (tools/trace/replay.cpp, kNoAgeing)."""
+    conf = os.environ.get("RUNSEL_CONF", "")
+    if "huge_cache_ms:" not in conf:
+        conf = ",".join(filter(None, [conf, NO_AGEING]))
+    return {**os.environ, "RUNSEL_CONF": conf}
+
+
 def replay_cost(trace: Path, build_dir: Path, container: str, records: int = DEFAULT_RECORDS,
                 timeout: float = 600) -> dict:
     """The cost of replaying the first `records` records of the trace on one container
@@ -181,7 +192,8 @@ def replay_cost(trace: Path, build_dir: Path, container: str, records: int = DEF
                    f"--toggle-collect={REPLAY_REGION}", f"--callgrind-out-file={out}",
                    str(replayer), "--records", str(records), str(trace)]
         try:
-            done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+            done = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
+                                  env=replay_environment())
         except subprocess.TimeoutExpired as failure:
             raise CostFailed(f"callgrind replay on {container}: timed out") from failure
         if done.returncode != 0 or not out.exists():

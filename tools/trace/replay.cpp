@@ -12,6 +12,7 @@
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <valgrind/valgrind.h>
 
 #include <cerrno>
 #include <cinttypes>
@@ -262,18 +263,43 @@ const std::uint8_t* map_file(const char* path, std::size_t& size) {
   return static_cast<const std::uint8_t*>(data);
 }
 
+// What the replay sets in RUNSEL_CONF unless it is set there already: freed huge
+// mappings leave runsel's cache by size only, never by age, whose clock would make
+// two replays of one trace differ (and a replay runs faster than its program).
+const char kNoAgeing[] = "huge_cache_ms:10000000000";
+
 // Chunk addresses decide which run "lowest address first" picks, and mmap's
 // placement (so how chunks align and order) moves with address randomization:
 // replay without it, so one trace gives the same figures on every run. Re-executes
-// the replayer once; where personality() is refused it carries on randomized.
+// the replayer once, with kNoAgeing added to RUNSEL_CONF (runsel reads it when it
+// starts, before main); where personality() is refused it carries on randomized.
+// Under valgrind /proc/self/exe is valgrind's: the caller sets both (cost.py does).
 // Transparent huge pages are off too: khugepaged could otherwise change resident
 // memory between two runs.
 void deterministic_process(char** argv) {
   prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0);
+  if (RUNNING_ON_VALGRIND) return;
   int current = personality(0xffffffff);
-  if (current == -1 || (current & ADDR_NO_RANDOMIZE)) return;
-  if (personality(static_cast<unsigned long>(current) | ADDR_NO_RANDOMIZE) == -1) return;
-  execv("/proc/self/exe", argv);
+  const char* conf = getenv("RUNSEL_CONF");
+  bool ageing_set = conf != nullptr && std::strstr(conf, "huge_cache_ms:") != nullptr;
+  bool randomized = current != -1 && !(current & ADDR_NO_RANDOMIZE);
+  if (!randomized && ageing_set) return;
+  if (randomized && personality(static_cast<unsigned long>(current) | ADDR_NO_RANDOMIZE) == -1)
+    randomized = false;
+  static char setting[4096];
+  static char* environment[8192];
+  std::size_t n = 0;
+  for (char** entry = environ; *entry != nullptr && n + 2 < sizeof environment / sizeof *environment;
+       ++entry)
+    if (ageing_set || std::strncmp(*entry, "RUNSEL_CONF=", 12) != 0) environment[n++] = *entry;
+  if (!ageing_set) {
+    int length = std::snprintf(setting, sizeof setting, "RUNSEL_CONF=%s%s%s", conf ? conf : "",
+                               conf && *conf ? "," : "", kNoAgeing);
+    if (length <= 0 || static_cast<std::size_t>(length) >= sizeof setting) return;
+    environment[n++] = setting;
+  }
+  environment[n] = nullptr;
+  execve("/proc/self/exe", argv, environment);
 }
 
 int reject(const char* path, const Problem& problem) {
@@ -362,6 +388,13 @@ int main(int argc, char** argv) {
              "},\n",
              header.pid, (header.flags & kFlagForkedChild) ? "true" : "false", survey.records,
              survey.marks, survey.complete ? "true" : "false", survey.peak_live_bytes);
+  const char* conf = getenv("RUNSEL_CONF");
+  json.print(" \"purge_policy\": \"%s\", \"runsel_conf\": ", runsel_purge_policy());
+  json.string(conf ? conf : "", conf ? std::strlen(conf) : 0);
+  json.print(",\n");
+  std::printf("# purge policy %s, RUNSEL_CONF=%s\n", runsel_purge_policy(), conf ? conf : "");
+  if (std::strcmp(runsel_purge_policy(), "decay") == 0)
+    std::printf("# the decay policy purges by the clock: figures may differ between replays\n");
   json.print(" \"writes_blocks\": true,\n \"resident_how\": \"anonymous resident bytes of the "
              "replay process (smaps_rollup, a page-table walk) less its slot tables and what "
              "was resident before the first call; every block written in full when allocated\",\n"
