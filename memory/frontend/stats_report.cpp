@@ -251,7 +251,3 @@ RUNSEL_EXPORT size_t runsel_chunk_maps(runsel_chunk_map* out, size_t capacity) {
   return total;
 }
 
-RUNSEL_EXPORT int malloc_trim(size_t) noexcept {
-  runsel_free_dirty_pages();
-  return 1;
-}

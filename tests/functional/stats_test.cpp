@@ -6,6 +6,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -346,6 +349,86 @@ TEST(Stats, HugeCacheReusesMappings) {
   EXPECT_EQ(s.huge_dirty, 0u);
   EXPECT_EQ(s.mapped, mapped_before);
   EXPECT_TRUE(IdentityHolds(s));
+}
+
+}  // namespace
+
+namespace {
+
+// glibc's introspection calls answer with runsel's figures: mallinfo2 splits
+// the identity (arena = uordblks + fordblks, exactly), malloc_trim gives back
+// what runsel keeps for reuse, malloc_info writes the figures as XML,
+// malloc_stats prints them, mallopt refuses glibc's tunables.
+TEST(GlibcIntrospection, Mallinfo2IsRunselsIdentity) {
+  std::vector<void*> blocks;
+  for (size_t size : {size_t{40}, size_t{3000}, size_t{70000}, 3 * kMiB})
+    blocks.push_back(opaque(malloc(size)));
+  const runsel_stats_t s = snapshot();
+  const struct mallinfo2 info = mallinfo2();
+  EXPECT_EQ(info.arena, s.committed);
+  EXPECT_EQ(info.uordblks, s.allocated + s.waste + s.bookkeeping);
+  EXPECT_EQ(info.fordblks, s.dirty + s.bin_unused);
+  EXPECT_EQ(info.arena, info.uordblks + info.fordblks);
+  EXPECT_EQ(info.hblks, s.huge_count);
+  EXPECT_EQ(info.hblkhd, s.huge_allocated);
+  EXPECT_EQ(info.fsmblks, s.bin_unused);
+  EXPECT_EQ(info.keepcost, s.dirty);
+  EXPECT_GE(info.hblks, 1u);
+  for (void* p : blocks) free(p);
+}
+
+TEST(GlibcIntrospection, MallocTrimGivesBackKeptRunsAndDirtyPages) {
+  std::vector<void*> blocks;
+  for (int i = 0; i < 2000; ++i) blocks.push_back(opaque(malloc(i % 2 ? 48 : 8000)));
+  for (void* p : blocks) free(p);
+  EXPECT_EQ(malloc_trim(0), 1) << "something was kept for reuse, so trimming gives it back";
+  const runsel_stats_t s = snapshot();
+  EXPECT_EQ(s.dirty, 0u);
+  for (const runsel_bin_stats& bin : s.bins) EXPECT_EQ(bin.empty_runs, 0u) << bin.size;
+  EXPECT_EQ(malloc_trim(0), 0) << "nothing left to give back";
+  EXPECT_TRUE(IdentityHolds(s));
+  EXPECT_EQ(runsel_check(), 0);
+}
+
+TEST(GlibcIntrospection, MallocInfoWritesRunselsFiguresAsXml) {
+  char* text = nullptr;
+  size_t length = 0;
+  FILE* out = open_memstream(&text, &length);
+  ASSERT_NE(out, nullptr);
+  void* block = opaque(malloc(100));
+  ASSERT_EQ(malloc_info(0, out), 0);
+  fclose(out);
+  const runsel_stats_t s = snapshot();
+  const std::string xml(text, length);
+  free(text);
+  free(block);
+  EXPECT_EQ(xml.rfind(std::string("<malloc version=\"runsel-1\" variant=\"") + runsel_variant() +
+                          "\">\n",
+                      0),
+            0u)
+      << xml;
+  EXPECT_NE(xml.find("<total type=\"committed\" size=\""), std::string::npos) << xml;
+  EXPECT_NE(xml.find("<bin size=\"112\" runs=\""), std::string::npos) << xml;
+  EXPECT_NE(xml.find("</malloc>\n"), std::string::npos) << xml;
+  EXPECT_EQ(std::count(xml.begin(), xml.end(), '\n'), 1 + 8 + 3 + RUNSEL_NUM_BINS + 2) << xml;
+  EXPECT_GE(s.allocated, 112u);
+  errno = 0;
+  EXPECT_EQ(malloc_info(1, stdout), -1);
+  EXPECT_EQ(errno, EINVAL);
+}
+
+TEST(GlibcIntrospection, MallocStatsPrintsRunselsIdentity) {
+  testing::internal::CaptureStderr();
+  malloc_stats();
+  const std::string text = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(text.rfind(std::string("runsel (") + runsel_variant() + "): ", 0), 0u) << text;
+  EXPECT_NE(text.find("system bytes     = "), std::string::npos) << text;
+  EXPECT_NE(text.find("= allocated "), std::string::npos) << text;
+}
+
+TEST(GlibcIntrospection, MalloptRefusesGlibcTunables) {
+  EXPECT_EQ(mallopt(M_ARENA_MAX, 1), 0);
+  EXPECT_EQ(mallopt(M_MMAP_THRESHOLD, 1 << 20), 0);
 }
 
 }  // namespace
