@@ -14,6 +14,7 @@
 
 #include "runsel.h"
 #include "support/blocks.h"
+#include "support/child.h"
 #include "support/heap.h"
 
 namespace {
@@ -151,25 +152,9 @@ TEST_F(Death, ReallocOfAnInteriorPointer) {
 TEST(DeathMessage, IsOneLine) {
   void* neighbour = opaque(malloc(48));
   void* p = opaque(malloc(48));
-  int pipe_fds[2];
-  ASSERT_EQ(pipe(pipe_fds), 0);
-  fflush(nullptr);
-  pid_t child = fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    no_core_dump();
-    dup2(pipe_fds[1], 2);
-    close(pipe_fds[0]);
-    free_twice(p);
-    _exit(0);
-  }
-  close(pipe_fds[1]);
-  std::string output;
-  char buffer[512];
-  for (ssize_t n; (n = read(pipe_fds[0], buffer, sizeof buffer)) > 0;) output.append(buffer, n);
-  close(pipe_fds[0]);
-  int status = 0;
-  ASSERT_EQ(waitpid(child, &status, 0), child);
+  const runsel_test::ChildOutcome child = runsel_test::run_in_child([&] { free_twice(p); });
+  const int status = child.status;
+  const std::string& output = child.err;
   EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT) << "status " << status;
   std::string expected_start = "runsel: free(" + pointer_text(p) + "): ";
   EXPECT_EQ(output.compare(0, expected_start.size(), expected_start), 0) << output;

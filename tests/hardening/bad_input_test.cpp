@@ -22,6 +22,7 @@
 
 #include "runsel.h"
 #include "support/blocks.h"
+#include "support/child.h"
 #include "support/heap.h"
 
 extern "C" void* pvalloc(size_t size) noexcept;
@@ -424,26 +425,13 @@ std::string overflow_into_run_header() {
            "end of the block before it?)\n",
            static_cast<void*>(victim), static_cast<void*>(header));
   for (int value = 0; value < 256 && why.empty(); ++value) {
-    int err_pipe[2];
-    if (pipe(err_pipe) != 0) return "pipe failed";
-    fflush(nullptr);
-    pid_t child = fork();
-    if (child == 0) {
-      struct rlimit no_core = {0, 0};
-      setrlimit(RLIMIT_CORE, &no_core);
-      dup2(err_pipe[1], 2);
+    const runsel_test::ChildOutcome child = runsel_test::run_in_child([&] {
       *opaque(header) = static_cast<char>(value);  // the overflow
       free(opaque(victim));
-      _exit(0);
-    }
-    close(err_pipe[1]);
-    std::string err;
-    char buffer[512];
-    for (ssize_t n; (n = read(err_pipe[0], buffer, sizeof buffer)) > 0;) err.append(buffer, n);
-    close(err_pipe[0]);
-    int status = 0;
-    waitpid(child, &status, 0);
-    const bool aborted = WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT;
+    });
+    const int status = child.status;
+    const std::string& err = child.err;
+    const bool aborted = runsel_test::died_of_abort(status);
     const bool carried_on = WIFEXITED(status) && WEXITSTATUS(status) == 0;
     char what[64];
     snprintf(what, sizeof what, "byte 0x%02x (was 0x%02x): ", value, original);
@@ -588,37 +576,21 @@ std::string markdown_table() {
 // "runsel: FUNCTION(P): PROBLEM\n" with P the pointer it announced,
 // and the child must die of SIGABRT.
 void expect_abort(const Row& row) {
-  int err_pipe[2], pointer_pipe[2];
-  ASSERT_EQ(pipe(err_pipe), 0);
+  int pointer_pipe[2];
   ASSERT_EQ(pipe(pointer_pipe), 0);
-  fflush(nullptr);
-  pid_t child = fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    struct rlimit no_core = {0, 0};
-    setrlimit(RLIMIT_CORE, &no_core);
-    close(err_pipe[0]);
+  const runsel_test::ChildOutcome child = runsel_test::run_in_child([&] {
     close(pointer_pipe[0]);
-    dup2(err_pipe[1], 2);
     g_pointer_pipe = pointer_pipe[1];
-    row.aborts();
-    _exit(0);  // the misuse went unnoticed
-  }
-  close(err_pipe[1]);
+    row.aborts();  // returning means the misuse went unnoticed
+  });
   close(pointer_pipe[1]);
-  auto drain = [](int fd) {
-    std::string text;
-    char buffer[512];
-    for (ssize_t n; (n = read(fd, buffer, sizeof buffer)) > 0;) text.append(buffer, n);
-    close(fd);
-    return text;
-  };
-  std::string pointer = drain(pointer_pipe[0]);
-  std::string err = drain(err_pipe[0]);
-  int status = 0;
-  ASSERT_EQ(waitpid(child, &status, 0), child);
-  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT)
-      << "status " << status << ", stderr: " << err;
+  std::string pointer;
+  char buffer[64];
+  for (ssize_t n; (n = read(pointer_pipe[0], buffer, sizeof buffer)) > 0;) pointer.append(buffer, n);
+  close(pointer_pipe[0]);
+  const int status = child.status;
+  const std::string& err = child.err;
+  EXPECT_TRUE(runsel_test::died_of_abort(status)) << "status " << status << ", stderr: " << err;
   if (!row.function) {
     EXPECT_EQ(err, std::string(row.problem) + "\n");
     printf("observed: %s", err.c_str());
