@@ -64,7 +64,7 @@ Chunk* Arena::new_chunk() {
 // A chunk whose usable pages are all free: keep it as a spare (its dirty
 // pages stay counted, and purgeable by the policy) unless there are enough.
 void Arena::retire_chunk(Chunk* chunk) {
-  if (spare_count_ >= kMaxSpareChunks || (chunk->ndirty == 0 && spare_count_ > 0)) {
+  if (spare_count_ >= kMaxSpareChunks) {
     destroy_chunk(chunk);
     return;
   }
@@ -80,6 +80,12 @@ void Arena::unlink_spare(Chunk* chunk) {
   *link = chunk->next_spare;
   chunk->spare = false;
   --spare_count_;
+}
+
+void Arena::purge_all() {
+  release_empty_runs();
+  purge_down_to(0);
+  release_clean_spares();
 }
 
 void Arena::release_clean_spares() {
@@ -326,7 +332,6 @@ void Arena::purge_down_to(std::size_t target_pages) {
     }
     if (chunk->ndirty == 0) unlink_dirty(chunk);
   }
-  release_clean_spares();
 }
 
 // ---- large allocations ----------------------------------------------------

@@ -106,12 +106,10 @@ class Arena {
   // Resizes a large allocation in place; false if the neighbours do not allow it.
   bool resize_large_in_place(Chunk* chunk, void* p, std::size_t old_size, std::size_t new_size);
 
-  // Gives every bin's kept empty run back to the arena, then purges every
-  // dirty page (malloc_trim, runsel_free_dirty_pages).
-  void purge_all() {
-    release_empty_runs();
-    purge_down_to(0);
-  }
+  // Gives every bin's kept empty run back to the arena, purges every dirty
+  // page and unmaps the spare chunks but one (malloc_trim,
+  // runsel_free_dirty_pages).
+  void purge_all();
   // Runs a queued (deferred) purge or a due decay step now, whatever the
   // delay; returns the pages purged.
   std::size_t purge_due();
@@ -195,9 +193,10 @@ class Arena {
   DirtyDecay decay_;
   RbTree<PageMapEntry, FreeRunOrder> free_runs_;
   // Spare chunks (all usable pages free) kept for reuse instead of a munmap
-  // and a fresh mmap: at most kMaxSpareChunks, and beyond the first only
-  // while they still hold dirty pages; once the purge policy has purged all
-  // of a spare chunk's pages, it is unmapped.
+  // and a fresh mmap (plus an mprotect for the guard page): at most
+  // kMaxSpareChunks. Their dirty pages count against the purge policy like
+  // any other; a purged spare chunk costs only its header pages. Purging
+  // everything (runsel_free_dirty_pages) unmaps all spares but one.
   static constexpr std::size_t kMaxSpareChunks = 8;
 
   Chunk* chunks_ = nullptr;        // every chunk, spare ones included

@@ -29,7 +29,7 @@ inline constexpr PurgePolicy kDefaultPurgePolicy = PurgePolicy::RUNSEL_PURGE_POL
 struct PurgeSettings {
   PurgePolicy policy = kDefaultPurgePolicy;
   std::size_t budget_pages = 256;                     // mozjemalloc's 1 MiB per arena
-  std::size_t deferred_allocations = 64;
+  std::size_t deferred_allocations = 1024;
   std::uint64_t decay_window_ns = 10'000'000'000ULL;  // 10 s, as jemalloc
 };
 
