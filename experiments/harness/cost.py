@@ -143,6 +143,32 @@ def with_ratios(cost: dict) -> dict:
     return cost
 
 
+# --- perf, where the machine has hardware counters ------------------------------------------
+
+PERF_EVENTS = "instructions:u,cycles:u,cache-misses:u"
+
+
+def read_perf(text: str) -> dict:
+    """The cost block from `perf stat -x, -e PERF_EVENTS` (whole process): instructions,
+    cycles and the hardware's cache misses (counted as LL misses). An event the machine
+    cannot count ("<not supported>", "<not counted>") stays None; so does everything
+    perf cannot split (the allocator's and the container's share)."""
+    counts: dict[str, int | None] = {}
+    for line in text.splitlines():
+        fields = line.split(",")
+        if len(fields) < 3 or line.startswith("#"):
+            continue
+        event = fields[2].split(":")[0]
+        counts[event] = int(fields[0]) if fields[0].isdigit() else None
+    cost = {"tool": f"perf stat -e {PERF_EVENTS} (whole process)",
+            "instructions": counts.get("instructions"), "cycles": counts.get("cycles"),
+            "d1_misses": None, "ll_misses": counts.get("cache-misses"),
+            "allocator_instructions": None, "allocator_d1_misses": None,
+            "allocator_ll_misses": None, "container_instructions": None,
+            "container_d1_misses": None, "container_ll_misses": None, "calls": None}
+    return with_ratios(cost)
+
+
 # --- running ------------------------------------------------------------------------------
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -148,7 +147,7 @@ def choose_counter(requested: str) -> tuple[str, str]:
     if requested == "off":
         return "off", "switched off (--instructions off)"
     if requested in ("auto", "perf") and perf_works():
-        return "perf", "perf stat -e instructions:u (whole process)"
+        return "perf", f"perf stat -e {callgrind_cost.PERF_EVENTS} (whole process)"
     if requested == "perf":
         return "off", "perf stat has no instruction counter on this machine"
     try:
@@ -176,8 +175,8 @@ def count_instructions(workload: Workload, allocator: Allocator, counter: str, s
     cache misses and the allocator's and the container's own instructions too."""
     with tempfile.TemporaryDirectory() as scratch:
         if counter == "perf":
-            prefix = ["perf", "stat", "-x,", "-o", f"{scratch}/perf.txt", "-e", "instructions:u",
-                      "--"]
+            prefix = ["perf", "stat", "-x,", "-o", f"{scratch}/perf.txt", "-e",
+                      callgrind_cost.PERF_EVENTS, "--"]
         else:
             prefix = [*callgrind_cost.CALLGRIND, "--collect-atstart=no",
                       "--toggle-collect=workload_measured*",
@@ -187,13 +186,9 @@ def count_instructions(workload: Workload, allocator: Allocator, counter: str, s
         if not result["ok"]:
             return {"error": result["error"]}
         if counter == "perf":
-            text = Path(f"{scratch}/perf.txt").read_text()
-            match = re.search(r"^(\d+),", text, re.MULTILINE)
-            if not match:
+            cost = callgrind_cost.read_perf(Path(f"{scratch}/perf.txt").read_text())
+            if cost["instructions"] is None:
                 return {"error": "no instruction count in perf's output"}
-            cost = {"tool": "perf stat -e instructions:u", "instructions": int(match.group(1)),
-                    "d1_misses": None, "ll_misses": None, "allocator_instructions": None,
-                    "container_instructions": None, "calls": None}
         else:
             try:
                 cost = callgrind_cost.read_callgrind(

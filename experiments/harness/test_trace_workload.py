@@ -119,6 +119,18 @@ def ordered_cost(cost: dict) -> bool:
     return run > allocator > container > 0 and d1 > 0 and ll >= 0
 
 
+def check_perf_parsing(failures: Failures) -> None:
+    """perf's CSV lines (no hardware counters here to run it): counted events become the
+    cost block's figures, unsupported ones stay None."""
+    text = ("# started on Sun Nov 22 23:00:00 2026\n\n"
+            "1234567,,instructions:u,1000,100.00,,\n"
+            "<not supported>,,cycles:u,0,100.00,,\n"
+            "4321,,cache-misses:u,1000,100.00,,\n")
+    cost = runs.callgrind_cost.read_perf(text)
+    failures.expect((cost["instructions"], cost["cycles"], cost["ll_misses"], cost["d1_misses"])
+                    == (1234567, None, 4321, None), f"perf parsing: {cost}")
+
+
 def check_live_cost(build_dir: Path, failures: Failures) -> None:
     """A synthetic workload's callgrind cost on rb_first's profiling twin: the allocator's
     and the container's instructions and the malloc+free calls are all counted."""
@@ -185,6 +197,7 @@ def main() -> int:
         failures.expect((out / "report.md").read_text().count(name) > 0, "report.md lacks it")
         check_exact_replays(build_dir, trace, variants, records, failures)
         check_live_cost(build_dir, failures)
+        check_perf_parsing(failures)
     for failure in failures:
         print(f"FAILED: {failure}")
     print(f"trace workload test: {len(failures)} failure(s) in {time.monotonic() - started:.0f} s; "
