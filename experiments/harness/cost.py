@@ -33,7 +33,7 @@ PROFILE_REPLAYER = "tools/runsel-profile-replay-{}"
 REPLAY_REGION = "runsel_replay_measured*"  # tools/trace/replay.cpp
 NO_AGEING = "huge_cache_ms:10000000000"  # as tools/trace/replay.cpp sets it (kNoAgeing)
 # Replays counted under callgrind stop after this many records: ~50x slower than native.
-DEFAULT_RECORDS = 1_000_000
+DEFAULT_RECORDS = 500_000
 ALLOCATION_CALLS = {"malloc", "free", "calloc", "realloc", "reallocarray", "posix_memalign",
                     "aligned_alloc", "memalign", "valloc", "pvalloc"}
 CONTAINER_FUNCTION = re.compile(r"OutOfLineRuns<.*>::(insert|erase|pick|touched)\(")
