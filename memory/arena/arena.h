@@ -43,8 +43,15 @@ struct Bin {
   std::size_t free_regions = 0;    // free regions in those runs
   std::uint64_t nmalloc = 0;
   std::uint64_t nfree = 0;
+  // The class's regions per run (kBinInfo's nregs; set with each new run)
+  // and the serial number of the next run it creates: keys some containers
+  // read through RunHookAccess.
+  std::uint32_t regions_per_run = 0;
+  std::uint64_t next_serial = 0;
   [[no_unique_address]] PickCounters counters;  // empty unless counting
 };
+
+inline std::uint32_t RunHookAccess::regions(const Run* run) { return run->bin->regions_per_run; }
 
 // Orders free page runs by (size, address) for best-fit with lowest address.
 struct FreeRunOrder {
@@ -64,7 +71,7 @@ enum class BadPointer {
   kInteriorSmall,   // inside a live small region
   kStaleSmall,      // inside a free small region: memory reused since it was freed
   kInteriorLarge,
-  kInHeader,  // chunk header or guard page
+  kInHeader,          // chunk header or guard page
   kCorruptRunHeader,  // the small run's header fails its check: overwritten
 };
 

@@ -2,7 +2,8 @@
 // links, the page map), then a guard page, then usable pages for runs.
 //
 // Page map entry bits, per page:
-//   small run page:  run header address | kAllocated
+//   small run page:  run header address | kAllocated (the first page's entry
+//                    also holds the run's serial number, see run.h)
 //   large head page: size in bytes      | kAllocated | kLarge
 //   large tail page:                      kAllocated | kLarge (size 0)
 //   free page:       [size in bytes at the run's first and last page] | kDirty?
@@ -30,7 +31,10 @@ enum PageBits : std::uintptr_t {
 };
 
 struct PageMapEntry {
-  RbLinks<PageMapEntry> avail;  // links in the arena's best-fit tree (free run heads)
+  union {
+    RbLinks<PageMapEntry> avail;  // free run heads: links in the arena's best-fit tree
+    std::uint64_t run_serial;     // small run heads: the run's serial number in its bin
+  };
   std::uintptr_t bits;
 
   std::size_t size_bytes() const { return bits & ~kPageMask; }

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "arena/chunk.h"
 #include "arena/size_classes.h"
 #include "containers/hook.h"
 
@@ -85,9 +86,19 @@ struct Run {
 
 static_assert(sizeof(Run) == kRunHeaderFixedBytes, "size_classes.h assumes this header size");
 
-// How containers reach a run's hook.
+// How containers reach a run's hook, and the keys some of them order by: its
+// free regions, its regions in all (from the bin, in arena.h) and its serial
+// number. The serial number is kept where the run header has no room: in the
+// page map entry of the run's first page, whose free-run tree links are idle
+// while the run is allocated. So the header is the same for every variant.
 struct RunHookAccess {
   static ContainerHook<Run>& hook(Run* run) { return run->hook; }
+  static std::uint32_t free_regions(const Run* run) { return run->free_count; }
+  static std::uint32_t regions(const Run* run);
+  static std::uint64_t serial(const Run* run) {
+    const Chunk* chunk = Chunk::of(run);
+    return chunk->map[chunk->page_index(run)].run_serial;
+  }
 };
 
 }  // namespace runsel

@@ -5,6 +5,7 @@
 
 #include <concepts>
 #include <cstddef>
+#include <cstdint>
 
 namespace runsel {
 
@@ -18,6 +19,21 @@ namespace runsel {
 template <class H, class Node>
 concept HookAccess = requires(Node* node) {
   {H::hook(node)};
+};
+
+// What the containers keyed by occupancy also read through HookOf: a run's
+// free regions and its regions in all (fullest_first, sorted_by_free).
+template <class H, class Node>
+concept OccupancyAccess = HookAccess<H, Node> && requires(const Node* node) {
+  { H::free_regions(node) } -> std::convertible_to<std::uint32_t>;
+  { H::regions(node) } -> std::convertible_to<std::uint32_t>;
+};
+
+// What a container keyed by age reads: the serial number the arena gave the
+// run when it created it (age_address); it never changes while the run lives.
+template <class H, class Node>
+concept SerialAccess = HookAccess<H, Node> && requires(const Node* node) {
+  { H::serial(node) } -> std::convertible_to<std::uint64_t>;
 };
 
 // insert(run): run became non-full (new, or full with one region freed).

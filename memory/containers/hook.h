@@ -6,7 +6,9 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "structures/pairing_links.h"
 #include "structures/rb_links.h"
+#include "structures/wavl_links.h"
 
 namespace runsel {
 
@@ -16,17 +18,25 @@ struct ListLinks {
   Node* next;
 };
 
+// A list in one of several buckets (fullest_first's occupancy buckets).
 template <class Node>
-struct PairingLinks {
-  Node* child;  // leftmost child
-  Node* next;   // next sibling
-  Node* prev;   // previous sibling, or the parent for a leftmost child
+struct BucketLinks {
+  Node* prev;
+  Node* next;
+  std::size_t bucket;  // the bucket whose list holds the node
 };
 
+// Three words, whichever container is built in. A container that needs a key
+// beyond its links reads it from the node through its HookOf (see
+// container.h): the free count (in the run header) or the serial number the
+// arena gives each run when it creates it (in the page map: see
+// arena/run.h). Every variant keeps them alike.
 template <class Node>
 union ContainerHook {
   RbLinks<Node> rb;
+  WavlLinks<Node> wavl;
   ListLinks<Node> list;
+  BucketLinks<Node> buckets;
   PairingLinks<Node> pairing;
   std::size_t heap_index;
 };

@@ -3,8 +3,8 @@
 //
 // Complexity: insert and erase are O(log n), iterative, and never allocate;
 // first() is O(1) (the minimum is cached and repaired on insert/erase, which
-// costs one successor step when the minimum itself is erased); next() is
-// amortised O(1); first_not_below() is O(log n); check() is O(n).
+// costs one successor step when the minimum itself is erased); next() and
+// previous() are amortised O(1); first_not_below() is O(log n); check() is O(n).
 #pragma once
 
 #include <concepts>
@@ -105,6 +105,21 @@ class RbTree {
     }
     Node* parent = parent_of(node);
     while (parent != nullptr && node == right(parent)) {
+      node = parent;
+      parent = parent_of(node);
+    }
+    return parent;
+  }
+
+  // In-order predecessor, or nullptr before the minimum.
+  Node* previous(Node* node) const {
+    if (left(node) != nullptr) {
+      Node* cursor = left(node);
+      while (right(cursor) != nullptr) cursor = right(cursor);
+      return cursor;
+    }
+    Node* parent = parent_of(node);
+    while (parent != nullptr && node == left(parent)) {
       node = parent;
       parent = parent_of(node);
     }

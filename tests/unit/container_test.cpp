@@ -14,6 +14,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <unordered_map>
 #include <utility>
@@ -37,11 +38,15 @@ struct Run {
   ContainerHook<Run> hook;
   std::uint32_t used = 0;      // regions allocated
   std::uint32_t capacity = 0;  // regions per run
+  std::uint64_t serial = 0;    // order of creation (age_address)
   std::size_t slot = 0;        // RandomOperations: position in its members/outsiders list
 };
 
 struct RunHook {
   static ContainerHook<Run>& hook(Run* run) { return run->hook; }
+  static std::uint32_t free_regions(const Run* run) { return run->capacity - run->used; }
+  static std::uint32_t regions(const Run* run) { return run->capacity; }
+  static std::uint64_t serial(const Run* run) { return run->serial; }
 };
 
 // Metadata for array_heap's side array: glibc's malloc (unit tests do not run
@@ -71,20 +76,82 @@ struct NoMetadata {
 
 std::uintptr_t address(const Run* run) { return reinterpret_cast<std::uintptr_t>(run); }
 
-class LowestAddressModel {
+// Members ordered by a key, then address; the pick is the smallest. KeyOf
+// computes a run's key when it is inserted and again when it is touched
+// (given the key it had).
+using Key = std::pair<std::uint64_t, std::uint64_t>;
+
+template <class KeyOf>
+class KeyedModel {
  public:
-  void insert(Run* run) { EXPECT_TRUE(members_.insert(address(run)).second); }
-  void erase(Run* run) { EXPECT_EQ(members_.erase(address(run)), 1u); }
-  void touched(Run*) {}
-  std::size_t size() const { return members_.size(); }
+  void insert(Run* run) {
+    const Key key = key_of_.inserted(run);
+    EXPECT_TRUE(key_.emplace(run, key).second);
+    order_.emplace(key, address(run));
+  }
+  void erase(Run* run) {
+    auto found = key_.find(run);
+    ASSERT_NE(found, key_.end());
+    EXPECT_EQ(order_.erase({found->second, address(run)}), 1u);
+    key_.erase(found);
+  }
+  void touched(Run* run) {
+    auto found = key_.find(run);
+    ASSERT_NE(found, key_.end());
+    const Key key = key_of_.touched(run, found->second);
+    if (key == found->second) return;
+    order_.erase({found->second, address(run)});
+    order_.emplace(key, address(run));
+    found->second = key;
+  }
+  std::size_t size() const { return key_.size(); }
   template <class Set>
   Run* expected_pick(const Set&) {
-    return members_.empty() ? nullptr : reinterpret_cast<Run*>(*members_.begin());
+    return order_.empty() ? nullptr : reinterpret_cast<Run*>(order_.begin()->second);
   }
 
  private:
-  std::set<std::uintptr_t> members_;
+  KeyOf key_of_;
+  std::unordered_map<Run*, Key> key_;
+  std::set<std::pair<Key, std::uintptr_t>> order_;
 };
+
+// Address alone.
+struct NoKey {
+  Key inserted(Run*) { return {0, 0}; }
+  Key touched(Run*, Key had) { return had; }
+};
+using LowestAddressModel = KeyedModel<NoKey>;
+
+// Free regions now, then address.
+struct FreeRegionsKey {
+  Key inserted(Run* run) { return {run->capacity - run->used, 0}; }
+  Key touched(Run* run, Key) { return inserted(run); }
+};
+using FewestFreeModel = KeyedModel<FreeRegionsKey>;
+
+// Serial number, then address.
+struct SerialKey {
+  Key inserted(Run* run) { return {run->serial, 0}; }
+  Key touched(Run*, Key had) { return had; }
+};
+using OldestModel = KeyedModel<SerialKey>;
+
+// Occupancy bucket (fullest first: 7 for 0 or 1 region allocated, 6 for 2-3,
+// 5 for 4-7, ..., 0 for 128 or more), then the run that entered its bucket
+// last: a stamp taken at insert and whenever touched changes the bucket.
+struct BucketKey {
+  static std::uint64_t bucket(const Run* run) {
+    std::uint64_t width = 0;
+    while (width < 32 && (run->used >> width) != 0) ++width;
+    if (width == 0) return 7;
+    return width >= 8 ? 0 : 8 - width;
+  }
+  Key inserted(Run* run) { return {bucket(run), ~stamp++}; }
+  Key touched(Run* run, Key had) { return bucket(run) == had.first ? had : inserted(run); }
+  std::uint64_t stamp = 0;
+};
+using FullestBucketModel = KeyedModel<BucketKey>;
 
 class MostRecentModel {
  public:
@@ -155,6 +222,18 @@ template <>
 struct ModelFor<Picks::sticky_root> {
   using type = StickyRootModel;
 };
+template <>
+struct ModelFor<Picks::fullest_bucket_recent> {
+  using type = FullestBucketModel;
+};
+template <>
+struct ModelFor<Picks::fewest_free_lowest> {
+  using type = FewestFreeModel;
+};
+template <>
+struct ModelFor<Picks::oldest_lowest> {
+  using type = OldestModel;
+};
 
 template <class Entry>
 struct Case {
@@ -175,6 +254,11 @@ using RbRootCase = Case<container_entries::rb_root>;
 using LifoCase = Case<container_entries::lifo>;
 using ArrayHeapCase = Case<container_entries::array_heap>;
 using PairingHeapCase = Case<container_entries::pairing_heap>;
+using FullestFirstCase = Case<container_entries::fullest_first>;
+using SortedByFreeCase = Case<container_entries::sorted_by_free>;
+using AgeAddressCase = Case<container_entries::age_address>;
+using PairingHeapLazyCase = Case<container_entries::pairing_heap_lazy>;
+using WavlCase = Case<container_entries::wavl>;
 
 // Checks the set against the model: invariants, size, and the pick.
 template <class Set, class Model>
@@ -195,7 +279,9 @@ class BinSimulation {
     // Most seeds use a few runs; every 10th 1,000 runs, and seeds 100, 300,
     // 500, ... 12,000 runs of 4 regions, which at 55% occupancy leaves about
     // 10,000 of them non-full (one such seed in the default 200 keeps the
-    // run short; RUNSEL_STRESS adds more).
+    // run short; RUNSEL_STRESS adds more). Seeds 5, 15, 25, ... use up to
+    // 16 runs of 130 to 299 regions, so that every occupancy bucket of
+    // fullest_first is reached.
     std::size_t run_count = 1 + seed % 64;
     std::uint32_t capacity = 1 + rng_() % 8;
     if (seed % 200 == 100) {
@@ -203,6 +289,9 @@ class BinSimulation {
       capacity = 4;
     } else if (seed % 10 == 0) {
       run_count = 1'000;
+    } else if (seed % 10 == 5) {
+      run_count = 1 + seed % 16;
+      capacity = 130 + rng_() % 170;
     }
     pool_ = std::vector<Run>(run_count);
     for (Run& run : pool_) {
@@ -259,6 +348,7 @@ class BinSimulation {
       ASSERT_FALSE(spare_runs_.empty()) << "no non-full run and no spare run";
       run = spare_runs_.back();
       spare_runs_.pop_back();
+      run->serial = next_serial_++;  // the arena numbers the runs it creates
       set_.insert(run);
       model_.insert(run);
     }
@@ -303,6 +393,7 @@ class BinSimulation {
   std::vector<Run*> spare_runs_;  // runs not holding any region
   std::vector<Run*> live_;        // one entry per allocated region: its run
   std::size_t max_live_ = 0;
+  std::uint64_t next_serial_ = 0;
   typename Case::Set set_;
   typename Case::Model model_;
 };
@@ -311,14 +402,20 @@ class BinSimulation {
 
 // insert, erase (of the pick or of any member), pick and touched in random
 // order, the set's size wandering between targets; seeds 50, 150, 250, ...
-// reach 10,000 members.
+// reach 10,000 members. Each run has its own capacity (2 to 300 regions) and
+// a serial number shared with some others; an insert or a touched call first
+// sets a random occupancy (at least one region free).
 template <class Case>
 class RandomOperations {
  public:
   explicit RandomOperations(std::uint64_t seed) : rng_(seed) {
     const std::size_t capacity = seed % 100 == 50 ? 10'000 : 1 + rng_() % 200;
     pool_ = std::vector<Run>(capacity);
-    for (Run& run : pool_) add(outsiders_, &run);
+    for (Run& run : pool_) {
+      run.capacity = 2 + static_cast<std::uint32_t>(rng_() % 299);
+      run.serial = rng_() % (capacity / 2 + 1);
+      add(outsiders_, &run);
+    }
     // Random address order.
     for (std::size_t i = outsiders_.size(); i > 1; --i) swap_slots(outsiders_, i - 1, rng_() % i);
   }
@@ -345,11 +442,13 @@ class RandomOperations {
       const bool grow = members_.size() < target ? dice < 70 : dice < 20;
       if (dice >= 90 && !members_.empty()) {
         Run* run = members_[rng_() % members_.size()];
+        run->used = static_cast<std::uint32_t>(rng_() % run->capacity);
         set_.touched(run);
         model_.touched(run);
       } else if (grow && !outsiders_.empty()) {
         Run* run = outsiders_[rng_() % outsiders_.size()];
         move(run, outsiders_, members_);
+        run->used = static_cast<std::uint32_t>(rng_() % run->capacity);
         set_.insert(run);
         model_.insert(run);
       } else if (!grow && !members_.empty()) {
@@ -404,7 +503,8 @@ template <class Case>
 void corrupt(typename Case::Set& set, std::vector<Run>& runs, int variant) {
   using Set = typename Case::Set;
   Run* pick = set.pick();
-  if constexpr (std::is_same_v<Set, RbFirstCase::Set> || std::is_same_v<Set, RbRootCase::Set>) {
+  if constexpr (std::is_same_v<Set, RbFirstCase::Set> || std::is_same_v<Set, RbRootCase::Set> ||
+                std::is_same_v<Set, SortedByFreeCase::Set>) {
     RbLinks<Run>& root = RunHook::hook(set.root()).rb;
     if (variant == 0) {
       root.parent_and_color |= 1;  // a red root
@@ -427,15 +527,39 @@ void corrupt(typename Case::Set& set, std::vector<Run>& runs, int variant) {
       // Two members exchange their recorded slots: each names the other's.
       std::swap(RunHook::hook(&runs[1]).heap_index, RunHook::hook(&runs[2]).heap_index);
     }
-  } else if constexpr (std::is_same_v<Set, PairingHeapCase::Set>) {
+  } else if constexpr (std::is_same_v<Set, PairingHeapCase::Set> ||
+                       std::is_same_v<Set, AgeAddressCase::Set> ||
+                       std::is_same_v<Set, PairingHeapLazyCase::Set>) {
+    // The root's leftmost child, or (lazy heap) the first aux tree.
     PairingLinks<Run>& root = RunHook::hook(pick).pairing;
+    Run* below = root.child != nullptr ? root.child : root.next;
+    ASSERT_NE(below, nullptr);
     if (variant == 0) {
-      RunHook::hook(root.child).pairing.prev = nullptr;  // child lost its parent link
+      RunHook::hook(below).pairing.prev = nullptr;  // lost its link back
     } else {
-      // The lowest run's leftmost child adopts the root: a cycle and an
-      // order violation.
-      Run* kid = root.child;
-      RunHook::hook(kid).pairing.child = pick;
+      // It adopts the root: a cycle and an order violation.
+      RunHook::hook(below).pairing.child = pick;
+    }
+  } else if constexpr (std::is_same_v<Set, WavlCase::Set>) {
+    if (variant == 0) {
+      Run* leaf = set.root();
+      for (;;) {
+        WavlLinks<Run>& links = RunHook::hook(leaf).wavl;
+        if (links.left == nullptr && links.right == nullptr) break;
+        leaf = links.left != nullptr ? links.left : links.right;
+      }
+      RunHook::hook(leaf).wavl.parent_and_parity ^= 1;  // a leaf of rank 1
+    } else {
+      WavlLinks<Run>& root = RunHook::hook(set.root()).wavl;
+      std::swap(root.left, root.right);  // in-order no longer rises
+    }
+  } else if constexpr (std::is_same_v<Set, FullestFirstCase::Set>) {
+    if (variant == 0) {
+      RunHook::hook(pick).buckets.bucket = 3;  // records a bucket it is not on
+    } else {
+      Run* tail = pick;
+      while (RunHook::hook(tail).buckets.next != nullptr) tail = RunHook::hook(tail).buckets.next;
+      RunHook::hook(tail).buckets.next = pick;  // a cycle
     }
   } else {
     static_assert(sizeof(Set) == 0, "no corruption written for this container");
@@ -538,6 +662,91 @@ TYPED_TEST(NonFullRunsTest, PicksByItsPolicy) {
     set.insert(at(5));  // a run that left and came back goes to the front
     EXPECT_EQ(set.pick(), at(5));
     ASSERT_TRUE(set.check(&why)) << why;
+  } else if constexpr (TypeParam::kPicks == Picks::fullest_bucket_recent) {
+    // Buckets by regions allocated: 128 or more beat 4-7, which beat 1;
+    // inside a bucket the run that entered it last wins, however full the
+    // others are (the buckets' approximation).
+    for (Run& run : runs) run.capacity = 256;
+    at(0)->used = 200;
+    at(1)->used = 130;
+    at(2)->used = 5;
+    at(3)->used = 1;
+    set.insert(at(3));
+    EXPECT_EQ(set.pick(), at(3));
+    set.insert(at(2));
+    EXPECT_EQ(set.pick(), at(2));
+    set.insert(at(0));
+    set.insert(at(1));
+    EXPECT_EQ(set.pick(), at(1)) << "both hold 128 or more; the later insert wins";
+    at(1)->used = 131;  // allocating from the pick keeps it
+    set.touched(at(1));
+    EXPECT_EQ(set.pick(), at(1));
+    at(1)->used = 127;  // a free drops it below 128: bucket 1, and at(0) is the pick
+    set.touched(at(1));
+    EXPECT_EQ(set.pick(), at(0));
+    at(3)->used = 3;  // 1 -> 3 allocated: to the front of bucket 6
+    set.touched(at(3));
+    at(2)->used = 128;  // 5 -> 128: to the front of bucket 0, before at(0)
+    set.touched(at(2));
+    EXPECT_EQ(set.pick(), at(2));
+    ASSERT_TRUE(set.check(&why)) << why;
+    for (std::size_t expected : {2, 0, 1, 3}) {
+      ASSERT_EQ(set.pick(), at(expected));
+      set.erase(at(expected));
+      ASSERT_TRUE(set.check(&why)) << why;
+    }
+    EXPECT_EQ(set.pick(), nullptr);
+  } else if constexpr (TypeParam::kPicks == Picks::fewest_free_lowest) {
+    // Exactly the fewest free regions, ties to the lowest address; touched
+    // re-sorts a run whose count changed.
+    for (Run& run : runs) run.capacity = 64;
+    at(0)->used = 10;  // free 54
+    at(1)->used = 60;  // free 4
+    at(2)->used = 60;  // free 4
+    at(3)->used = 30;  // free 34
+    for (std::size_t i : {0, 3, 2, 1}) set.insert(at(i));
+    EXPECT_EQ(set.pick(), at(1));
+    at(1)->used = 61;  // allocating from the pick keeps it
+    set.touched(at(1));
+    EXPECT_EQ(set.pick(), at(1));
+    at(2)->used = 62;  // now free 2: the fewest
+    set.touched(at(2));
+    EXPECT_EQ(set.pick(), at(2));
+    at(2)->used = 50;  // frees raise it to 14
+    set.touched(at(2));
+    EXPECT_EQ(set.pick(), at(1));
+    at(3)->used = 51;  // 13 free: below at(2) now
+    set.touched(at(3));
+    ASSERT_TRUE(set.check(&why)) << why;
+    for (std::size_t expected : {1, 3, 2, 0}) {
+      ASSERT_EQ(set.pick(), at(expected));
+      set.erase(at(expected));
+      ASSERT_TRUE(set.check(&why)) << why;
+    }
+    EXPECT_EQ(set.pick(), nullptr);
+  } else if constexpr (TypeParam::kPicks == Picks::oldest_lowest) {
+    // The lowest serial number, ties to the lowest address; occupancy does
+    // not matter.
+    at(5)->serial = 3;
+    at(2)->serial = 1;
+    at(8)->serial = 1;
+    at(1)->serial = 7;
+    at(0)->serial = 9;
+    for (std::size_t i : {5, 1, 8, 2}) set.insert(at(i));
+    EXPECT_EQ(set.pick(), at(2));
+    at(2)->used = 5;
+    set.touched(at(2));
+    EXPECT_EQ(set.pick(), at(2));
+    set.erase(at(2));
+    EXPECT_EQ(set.pick(), at(8));
+    set.insert(at(0));  // the youngest, lowest address: last
+    EXPECT_EQ(set.pick(), at(8));
+    for (std::size_t expected : {8, 5, 1, 0}) {
+      ASSERT_EQ(set.pick(), at(expected));
+      set.erase(at(expected));
+      ASSERT_TRUE(set.check(&why)) << why;
+    }
+    EXPECT_EQ(set.pick(), nullptr);
   } else if constexpr (TypeParam::kPicks == Picks::sticky_root) {
     // The first pick() takes the tree's root; it stays the pick while the
     // tree grows and rotates around it, and only its erasure frees the choice.

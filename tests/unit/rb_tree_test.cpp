@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <iterator>
 #include <random>
 #include <set>
 #include <string>
@@ -138,6 +139,7 @@ class Differential {
       }
     } else if (op < 85) {
       check_next();
+      check_previous();
     } else if (op < 98) {
       check_first_not_below();
     } else {
@@ -174,6 +176,13 @@ class Differential {
     TestNode* node = members_[rng_() % members_.size()];
     auto after = model_.upper_bound(node);
     ASSERT_EQ(tree_.next(node), after == model_.end() ? nullptr : *after);
+  }
+
+  void check_previous() {
+    if (members_.empty()) return;
+    TestNode* node = members_[rng_() % members_.size()];
+    auto at = model_.find(node);
+    ASSERT_EQ(tree_.previous(node), at == model_.begin() ? nullptr : *std::prev(at));
   }
 
   // The probe is a node the model order can compare: a fresh (key, id 0) for

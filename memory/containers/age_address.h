@@ -1,0 +1,63 @@
+// Non-full run container "age_address" (jemalloc since 4.4 orders a bin's
+// non-full slabs by age, then address): the pairing heap of runs keyed by
+// (serial number, address); the next allocation uses the oldest run.
+//
+// Policy: the run the arena created first, among equals the lowest address.
+// Filling the old runs first lets the young ones, which a burst created and
+// which hold the burst's short-lived regions, drain and go back; the address
+// keeps the choice deterministic. The serial number is given by the arena
+// when it creates a run (a 64-bit counter per bin, so it never wraps).
+// Complexity: as pairing_heap (the same heap, another key): insert O(1);
+// pick O(1); erase of the root amortised O(log n); erase of another member
+// O(1) plus the pairing of its children; touched O(1), a no-op; check O(n).
+// Memory: the three words of the 24-byte ContainerHook (leftmost child, next
+// sibling, previous sibling or parent), nothing more per run; two words per
+// bin (root, size). The run header has no room for the serial number, and
+// growing it for one container would change the layout (and the addresses)
+// of every variant, so the arena keeps it in the page map entry of the run's
+// first page, idle while the run is allocated (see arena/run.h). Each
+// comparison reads it there: a second cache line per run, in the chunk
+// header, shared by the 256 runs of a chunk.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "containers/address_order.h"
+#include "containers/container.h"
+#include "containers/hook.h"
+#include "structures/pairing_heap.h"
+
+namespace runsel {
+
+// Metadata is unused (the heap needs no memory beyond the hook); it keeps the
+// template signature the same for every container.
+template <class Node, class HookOf, class Metadata>
+requires SerialAccess<HookOf, Node>
+class AgeAddressRuns {
+ public:
+  void insert(Node* run) { heap_.insert(run); }
+  void erase(Node* run) { heap_.erase(run); }
+  Node* pick() const { return heap_.first(); }
+  void touched(Node*) {}
+  std::size_t size() const { return heap_.size(); }
+  // The heap's invariants (every run above its parent in (serial, address)
+  // order, so the root is the oldest run, and every link consistent): see
+  // PairingHeap::check.
+  bool check(const char** why) const { return heap_.check(why); }
+
+ private:
+  struct ByAge {
+    static PairingLinks<Node>& links(Node* run) { return HookOf::hook(run).pairing; }
+    static bool less(const Node* a, const Node* b) {
+      const std::uint64_t age_a = HookOf::serial(a);
+      const std::uint64_t age_b = HookOf::serial(b);
+      if (age_a != age_b) return age_a < age_b;
+      return address_less(a, b);
+    }
+  };
+
+  PairingHeap<Node, ByAge> heap_;
+};
+
+}  // namespace runsel

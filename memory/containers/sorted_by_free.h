@@ -1,0 +1,78 @@
+// Non-full run container "sorted_by_free" (proposed in Mozilla bug 1857133,
+// "sort by free cells", and never measured): the red-black tree of runs
+// ordered by (free regions, address); the next allocation uses the first.
+//
+// Policy: exactly the run with the fewest free regions, among equals the
+// lowest address. It is the exact form of fullest_first's buckets: filling
+// the fullest run first lets the emptiest drain, at the price of keeping the
+// order exact as occupancies change, so the report can show what the
+// buckets' approximation costs or saves. The pick is sticky: allocating from
+// it only lowers its free count, so it stays first and does not move.
+// Complexity: insert O(log n); erase O(log n); pick O(1) (cached minimum);
+// touched O(1) when the run is still in order with its in-order neighbours
+// (always after an allocation from the pick), else O(log n) (erase and
+// insert again); check O(n). Memory: the three words of the 24-byte
+// ContainerHook (left, right, parent+colour), nothing more per run; three
+// words per bin (root, cached first, size). The key reads the run's free
+// count through HookOf.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "containers/address_order.h"
+#include "containers/container.h"
+#include "containers/hook.h"
+#include "structures/rb_links.h"
+#include "structures/rb_tree.h"
+
+namespace runsel {
+
+// Metadata is unused (the tree needs no memory beyond the hook); it keeps the
+// template signature the same for every container.
+template <class Node, class HookOf, class Metadata>
+requires OccupancyAccess<HookOf, Node>
+class SortedByFreeRuns {
+ public:
+  void insert(Node* run) { tree_.insert(run); }
+  void erase(Node* run) { tree_.erase(run); }
+  Node* pick() const { return tree_.first(); }
+
+  // The tree's links do not depend on the key, so a run whose free count
+  // changed can still be unlinked; it moves only if it is now out of order
+  // with a neighbour (the rest of the sequence is untouched, so that is the
+  // only place the order can break).
+  void touched(Node* run) {
+    Node* before = run == tree_.first() ? nullptr : tree_.previous(run);
+    if (before == nullptr || ByFree::less(before, run)) {
+      Node* after = tree_.next(run);
+      if (after == nullptr || ByFree::less(run, after)) return;
+    }
+    tree_.erase(run);
+    tree_.insert(run);
+  }
+
+  std::size_t size() const { return tree_.size(); }
+  // For tests: the tree's root.
+  Node* root() const { return tree_.root(); }
+
+  // The tree verifies that its in-order sequence rises strictly by (free
+  // count, address) with the cached minimum first, so pick() is the run with
+  // the fewest free regions; that also proves touched() followed every change.
+  bool check(const char** why) const { return tree_.check(why); }
+
+ private:
+  struct ByFree {
+    static RbLinks<Node>& links(Node* run) { return HookOf::hook(run).rb; }
+    static bool less(const Node* a, const Node* b) {
+      const std::uint32_t free_a = HookOf::free_regions(a);
+      const std::uint32_t free_b = HookOf::free_regions(b);
+      if (free_a != free_b) return free_a < free_b;
+      return address_less(a, b);
+    }
+  };
+
+  RbTree<Node, ByFree> tree_;
+};
+
+}  // namespace runsel

@@ -1,0 +1,51 @@
+// Non-full run container "wavl" (snmalloc's maintainers compared a weak-AVL
+// tree with their red-black tree): a WAVL tree of runs ordered by address;
+// the next allocation uses the lowest run.
+//
+// Policy: the lowest-addressed run, exactly as rb_first (so both make the
+// same choices); only the balancing differs. A WAVL tree keeps one rank
+// parity bit per node where a red-black tree keeps a colour, rotates at most
+// twice per insert or erase (a red-black erase may rotate three times), and
+// most of its repairs only flip bits; built by inserts alone it is an AVL
+// tree, lower than a red-black tree of the same size.
+// Complexity: insert O(log n); erase O(log n) (plus one successor step when
+// the lowest run leaves); pick O(1) (cached minimum); touched O(1), a no-op;
+// check O(n) (the rank rule, the order, the links). Memory: the three words
+// of the 24-byte ContainerHook (left, right, parent+rank parity), nothing
+// more per run; three words per bin (root, cached first, size).
+#pragma once
+
+#include <cstddef>
+
+#include "containers/address_order.h"
+#include "containers/container.h"
+#include "containers/hook.h"
+#include "structures/wavl_links.h"
+#include "structures/wavl_tree.h"
+
+namespace runsel {
+
+// Metadata is unused (the tree needs no memory beyond the hook); it keeps the
+// template signature the same for every container.
+template <class Node, class HookOf, class Metadata>
+requires HookAccess<HookOf, Node>
+class WavlRuns {
+ public:
+  void insert(Node* run) { tree_.insert(run); }
+  void erase(Node* run) { tree_.erase(run); }
+  Node* pick() const { return tree_.first(); }
+  void touched(Node*) {}
+  std::size_t size() const { return tree_.size(); }
+  // For tests: the tree's root.
+  Node* root() const { return tree_.root(); }
+
+  // The tree verifies the rank rule, the links and that its in-order
+  // sequence rises strictly by address with the cached minimum first, so
+  // pick() is the lowest run.
+  bool check(const char** why) const { return tree_.check(why); }
+
+ private:
+  WavlTree<Node, RunAddressWavlOrder<Node, HookOf>> tree_;
+};
+
+}  // namespace runsel

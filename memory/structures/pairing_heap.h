@@ -1,0 +1,312 @@
+// Intrusive pairing heaps over nodes that embed PairingLinks<Node>; the order
+// and the place of the links come from a representation type Rep (see
+// PairingRep), as for RbTree.
+//
+// PairingHeap melds eagerly: an insert is one comparison with the root and a
+// link, so the root is the minimum after every call, and the removal of the
+// root pairs up all of its children (two-pass pairing). LazyPairingHeap keeps
+// the same root but appends inserts to an auxiliary list of trees hanging off
+// the root's `next` link, melding the front of that list a little on each
+// insert (a binary counter: after the k-th append it melds the front pair
+// ctz(k) times, so the list holds about log2 k trees of doubling sizes), and
+// pairs the list up only when the root leaves. An insert that is below the
+// root becomes the root at once, the old root and its list beneath it.
+// Complexity (both): insert O(1) (amortised for the lazy heap's melds);
+// first() O(1); erase of the root amortised O(log n); erase of another node
+// O(1) to unlink plus the pairing of its own children; check() O(n). Every
+// pass is iterative: no recursion, no stack depth proportional to the heap.
+#pragma once
+
+#include <concepts>
+#include <cstddef>
+
+#include "structures/pairing_links.h"
+
+namespace runsel {
+
+// Rep::links(node) gives the node's embedded links; Rep::less is a strict
+// total order.
+template <class Rep, class Node>
+concept PairingRep = requires(Node* node, const Node* a, const Node* b) {
+  { Rep::links(node) } -> std::same_as<PairingLinks<Node>&>;
+  { Rep::less(a, b) } -> std::same_as<bool>;
+};
+
+// What both heaps do to trees: meld, pair up, unlink, verify.
+template <class Node, class Rep>
+requires PairingRep<Rep, Node>
+struct PairingTrees {
+  static PairingLinks<Node>& links(Node* node) { return Rep::links(node); }
+
+  static void init(Node* node) {
+    PairingLinks<Node>& own = links(node);
+    own.child = nullptr;
+    own.next = nullptr;
+    own.prev = nullptr;
+  }
+
+  // Melds two tree roots (their own prev and next are ignored): the higher
+  // becomes the leftmost child of the lower, which is returned. The winner's
+  // prev and next are left as they were; callers set them.
+  static Node* meld(Node* a, Node* b) {
+    if (Rep::less(b, a)) {
+      Node* swap = a;
+      a = b;
+      b = swap;
+    }
+    PairingLinks<Node>& top = links(a);
+    PairingLinks<Node>& below = links(b);
+    below.prev = a;
+    below.next = top.child;
+    if (top.child != nullptr) links(top.child).prev = b;
+    top.child = b;
+    return a;
+  }
+
+  // Two-pass pairing of the sibling list starting at `first`, iteratively:
+  // pass one melds neighbours left to right and chains the results through
+  // `next` in reverse; pass two melds that chain from the rightmost pair
+  // leftwards. Returns the new root (prev and next cleared), or nullptr.
+  static Node* pair_up(Node* first) {
+    if (first == nullptr) return nullptr;
+    Node* pairs = nullptr;
+    Node* cursor = first;
+    while (cursor != nullptr) {
+      Node* a = cursor;
+      Node* b = links(a).next;
+      Node* merged = a;
+      if (b != nullptr) {
+        cursor = links(b).next;
+        merged = meld(a, b);
+      } else {
+        cursor = nullptr;
+      }
+      links(merged).next = pairs;
+      pairs = merged;
+    }
+    Node* result = pairs;
+    pairs = links(pairs).next;
+    while (pairs != nullptr) {
+      Node* following = links(pairs).next;
+      result = meld(result, pairs);
+      pairs = following;
+    }
+    links(result).prev = nullptr;
+    links(result).next = nullptr;
+    return result;
+  }
+
+  // Takes a node that has a prev (any node but a heap's root), with its
+  // subtree, out of its sibling list.
+  static void unlink(Node* node) {
+    PairingLinks<Node>& own = links(node);
+    if (links(own.prev).child == node) {
+      links(own.prev).child = own.next;  // leftmost child: prev is the parent
+    } else {
+      links(own.prev).next = own.next;
+    }
+    if (own.next != nullptr) links(own.next).prev = own.prev;
+  }
+
+  // The parent of a node below a tree's top: back along the siblings to the
+  // leftmost, whose prev is the parent.
+  static Node* parent_of(Node* node) {
+    while (links(links(node).prev).child != node) node = links(node).prev;
+    return links(node).prev;
+  }
+
+  static bool fail(const char** why, const char* reason) {
+    *why = reason;
+    return false;
+  }
+
+  // Verifies the tree below `top` (not top's own prev and next): every child
+  // list is doubly linked (a leftmost child's prev is its parent, any other
+  // child's prev its left sibling) and every node is above its parent. Adds
+  // the nodes to *count and fails once it passes `limit`. The walk is
+  // pre-order through the links, with no stack, and never follows a link it
+  // has not verified.
+  static bool check_tree(Node* top, std::size_t limit, std::size_t* count, const char** why) {
+    Node* node = top;
+    for (;;) {
+      if (++*count > limit) return fail(why, "more nodes reachable than size()");
+      Node* expected_prev = node;
+      std::size_t siblings = 0;
+      for (Node* kid = links(node).child; kid != nullptr; kid = links(kid).next) {
+        if (++siblings > limit) return fail(why, "a child list longer than size()");
+        if (links(kid).prev != expected_prev) return fail(why, "a child's prev link is wrong");
+        if (!Rep::less(node, kid)) return fail(why, "a child is not above its parent");
+        expected_prev = kid;
+      }
+      if (links(node).child != nullptr) {
+        node = links(node).child;
+        continue;
+      }
+      // Climb until a node with an unvisited next sibling (or the top).
+      for (;;) {
+        if (node == top) return true;
+        if (links(node).next != nullptr) {
+          node = links(node).next;
+          break;
+        }
+        node = parent_of(node);
+      }
+    }
+  }
+};
+
+template <class Node, class Rep>
+requires PairingRep<Rep, Node>
+class PairingHeap {
+ public:
+  void insert(Node* node) {
+    Trees::init(node);
+    root_ = root_ == nullptr ? node : Trees::meld(root_, node);
+    ++size_;
+  }
+
+  void erase(Node* node) {
+    --size_;
+    if (node == root_) {
+      root_ = Trees::pair_up(Trees::links(node).child);
+      return;
+    }
+    Trees::unlink(node);
+    // Its children, paired into one heap, hang below the root again: every
+    // one of them is above the root.
+    if (Node* orphans = Trees::pair_up(Trees::links(node).child)) {
+      root_ = Trees::meld(root_, orphans);
+    }
+  }
+
+  Node* first() const { return root_; }
+  std::size_t size() const { return size_; }
+
+  // Invariants: the root has no siblings and no parent; the tree below it is
+  // a heap (check_tree); exactly size() nodes are reachable.
+  bool check(const char** why) const {
+    const char* ignored;
+    if (why == nullptr) why = &ignored;
+    if (root_ == nullptr) {
+      return size_ == 0 ? true : Trees::fail(why, "root is null but size() is not zero");
+    }
+    if (Trees::links(root_).prev != nullptr || Trees::links(root_).next != nullptr) {
+      return Trees::fail(why, "the root has a parent or a sibling");
+    }
+    std::size_t count = 0;
+    if (!Trees::check_tree(root_, size_, &count, why)) return false;
+    return count == size_ ? true : Trees::fail(why, "fewer nodes reachable than size()");
+  }
+
+ private:
+  using Trees = PairingTrees<Node, Rep>;
+
+  Node* root_ = nullptr;  // the minimum; prev and next are null
+  std::size_t size_ = 0;
+};
+
+template <class Node, class Rep>
+requires PairingRep<Rep, Node>
+class LazyPairingHeap {
+ public:
+  void insert(Node* node) {
+    Trees::init(node);
+    ++size_;
+    if (root_ == nullptr) {
+      root_ = node;
+      return;
+    }
+    if (Rep::less(node, root_)) {
+      // The old root, its aux list now its siblings, goes below the new one.
+      Trees::links(node).child = root_;
+      Trees::links(root_).prev = node;
+      root_ = node;
+      appended_ = 0;
+      return;
+    }
+    push_aux(node);
+    ++appended_;
+    for (std::size_t carries = appended_; (carries & 1) == 0; carries >>= 1) {
+      if (!meld_front_pair()) break;
+    }
+  }
+
+  void erase(Node* node) {
+    --size_;
+    if (node == root_) {
+      Node* kids = Trees::pair_up(Trees::links(node).child);
+      Node* aux = Trees::pair_up(Trees::links(node).next);
+      root_ = kids == nullptr ? aux : aux == nullptr ? kids : Trees::meld(kids, aux);
+      appended_ = 0;
+      return;
+    }
+    Trees::unlink(node);
+    // Its children are above it, so above the root: they join the aux list.
+    if (Node* orphans = Trees::pair_up(Trees::links(node).child)) push_aux(orphans);
+  }
+
+  Node* first() const { return root_; }
+  std::size_t size() const { return size_; }
+
+  // Invariants: the root has no parent; its `next` chain (the aux list) is
+  // doubly linked from the root, and every tree on it is above the root, so
+  // the root is the minimum; the root's tree and every aux tree are heaps
+  // (check_tree); exactly size() nodes are reachable.
+  bool check(const char** why) const {
+    const char* ignored;
+    if (why == nullptr) why = &ignored;
+    if (root_ == nullptr) {
+      return size_ == 0 ? true : Trees::fail(why, "root is null but size() is not zero");
+    }
+    if (Trees::links(root_).prev != nullptr) return Trees::fail(why, "the root has a parent");
+    std::size_t count = 0;
+    Node* previous = nullptr;
+    for (Node* top = root_; top != nullptr; top = Trees::links(top).next) {
+      if (previous != nullptr) {
+        if (Trees::links(top).prev != previous) {
+          return Trees::fail(why, "an aux tree's prev link is wrong");
+        }
+        if (!Rep::less(root_, top)) return Trees::fail(why, "an aux tree is not above the root");
+      }
+      if (!Trees::check_tree(top, size_, &count, why)) return false;
+      previous = top;
+    }
+    return count == size_ ? true : Trees::fail(why, "fewer nodes reachable than size()");
+  }
+
+ private:
+  using Trees = PairingTrees<Node, Rep>;
+
+  // Puts a tree at the front of the aux list.
+  void push_aux(Node* top) {
+    PairingLinks<Node>& own = Trees::links(top);
+    PairingLinks<Node>& root = Trees::links(root_);
+    own.prev = root_;
+    own.next = root.next;
+    if (root.next != nullptr) Trees::links(root.next).prev = top;
+    root.next = top;
+  }
+
+  // Melds the first two trees of the aux list into one, in front; false if
+  // there were not two.
+  bool meld_front_pair() {
+    Node* a = Trees::links(root_).next;
+    if (a == nullptr) return false;
+    Node* b = Trees::links(a).next;
+    if (b == nullptr) return false;
+    Node* rest = Trees::links(b).next;
+    Node* merged = Trees::meld(a, b);
+    PairingLinks<Node>& own = Trees::links(merged);
+    own.prev = root_;
+    own.next = rest;
+    if (rest != nullptr) Trees::links(rest).prev = merged;
+    Trees::links(root_).next = merged;
+    return true;
+  }
+
+  Node* root_ = nullptr;  // the minimum; prev is null, next the aux list
+  std::size_t size_ = 0;
+  std::size_t appended_ = 0;  // trees appended since the aux list was last empty
+};
+
+}  // namespace runsel
