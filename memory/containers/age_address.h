@@ -20,44 +20,33 @@
 // header, shared by the 256 runs of a chunk.
 #pragma once
 
-#include <cstddef>
 #include <cstdint>
 
 #include "containers/address_order.h"
 #include "containers/container.h"
+#include "containers/first_of.h"
 #include "containers/hook.h"
 #include "structures/pairing_heap.h"
 
 namespace runsel {
 
+// (serial number, address): the order the arena created the runs in.
+template <class Node, class HookOf>
+struct RunAgeOrder {
+  static PairingLinks<Node>& links(Node* run) { return HookOf::hook(run).pairing; }
+  static bool less(const Node* a, const Node* b) {
+    const std::uint64_t age_a = HookOf::serial(a);
+    const std::uint64_t age_b = HookOf::serial(b);
+    if (age_a != age_b) return age_a < age_b;
+    return address_less(a, b);
+  }
+};
+
 // Metadata is unused (the heap needs no memory beyond the hook); it keeps the
 // template signature the same for every container.
 template <class Node, class HookOf, class Metadata>
 requires SerialAccess<HookOf, Node>
-class AgeAddressRuns {
- public:
-  void insert(Node* run) { heap_.insert(run); }
-  void erase(Node* run) { heap_.erase(run); }
-  Node* pick() const { return heap_.first(); }
-  void touched(Node*) {}
-  std::size_t size() const { return heap_.size(); }
-  // The heap's invariants (every run above its parent in (serial, address)
-  // order, so the root is the oldest run, and every link consistent): see
-  // PairingHeap::check.
-  bool check(const char** why) const { return heap_.check(why); }
-
- private:
-  struct ByAge {
-    static PairingLinks<Node>& links(Node* run) { return HookOf::hook(run).pairing; }
-    static bool less(const Node* a, const Node* b) {
-      const std::uint64_t age_a = HookOf::serial(a);
-      const std::uint64_t age_b = HookOf::serial(b);
-      if (age_a != age_b) return age_a < age_b;
-      return address_less(a, b);
-    }
-  };
-
-  PairingHeap<Node, ByAge> heap_;
+class AgeAddressRuns : public FirstOf<Node, PairingHeap<Node, RunAgeOrder<Node, HookOf>>> {
 };
 
 }  // namespace runsel

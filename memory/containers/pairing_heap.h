@@ -19,10 +19,9 @@
 // structures/pairing_heap.h, shared with age_address and pairing_heap_lazy.
 #pragma once
 
-#include <cstddef>
-
 #include "containers/address_order.h"
 #include "containers/container.h"
+#include "containers/first_of.h"
 #include "containers/hook.h"
 #include "structures/pairing_heap.h"
 
@@ -32,19 +31,7 @@ namespace runsel {
 // template signature the same for every container.
 template <class Node, class HookOf, class Metadata>
 requires HookAccess<HookOf, Node>
-class PairingHeapRuns {
- public:
-  void insert(Node* run) { heap_.insert(run); }
-  void erase(Node* run) { heap_.erase(run); }
-  Node* pick() const { return heap_.first(); }
-  void touched(Node*) {}
-  std::size_t size() const { return heap_.size(); }
-  // The heap's invariants (every run above its parent's address, so the root
-  // is the lowest run, and every link consistent): see PairingHeap::check.
-  bool check(const char** why) const { return heap_.check(why); }
-
- private:
-  PairingHeap<Node, RunAddressHeapOrder<Node, HookOf>> heap_;
+class PairingHeapRuns : public FirstOf<Node, PairingHeap<Node, RunAddressHeapOrder<Node, HookOf>>> {
 };
 
 }  // namespace runsel

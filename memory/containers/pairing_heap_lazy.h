@@ -22,10 +22,9 @@
 // was last empty). The heap is structures/pairing_heap.h.
 #pragma once
 
-#include <cstddef>
-
 #include "containers/address_order.h"
 #include "containers/container.h"
+#include "containers/first_of.h"
 #include "containers/hook.h"
 #include "structures/pairing_heap.h"
 
@@ -35,19 +34,8 @@ namespace runsel {
 // template signature the same for every container.
 template <class Node, class HookOf, class Metadata>
 requires HookAccess<HookOf, Node>
-class PairingHeapLazyRuns {
- public:
-  void insert(Node* run) { heap_.insert(run); }
-  void erase(Node* run) { heap_.erase(run); }
-  Node* pick() const { return heap_.first(); }
-  void touched(Node*) {}
-  std::size_t size() const { return heap_.size(); }
-  // The heap's invariants (the root below every run, each tree ordered by
-  // address, every link consistent): see LazyPairingHeap::check.
-  bool check(const char** why) const { return heap_.check(why); }
-
- private:
-  LazyPairingHeap<Node, RunAddressHeapOrder<Node, HookOf>> heap_;
+class PairingHeapLazyRuns
+    : public FirstOf<Node, LazyPairingHeap<Node, RunAddressHeapOrder<Node, HookOf>>> {
 };
 
 }  // namespace runsel

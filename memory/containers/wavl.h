@@ -15,10 +15,9 @@
 // more per run; three words per bin (root, cached first, size).
 #pragma once
 
-#include <cstddef>
-
 #include "containers/address_order.h"
 #include "containers/container.h"
+#include "containers/first_of.h"
 #include "containers/hook.h"
 #include "structures/wavl_links.h"
 #include "structures/wavl_tree.h"
@@ -29,23 +28,10 @@ namespace runsel {
 // template signature the same for every container.
 template <class Node, class HookOf, class Metadata>
 requires HookAccess<HookOf, Node>
-class WavlRuns {
+class WavlRuns : public FirstOf<Node, WavlTree<Node, RunAddressWavlOrder<Node, HookOf>>> {
  public:
-  void insert(Node* run) { tree_.insert(run); }
-  void erase(Node* run) { tree_.erase(run); }
-  Node* pick() const { return tree_.first(); }
-  void touched(Node*) {}
-  std::size_t size() const { return tree_.size(); }
   // For tests: the tree's root.
-  Node* root() const { return tree_.root(); }
-
-  // The tree verifies the rank rule, the links and that its in-order
-  // sequence rises strictly by address with the cached minimum first, so
-  // pick() is the lowest run.
-  bool check(const char** why) const { return tree_.check(why); }
-
- private:
-  WavlTree<Node, RunAddressWavlOrder<Node, HookOf>> tree_;
+  Node* root() const { return this->structure_.root(); }
 };
 
 }  // namespace runsel

@@ -13,6 +13,8 @@ struct RbLinks {
   // Parent pointer with the node's colour in bit 0 (1 = red). Nodes are at
   // least 2-byte aligned, so the bit is free.
   std::uintptr_t parent_and_color;
+
+  std::uintptr_t& parent_word() { return parent_and_color; }
 };
 
 }  // namespace runsel

@@ -1,5 +1,7 @@
 // Intrusive red-black tree over nodes that embed RbLinks<Node>; the order and
 // the place of the links come from a representation type Rep (see RbRep).
+// What does not depend on the balancing (walks, lookups, linking and
+// unlinking, rotations) is BinaryTree's, shared with WavlTree.
 //
 // Complexity: insert and erase are O(log n), iterative, and never allocate;
 // first() is O(1) (the minimum is cached and repaired on insert/erase, which
@@ -11,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "structures/binary_tree.h"
 #include "structures/rb_links.h"
 
 namespace runsel {
@@ -18,129 +21,30 @@ namespace runsel {
 // Rep::links(node) gives the node's embedded links; Rep::less is a strict total
 // order (two distinct nodes never compare equal).
 template <class Rep, class Node>
-concept RbRep = requires(Node* node, const Node* a, const Node* b) {
-  { Rep::links(node) } -> std::same_as<RbLinks<Node>&>;
-  { Rep::less(a, b) } -> std::same_as<bool>;
-};
+concept RbRep = TreeRep<Rep, Node, RbLinks<Node>>;
 
 template <class Node, class Rep>
 requires RbRep<Rep, Node>
-class RbTree {
+class RbTree : public BinaryTree<Node, Rep, RbLinks<Node>> {
+  using Base = BinaryTree<Node, Rep, RbLinks<Node>>;
+
  public:
   // Depth bound for any valid tree in a 64-bit address space (2*log2(n)+2).
   static constexpr int kMaxDepth = 128;
 
-  Node* root() const { return root_; }
-  Node* first() const { return first_; }
-  std::size_t size() const { return size_; }
-  bool empty() const { return size_ == 0; }
-
   void insert(Node* node) {
-    Node* parent = nullptr;
-    Node* cursor = root_;
-    int dir = kLeft;
-    bool is_new_minimum = true;
-    while (cursor != nullptr) {
-      parent = cursor;
-      dir = Rep::less(node, cursor) ? kLeft : kRight;
-      if (dir == kRight) is_new_minimum = false;
-      cursor = child(cursor, dir);
-    }
-    RbLinks<Node>& own = links(node);
-    own.left = nullptr;
-    own.right = nullptr;
-    own.parent_and_color = reinterpret_cast<std::uintptr_t>(parent) | kRedBit;
-    if (parent == nullptr) {
-      root_ = node;
-    } else {
-      child(parent, dir) = node;
-    }
-    if (is_new_minimum) first_ = node;
-    ++size_;
+    this->link_leaf(node, /*leaf_bit=*/true);  // red
     repair_after_insert(node);
   }
 
   void erase(Node* node) {
-    if (node == first_) first_ = next(node);
-    --size_;
-    // `hole` takes the place of the node physically unlinked (null or one
-    // child); if that node was black, the path through `hole` lacks a black.
-    Node* hole;
+    // If the node physically unlinked was black, the path through `hole`
+    // (which takes its place) lacks a black.
+    Node* unlinked = Base::node_to_unlink(node);
+    const bool removed_black = !is_red(unlinked);
     Node* hole_parent;
-    bool removed_black;
-    if (left(node) == nullptr || right(node) == nullptr) {
-      hole = left(node) != nullptr ? left(node) : right(node);
-      hole_parent = parent_of(node);
-      removed_black = !is_red(node);
-      replace_child(hole_parent, node, hole);
-    } else {
-      // Two children: the successor (leftmost of the right subtree, which has
-      // no left child) takes the node's place and colour.
-      Node* successor = right(node);
-      while (left(successor) != nullptr) successor = left(successor);
-      removed_black = !is_red(successor);
-      hole = right(successor);
-      if (parent_of(successor) == node) {
-        hole_parent = successor;
-      } else {
-        hole_parent = parent_of(successor);
-        replace_child(hole_parent, successor, hole);
-        right(successor) = right(node);
-        set_parent(right(successor), successor);
-      }
-      replace_child(parent_of(node), node, successor);
-      left(successor) = left(node);
-      set_parent(left(successor), successor);
-      set_red(successor, is_red(node));
-    }
+    Node* hole = this->unlink(node, unlinked, &hole_parent);
     if (removed_black) repair_after_erase(hole, hole_parent);
-  }
-
-  // In-order successor, or nullptr after the maximum.
-  Node* next(Node* node) const {
-    if (right(node) != nullptr) {
-      Node* cursor = right(node);
-      while (left(cursor) != nullptr) cursor = left(cursor);
-      return cursor;
-    }
-    Node* parent = parent_of(node);
-    while (parent != nullptr && node == right(parent)) {
-      node = parent;
-      parent = parent_of(node);
-    }
-    return parent;
-  }
-
-  // In-order predecessor, or nullptr before the minimum.
-  Node* previous(Node* node) const {
-    if (left(node) != nullptr) {
-      Node* cursor = left(node);
-      while (right(cursor) != nullptr) cursor = right(cursor);
-      return cursor;
-    }
-    Node* parent = parent_of(node);
-    while (parent != nullptr && node == left(parent)) {
-      node = parent;
-      parent = parent_of(node);
-    }
-    return parent;
-  }
-
-  // The lowest node for which is_below(node) is false; is_below must be true
-  // on a prefix of the order (e.g. "smaller than the request" for best fit).
-  template <class IsBelow>
-  requires std::predicate<IsBelow&, Node*> Node* first_not_below(IsBelow is_below) const {
-    Node* best = nullptr;
-    Node* cursor = root_;
-    while (cursor != nullptr) {
-      if (is_below(cursor)) {
-        cursor = right(cursor);
-      } else {
-        best = cursor;
-        cursor = left(cursor);
-      }
-    }
-    return best;
   }
 
   // Verifies every invariant; on the first violation sets *why and returns
@@ -204,58 +108,21 @@ class RbTree {
   }
 
  private:
-  static constexpr int kLeft = 0;
-  static constexpr int kRight = 1;
-  static constexpr std::uintptr_t kRedBit = 1;
+  using Base::child;
+  using Base::fail;
+  using Base::first_;
+  using Base::kLeft;
+  using Base::kRight;
+  using Base::left;
+  using Base::parent_of;
+  using Base::right;
+  using Base::root_;
+  using Base::rotate;
+  using Base::size_;
 
-  static RbLinks<Node>& links(Node* node) { return Rep::links(node); }
-  static Node*& child(Node* node, int dir) {
-    return dir == kLeft ? links(node).left : links(node).right;
-  }
-  static Node*& left(Node* node) { return links(node).left; }
-  static Node*& right(Node* node) { return links(node).right; }
-  static Node* parent_of(Node* node) {
-    return reinterpret_cast<Node*>(links(node).parent_and_color & ~kRedBit);
-  }
-  static void set_parent(Node* node, Node* parent) {
-    std::uintptr_t& word = links(node).parent_and_color;
-    word = reinterpret_cast<std::uintptr_t>(parent) | (word & kRedBit);
-  }
   // Null leaves count as black.
-  static bool is_red(Node* node) {
-    return node != nullptr && (links(node).parent_and_color & kRedBit) != 0;
-  }
-  static void set_red(Node* node, bool red) {
-    std::uintptr_t& word = links(node).parent_and_color;
-    word = (word & ~kRedBit) | (red ? kRedBit : 0);
-  }
-  static bool fail(const char** why, const char* reason) {
-    *why = reason;
-    return false;
-  }
-
-  // Puts `replacement` (may be null) where `old` hangs below `parent`.
-  void replace_child(Node* parent, Node* old, Node* replacement) {
-    if (parent == nullptr) {
-      root_ = replacement;
-    } else if (left(parent) == old) {
-      left(parent) = replacement;
-    } else {
-      right(parent) = replacement;
-    }
-    if (replacement != nullptr) set_parent(replacement, parent);
-  }
-
-  // `top` moves down to side `dir`; its child on the other side rises.
-  void rotate(Node* top, int dir) {
-    Node* riser = child(top, 1 - dir);
-    Node* moved = child(riser, dir);
-    child(top, 1 - dir) = moved;
-    if (moved != nullptr) set_parent(moved, top);
-    replace_child(parent_of(top), top, riser);
-    child(riser, dir) = top;
-    set_parent(top, riser);
-  }
+  static bool is_red(Node* node) { return node != nullptr && Base::bit(node); }
+  static void set_red(Node* node, bool red) { Base::set_bit(node, red); }
 
   // `node` is red; its parent may be red too. Push the violation upward.
   void repair_after_insert(Node* node) {
@@ -319,10 +186,6 @@ class RbTree {
     }
     if (node != nullptr) set_red(node, false);
   }
-
-  Node* root_ = nullptr;
-  Node* first_ = nullptr;  // cached minimum, so first() is O(1)
-  std::size_t size_ = 0;
 };
 
 }  // namespace runsel

@@ -13,6 +13,8 @@ struct WavlLinks {
   // Parent pointer with the parity of the node's rank in bit 0. Nodes are at
   // least 2-byte aligned, so the bit is free.
   std::uintptr_t parent_and_parity;
+
+  std::uintptr_t& parent_word() { return parent_and_parity; }
 };
 
 }  // namespace runsel

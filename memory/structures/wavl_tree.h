@@ -1,6 +1,7 @@
 // Intrusive weak-AVL (WAVL) tree over nodes that embed WavlLinks<Node>; the
 // order and the place of the links come from a representation type Rep (see
-// WavlRep), as for RbTree.
+// WavlRep), as for RbTree, and so does what does not depend on the balancing
+// (BinaryTree: walks, lookups, linking and unlinking, rotations).
 //
 // Rank rule (Haeupler, Sen and Tarjan, "Rank-balanced trees"): every node has
 // a rank, a missing child has rank -1, every rank difference between a
@@ -20,107 +21,39 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "structures/binary_tree.h"
 #include "structures/wavl_links.h"
 
 namespace runsel {
 
 // Rep::links(node) gives the node's embedded links; Rep::less is a strict
-// total order. A Rep may also define static on_rotate() (tests count the
-// rotations with it; it costs nothing when absent).
+// total order. A Rep may also define static on_rotate() (see BinaryTree).
 template <class Rep, class Node>
-concept WavlRep = requires(Node* node, const Node* a, const Node* b) {
-  { Rep::links(node) } -> std::same_as<WavlLinks<Node>&>;
-  { Rep::less(a, b) } -> std::same_as<bool>;
-};
+concept WavlRep = TreeRep<Rep, Node, WavlLinks<Node>>;
 
 template <class Node, class Rep>
 requires WavlRep<Rep, Node>
-class WavlTree {
+class WavlTree : public BinaryTree<Node, Rep, WavlLinks<Node>> {
+  using Base = BinaryTree<Node, Rep, WavlLinks<Node>>;
+
  public:
   // Depth bound for any valid tree in a 64-bit address space (2*log2(n)+1).
   static constexpr int kMaxDepth = 130;
 
-  Node* root() const { return root_; }
-  Node* first() const { return first_; }
-  std::size_t size() const { return size_; }
-  bool empty() const { return size_ == 0; }
-
   void insert(Node* node) {
-    Node* parent = nullptr;
-    Node* cursor = root_;
-    int dir = kLeft;
-    bool is_new_minimum = true;
-    while (cursor != nullptr) {
-      parent = cursor;
-      dir = Rep::less(node, cursor) ? kLeft : kRight;
-      if (dir == kRight) is_new_minimum = false;
-      cursor = child(cursor, dir);
-    }
-    WavlLinks<Node>& own = links(node);
-    own.left = nullptr;
-    own.right = nullptr;
-    own.parent_and_parity = reinterpret_cast<std::uintptr_t>(parent);  // a leaf: rank 0
-    if (parent == nullptr) {
-      root_ = node;
-    } else {
-      child(parent, dir) = node;
-    }
-    if (is_new_minimum) first_ = node;
-    ++size_;
+    this->link_leaf(node, /*leaf_bit=*/false);  // a leaf: rank 0
     repair_after_insert(node);
   }
 
   void erase(Node* node) {
-    if (node == first_) first_ = next(node);
-    --size_;
-    // The node physically unlinked is `node` itself when it has at most one
-    // child, else its successor (which has no left child), moved into
-    // node's place with node's rank. `hole`, the unlinked node's only child
-    // (a leaf) or null, takes its position below `hole_parent`.
-    Node* unlinked = node;
-    if (left(node) != nullptr && right(node) != nullptr) {
-      unlinked = right(node);
-      while (left(unlinked) != nullptr) unlinked = left(unlinked);
-    }
-    // Whether the unlinked node was a 2-child: then its child, one rank
-    // further down, arrives as a 3-child.
+    // If the node physically unlinked was a 2-child, its child (one rank
+    // further down) arrives in its place as a 3-child.
+    Node* unlinked = Base::node_to_unlink(node);
     const bool unlinked_was_two_child =
         parent_of(unlinked) != nullptr && difference_is_two(unlinked, parent_of(unlinked));
-    Node* hole = left(unlinked) != nullptr ? left(unlinked) : right(unlinked);
     Node* hole_parent;
-    if (unlinked == node) {
-      hole_parent = parent_of(node);
-      replace_child(hole_parent, node, hole);
-    } else {
-      if (parent_of(unlinked) == node) {
-        hole_parent = unlinked;
-      } else {
-        hole_parent = parent_of(unlinked);
-        replace_child(hole_parent, unlinked, hole);
-        right(unlinked) = right(node);
-        set_parent(right(unlinked), unlinked);
-      }
-      replace_child(parent_of(node), node, unlinked);
-      left(unlinked) = left(node);
-      set_parent(left(unlinked), unlinked);
-      set_parity(unlinked, parity(node));
-    }
+    Node* hole = this->unlink(node, unlinked, &hole_parent);
     repair_after_erase(hole, hole_parent, unlinked_was_two_child);
-  }
-
-  // In-order successor, or nullptr after the maximum.
-  Node* next(Node* node) const {
-    if (right(node) != nullptr) {
-      Node* cursor = right(node);
-      while (left(cursor) != nullptr) cursor = left(cursor);
-      return cursor;
-    }
-    Node* parent = parent_of(node);
-    while (parent != nullptr && node == right(parent)) {
-      node = parent;
-      parent = parent_of(node);
-    }
-    return parent;
   }
 
   // Verifies every invariant; on the first violation sets *why and returns
@@ -201,64 +134,26 @@ class WavlTree {
   }
 
  private:
-  static constexpr int kLeft = 0;
-  static constexpr int kRight = 1;
-  static constexpr std::uintptr_t kParityBit = 1;
+  using Base::child;
+  using Base::fail;
+  using Base::first_;
+  using Base::kLeft;
+  using Base::kRight;
+  using Base::left;
+  using Base::links;
+  using Base::parent_of;
+  using Base::right;
+  using Base::root_;
+  using Base::rotate;
+  using Base::size_;
 
-  static WavlLinks<Node>& links(Node* node) { return Rep::links(node); }
-  static Node*& child(Node* node, int dir) {
-    return dir == kLeft ? links(node).left : links(node).right;
-  }
-  static Node*& left(Node* node) { return links(node).left; }
-  static Node*& right(Node* node) { return links(node).right; }
-  static Node* parent_of(Node* node) {
-    return reinterpret_cast<Node*>(links(node).parent_and_parity & ~kParityBit);
-  }
-  static void set_parent(Node* node, Node* parent) {
-    std::uintptr_t& word = links(node).parent_and_parity;
-    word = reinterpret_cast<std::uintptr_t>(parent) | (word & kParityBit);
-  }
   // A missing child has rank -1: odd.
-  static unsigned parity(Node* node) {
-    return node == nullptr ? 1u : static_cast<unsigned>(links(node).parent_and_parity & kParityBit);
-  }
-  static void set_parity(Node* node, unsigned bit) {
-    std::uintptr_t& word = links(node).parent_and_parity;
-    word = (word & ~kParityBit) | bit;
-  }
+  static bool parity(Node* node) { return node == nullptr || Base::bit(node); }
   // A promotion or a demotion changes the rank by one: it flips the parity.
-  static void flip_rank(Node* node) { links(node).parent_and_parity ^= kParityBit; }
+  static void flip_rank(Node* node) { links(node).parent_word() ^= Base::kBit; }
   // For a child whose difference is known to be 1 or 2.
   static bool difference_is_two(Node* kid, Node* parent) { return parity(kid) == parity(parent); }
   static int step_to(Node* kid, Node* parent) { return difference_is_two(kid, parent) ? 2 : 1; }
-  static bool fail(const char** why, const char* reason) {
-    *why = reason;
-    return false;
-  }
-
-  // Puts `replacement` (may be null) where `old` hangs below `parent`.
-  void replace_child(Node* parent, Node* old, Node* replacement) {
-    if (parent == nullptr) {
-      root_ = replacement;
-    } else if (left(parent) == old) {
-      left(parent) = replacement;
-    } else {
-      right(parent) = replacement;
-    }
-    if (replacement != nullptr) set_parent(replacement, parent);
-  }
-
-  // `top` moves down to side `dir`; its child on the other side rises.
-  void rotate(Node* top, int dir) {
-    if constexpr (requires { Rep::on_rotate(); }) Rep::on_rotate();
-    Node* riser = child(top, 1 - dir);
-    Node* moved = child(riser, dir);
-    child(top, 1 - dir) = moved;
-    if (moved != nullptr) set_parent(moved, top);
-    replace_child(parent_of(top), top, riser);
-    child(riser, dir) = top;
-    set_parent(top, riser);
-  }
 
   // `node` has just gained a rank (a new leaf counts as promoted from -1),
   // so its difference to its parent dropped from 1 or 2 to 0 or 1: equal
@@ -353,10 +248,6 @@ class WavlTree {
     rotate(parent, side);
     flip_rank(sibling);
   }
-
-  Node* root_ = nullptr;
-  Node* first_ = nullptr;  // cached minimum, so first() is O(1)
-  std::size_t size_ = 0;
 };
 
 }  // namespace runsel

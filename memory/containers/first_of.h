@@ -1,0 +1,27 @@
+// A container whose pick is the first member of an ordered structure (a tree
+// or a heap with insert, erase, first, size and check) and whose touched is a
+// no-op: wavl, pairing_heap, pairing_heap_lazy and age_address differ only in
+// the structure and its order.
+#pragma once
+
+#include <cstddef>
+
+namespace runsel {
+
+template <class Node, class Structure>
+class FirstOf {
+ public:
+  void insert(Node* run) { structure_.insert(run); }
+  void erase(Node* run) { structure_.erase(run); }
+  Node* pick() const { return structure_.first(); }
+  void touched(Node*) {}
+  std::size_t size() const { return structure_.size(); }
+  // The structure verifies its own order and links, which make first() the
+  // lowest member in that order.
+  bool check(const char** why) const { return structure_.check(why); }
+
+ protected:
+  Structure structure_;
+};
+
+}  // namespace runsel
