@@ -53,6 +53,29 @@ def runsel_variants(build_dir: Path) -> list[Allocator]:
     return [Allocator(name, True, found[name].resolve()) for name in ordered]
 
 
+def same_choice_groups(build_dir: Path) -> list[list[str]]:
+    """The containers that pick alike, as meson.build's container table says (the build
+    writes it to memory/containers/containers.json): every group of two or more, in the
+    table's order. They must make identical choices, so identical runsel stats."""
+    listing = build_dir / "memory" / "containers" / "containers.json"
+    try:
+        entries = json.loads(listing.read_text())["containers"]
+    except (OSError, ValueError, KeyError) as error:
+        raise SystemExit(f"harness: cannot read the container table from {listing}: {error} "
+                         f"(configure the build with meson first)")
+    groups: dict[str, list[str]] = {}
+    for entry in entries:
+        groups.setdefault(entry["picks"], []).append(entry["name"])
+    return [names for names in groups.values() if len(names) > 1]
+
+
+def built_same_choice_groups(build_dir: Path, variants: list[str]) -> list[list[str]]:
+    """same_choice_groups, keeping the built variants (groups left with two or more)."""
+    groups = [[name for name in group if name in variants]
+              for group in same_choice_groups(build_dir)]
+    return [group for group in groups if len(group) > 1]
+
+
 def system_library(soname: str) -> Path | None:
     """The path ldconfig knows `soname` by, or None when it is not installed."""
     try:

@@ -206,7 +206,8 @@ def main(argv: list[str] | None = None) -> int:
               runs.run_instruction_counts(workloads, allocators, counter,
                                           args.instruction_scale if counter == "callgrind"
                                           else args.scale, args.seed, args.timeout))
-    summary = metrics.summarize(valid, names, [workload.name for workload in workloads], counts)
+    summary = metrics.summarize(valid, names, [workload.name for workload in workloads], counts,
+                                allocator_discovery.same_choice_groups(args.build_dir))
     trim_chunk_maps(summary)
     results = {
         "generated": time.strftime("%Y-%m-%d %H:%M:%S %Z"),

@@ -1,6 +1,6 @@
 """From raw runs to the figures the report shows: medians, deltas to rb_first with a
 bootstrap confidence interval, resident memory per checkpoint, fragmentation, and the
-agreement check of SPEC §3 (rb_first, array_heap and pairing_heap choose alike).
+agreement check of SPEC §3 (containers that pick alike choose alike).
 """
 
 from __future__ import annotations
@@ -10,9 +10,6 @@ import statistics
 
 from allocators import REFERENCE
 
-# SPEC §3: these containers make exactly the same choices, so on a deterministic
-# workload their stats must be identical at every checkpoint.
-MUST_AGREE = ("rb_first", "array_heap", "pairing_heap")
 BOOTSTRAP_RESAMPLES = 2000
 MIN_LIVE_FOR_FRAGMENTATION = 64 << 10  # below this, resident ÷ live is noise
 
@@ -105,9 +102,12 @@ def summarize_pair(documents: list[dict]) -> dict:
     }
 
 
-def agreement(workload: str, pairs: dict, valid_runs: list[dict]) -> list[dict]:
+def agreement(workload: str, pairs: dict, valid_runs: list[dict],
+              same_choice_groups: list[list[str]]) -> list[dict]:
     """Checks that must hold for a workload: one checksum for every allocator (same
-    calls everywhere), and identical runsel stats across MUST_AGREE in every run."""
+    calls everywhere), and identical runsel stats in every run across each group of
+    containers that pick alike (SPEC §3: they make exactly the same choices, so on a
+    deterministic workload their stats are identical at every checkpoint)."""
     checks = []
     checksums = {name: pair["checksum"] for name, pair in pairs.items()}
     deterministic = all(pair["deterministic"] for pair in pairs.values())
@@ -116,22 +116,23 @@ def agreement(workload: str, pairs: dict, valid_runs: list[dict]) -> list[dict]:
                            if value != next(iter(checksums.values())))
         checks.append({"workload": workload, "check": "same data checksum under every allocator",
                        "ok": not differing, "detail": ", ".join(differing)})
-    group = [name for name in MUST_AGREE if name in pairs]
-    if deterministic and len(group) > 1:
-        snapshots = [(run["allocator"], run["repetition"],
-                      choices_only(runsel_snapshot(run["document"])))
-                     for run in valid_runs
-                     if run["workload"] == workload and run["allocator"] in group]
-        reference = snapshots[0]
-        differing = [f"{name} #{repetition + 1}" for name, repetition, snapshot in snapshots
-                     if snapshot != reference[2]]
-        checks.append({"workload": workload,
-                       "check": f"same choices, so identical runsel stats at every checkpoint "
-                                f"(bookkeeping aside): {', '.join(group)}",
-                       "ok": not differing,
-                       "detail": (f"differs from {reference[0]} #{reference[1] + 1}: "
-                                  + ", ".join(differing[:6])) if differing else
-                       f"{len(snapshots)} runs compared"})
+    for members in same_choice_groups:
+        group = [name for name in members if name in pairs]
+        if deterministic and len(group) > 1:
+            snapshots = [(run["allocator"], run["repetition"],
+                          choices_only(runsel_snapshot(run["document"])))
+                         for run in valid_runs
+                         if run["workload"] == workload and run["allocator"] in group]
+            reference = snapshots[0]
+            differing = [f"{name} #{repetition + 1}" for name, repetition, snapshot in snapshots
+                         if snapshot != reference[2]]
+            checks.append({"workload": workload,
+                           "check": f"same choices, so identical runsel stats at every checkpoint "
+                                    f"(bookkeeping aside): {', '.join(group)}",
+                           "ok": not differing,
+                           "detail": (f"differs from {reference[0]} #{reference[1] + 1}: "
+                                      + ", ".join(differing[:6])) if differing else
+                           f"{len(snapshots)} runs compared"})
     return checks
 
 
@@ -140,7 +141,7 @@ def first_document(valid_runs: list[dict], workload: str) -> dict:
 
 
 def summarize(valid_runs: list[dict], allocators: list[str], workloads: list[str],
-              instruction_counts: dict) -> dict:
+              instruction_counts: dict, same_choice_groups: list[list[str]]) -> dict:
     """{"workloads": {workload: {"key_checkpoint", "allocators": {name: pair}}}, "checks"}."""
     result, checks = {}, []
     for workload in workloads:
@@ -161,7 +162,7 @@ def summarize(valid_runs: list[dict], allocators: list[str], workloads: list[str
         key = (first_document(valid_runs, workload).get("key_checkpoint")
                or key_checkpoint((reference or next(iter(pairs.values())))["checkpoints"]))
         result[workload] = {"key_checkpoint": key, "allocators": pairs}
-        checks.extend(agreement(workload, pairs, valid_runs))
+        checks.extend(agreement(workload, pairs, valid_runs, same_choice_groups))
     return {"workloads": result, "checks": checks}
 
 

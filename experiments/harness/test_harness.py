@@ -2,7 +2,8 @@
 """meson test --suite harness: runs the harness in --quick mode into a temporary
 directory, then checks its output: the files exist, every allocator is present for
 every workload, the numbers are sane, runsel's stats identity holds, and rb_first,
-array_heap and pairing_heap (when all are built) agree as SPEC §3 says.
+array_heap, pairing_heap and every other container that picks alike (meson.build's
+container table) agree as SPEC §3 says.
 
     experiments/harness/test_harness.py --build-dir build
 """
@@ -19,8 +20,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from allocators import runsel_variants, system_allocators  # noqa: E402
-from metrics import MUST_AGREE  # noqa: E402
+from allocators import built_same_choice_groups, runsel_variants, system_allocators  # noqa: E402
 
 PICTURES = ("time_vs_memory.png", "resident_over_checkpoints.png", "timing_distributions.png",
             "bin_utilization.png")
@@ -86,10 +86,10 @@ def check_numbers(results: dict, failures: Failures) -> None:
                             f"{where}: runsel stats present only under runsel")
 
 
-def check_agreement(results: dict, variants: list[str], failures: Failures) -> None:
+def check_agreement(results: dict, groups: list[list[str]], failures: Failures) -> None:
     for check in results["checks"]:
         failures.expect(check["ok"], f"{check['workload']}: {check['check']}: {check['detail']}")
-    if all(name in variants for name in MUST_AGREE):
+    if groups:
         deterministic = [w for w, data in results["summary"].items()
                          if all(pair["deterministic"] for pair in data["allocators"].values())]
         agreeing = {check["workload"] for check in results["checks"]
@@ -119,7 +119,8 @@ def main() -> int:
             failures.expect("webkit" in results["summary"], "no webkit workload in --quick")
             check_allocators(results, expected, failures)
             check_numbers(results, failures)
-            check_agreement(results, variants, failures)
+            check_agreement(results, built_same_choice_groups(args.build_dir, variants),
+                            failures)
     for failure in failures:
         print(f"FAILED: {failure}")
     print(f"harness test: {len(failures)} failure(s); allocators expected: {', '.join(expected)}")

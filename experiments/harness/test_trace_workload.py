@@ -5,7 +5,8 @@ Records a small real program (python3 with PYTHONMALLOC=malloc, under
 build/tools/librunsel-trace.so), runs the harness with `--workload replay --trace FILE`
 under every allocator, and checks that replay:<file> is there for each of them with
 sane numbers, that it replayed every record (the count runsel-replay-rb_first gives),
-and that rb_first, array_heap and pairing_heap end with identical stats (SPEC §3).
+and that the containers that pick alike (meson.build's container table) end with
+identical stats (SPEC §3).
 A truncated copy of the trace must be refused up front, with its byte offset. Then the
 exact replays (replays.py): every container, the reference twice with identical
 figures, blocks written (resident at least the live bytes), the same-policy containers
@@ -31,7 +32,7 @@ sys.path.insert(0, str(HERE))
 
 import replays  # noqa: E402
 import runs  # noqa: E402
-from allocators import runsel_variants, system_allocators  # noqa: E402
+from allocators import built_same_choice_groups, runsel_variants, system_allocators  # noqa: E402
 from test_harness import Failures, check_agreement, check_allocators, check_numbers  # noqa: E402
 
 PYTHON = "/usr/bin/python3"  # the interpreter itself (a pyenv shim would fork a shell)
@@ -95,17 +96,18 @@ def check_exact_replays(build_dir: Path, trace: Path, variants: list[str], recor
         failures.expect(bins and sum(b["picks"] for b in bins) >= sum(b["runs_created"]
                                                                      for b in bins) > 0,
                         f"{name}: pick counters {pair['counters']}")
-    picked = [[(b["size"], b["picks"], b["runs_created"]) for b in pairs[name]["counters"]["bins"]]
-              for name in ("rb_first", "array_heap", "pairing_heap")
-              if name in pairs and pairs[name]["counters"] and "bins" in pairs[name]["counters"]]
-    failures.expect(all(p == picked[0] for p in picked),
-                    "rb_first, array_heap and pairing_heap count different picks")
-    same = [pairs[name]["exact"]["checkpoints"] for name in ("rb_first", "array_heap",
-                                                             "pairing_heap") if name in pairs]
-    placed = [[(p["allocated"], p["waste"], p["bin_unused"],
-                [b["unused_bytes"] for b in p["bins"]]) for p in points] for points in same]
-    failures.expect(all(figures == placed[0] for figures in placed),
-                    "rb_first, array_heap and pairing_heap place blocks differently")
+    for group in built_same_choice_groups(build_dir, variants):
+        picked = [[(b["size"], b["picks"], b["runs_created"])
+                   for b in pairs[name]["counters"]["bins"]]
+                  for name in group
+                  if name in pairs and pairs[name]["counters"] and "bins" in pairs[name]["counters"]]
+        failures.expect(all(p == picked[0] for p in picked),
+                        f"{', '.join(group)} count different picks")
+        same = [pairs[name]["exact"]["checkpoints"] for name in group if name in pairs]
+        placed = [[(p["allocated"], p["waste"], p["bin_unused"],
+                    [b["unused_bytes"] for b in p["bins"]]) for p in points] for points in same]
+        failures.expect(all(figures == placed[0] for figures in placed),
+                        f"{', '.join(group)} place blocks differently")
 
 
 def ordered_cost(cost: dict) -> bool:
@@ -181,7 +183,8 @@ def main() -> int:
         failures.expect(name in results["summary"], f"{name} missing from the summary")
         check_allocators(results, expected, failures)
         check_numbers(results, failures)
-        check_agreement(results, variants, failures)
+        groups = built_same_choice_groups(build_dir, variants)
+        check_agreement(results, groups, failures)
         for allocator, pair in results["summary"].get(name, {}).get("allocators", {}).items():
             replay = pair.get("replay") or {}
             failures.expect(replay.get("ops") == records == replay.get("records"),
@@ -192,8 +195,8 @@ def main() -> int:
             peak = max(point["live_requested"] for point in pair["checkpoints"])
             failures.expect(peak > 1 << 20, f"{allocator}: live requested peaks at {peak}")
         agreed = [check for check in results["checks"] if check["check"].startswith("same choices")]
-        if all(variant in variants for variant in ("rb_first", "array_heap", "pairing_heap")):
-            failures.expect(len(agreed) == 1 and agreed[0]["ok"], f"agreement check: {agreed}")
+        failures.expect(len(agreed) == len(groups) and all(check["ok"] for check in agreed),
+                        f"agreement checks {agreed} for the groups {groups}")
         failures.expect((out / "report.md").read_text().count(name) > 0, "report.md lacks it")
         check_exact_replays(build_dir, trace, variants, records, failures)
         check_live_cost(build_dir, failures)
