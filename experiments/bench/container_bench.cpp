@@ -9,6 +9,9 @@
 //                     region freed
 //   erase_when_empty  erase of a random member: its last region was freed
 //   touched           touched(pick()): an allocation that did not fill the run
+//                     (the pick's free count drops by one first)
+//   touched_by_free   touched(run) of a random member whose free count just
+//                     rose by one: a free that did not empty the run
 //   fill_and_reopen   erase(pick()) then insert of an outsider, interleaved:
 //                     a bin's steady state (the pick fills while frees reopen
 //                     full runs anywhere); reported per pair of calls
@@ -17,7 +20,11 @@
 // stays within N -/+ half a batch) and an untimed step undoes it, so every
 // batch starts from a similar set; the time reported is per call (manual
 // time, one iteration per call). Small sets use many containers side by side
-// so that a batch is long enough to time. See containers.md for how to run.
+// so that a batch is long enough to time. Every run has 64 regions, and its
+// free count (1 to 63 at first, 1 for a run reopened by a free) is what the
+// occupancy containers order by; its serial number (the order the runs were
+// created in, random against their addresses) sits apart from the header,
+// 32 bytes per run, as in runsel's page map. See containers.md for how to run.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -37,16 +44,33 @@ namespace {
 
 constexpr std::size_t kPage = 4096;
 
-// Laid out like runsel's run header: the bin pointer, then the hook.
+constexpr std::uint32_t kRegions = 64;
+
+// Laid out like runsel's run header: the bin pointer, the hook, then the free
+// count.
 struct alignas(kPage) Node {
   void* bin = nullptr;
   runsel::ContainerHook<Node> hook{};
-  char rest_of_run[kPage - sizeof(void*) - sizeof(runsel::ContainerHook<Node>)];
+  std::uint32_t free_count = 1;
+  char rest_of_run[kPage - sizeof(void*) - sizeof(runsel::ContainerHook<Node>) -
+                   sizeof(std::uint32_t)];
 };
 static_assert(sizeof(Node) == kPage);
 
+// Where the serial numbers live, like runsel's page map entries: one 32-byte
+// entry per node, indexed by the node's place in the current Bins' block.
+struct PageMapEntry {
+  std::uint64_t serial;
+  char rest[24];
+};
+const Node* g_first_node = nullptr;
+PageMapEntry* g_page_map = nullptr;
+
 struct NodeHook {
   static runsel::ContainerHook<Node>& hook(Node* node) { return node->hook; }
+  static std::uint32_t free_regions(const Node* node) { return node->free_count; }
+  static std::uint32_t regions(const Node*) { return kRegions; }
+  static std::uint64_t serial(const Node* node) { return g_page_map[node - g_first_node].serial; }
 };
 
 struct MallocMetadata {
@@ -63,6 +87,7 @@ enum class Call {
   kInsertWhenFreed,
   kEraseWhenEmpty,
   kTouched,
+  kTouchedByFree,
   kFillAndReopen
 };
 
@@ -78,6 +103,8 @@ const char* name_of(Call call) {
       return "erase_when_empty";
     case Call::kTouched:
       return "touched";
+    case Call::kTouchedByFree:
+      return "touched_by_free";
     case Call::kFillAndReopen:
       return "fill_and_reopen";
   }
@@ -95,8 +122,16 @@ class Bins {
     per_container_ = std::max<std::size_t>(1, std::min(n / 2, kBatchTarget / containers_));
     const std::size_t total = containers_ * (n + per_container_);
     nodes_ = static_cast<Node*>(std::aligned_alloc(kPage, total * sizeof(Node)));
+    page_map_ = std::vector<PageMapEntry>(total);
+    g_first_node = nodes_;
+    g_page_map = page_map_.data();
     std::vector<Node*> order(total);
-    for (std::size_t i = 0; i < total; ++i) order[i] = new (&nodes_[i]) Node();
+    for (std::size_t i = 0; i < total; ++i) {
+      order[i] = new (&nodes_[i]) Node();
+      order[i]->free_count = random_free_count();
+    }
+    std::shuffle(order.begin(), order.end(), rng_);  // creation order, against addresses
+    for (std::size_t i = 0; i < total; ++i) g_page_map[order[i] - nodes_].serial = i;
     std::shuffle(order.begin(), order.end(), rng_);  // addresses in random order
     bins_.resize(containers_);
     std::size_t next = 0;
@@ -128,7 +163,19 @@ class Bins {
         break;
       case Call::kTouched:
         for (std::size_t round = 0; round < per_container_; ++round) {
-          for (Bin& bin : bins_) bin.set.touched(bin.set.pick());
+          for (Bin& bin : bins_) {
+            Node* run = bin.set.pick();
+            if (run->free_count > 1) --run->free_count;
+            bin.set.touched(run);
+          }
+        }
+        break;
+      case Call::kTouchedByFree:
+        for (Bin& bin : bins_) {
+          for (Node* run : bin.chosen) {
+            ++run->free_count;
+            bin.set.touched(run);
+          }
         }
         break;
       case Call::kEraseWhenFull:
@@ -179,6 +226,10 @@ class Bins {
     std::vector<Node*> chosen;     // the runs this batch moves
   };
 
+  std::uint32_t random_free_count() {
+    return 1 + static_cast<std::uint32_t>(rng_() % (kRegions - 1));
+  }
+
   // Picks, untimed, the runs the batch will move.
   void prepare(Call call) {
     for (Bin& bin : bins_) {
@@ -187,13 +238,23 @@ class Bins {
         std::shuffle(bin.outsiders.begin(), bin.outsiders.end(), rng_);
         std::copy(bin.outsiders.begin(), bin.outsiders.begin() + per_container_,
                   bin.chosen.begin());
-      } else if (call == Call::kEraseWhenEmpty) {
+        // A full run that had one region freed.
+        for (Node* run : bin.chosen) run->free_count = 1;
+      } else if (call == Call::kEraseWhenEmpty || call == Call::kTouchedByFree) {
         // Distinct random members: a partial Fisher-Yates over a copy.
         std::vector<Node*>& pool = scratch_;
         pool = bin.members;
         for (std::size_t i = 0; i < per_container_; ++i) {
           std::swap(pool[i], pool[i + rng_() % (pool.size() - i)]);
           bin.chosen[i] = pool[i];
+        }
+        // A free never empties the run here: at most 62 of 64 free after it.
+        if (call == Call::kTouchedByFree) {
+          for (Node* run : bin.chosen) {
+            if (run->free_count <= kRegions - 2) continue;
+            run->free_count = kRegions - 2;
+            bin.set.touched(run);
+          }
         }
       }
     }
@@ -207,11 +268,22 @@ class Bins {
         case Call::kPick:
         case Call::kTouched:
           break;
+        case Call::kTouchedByFree:
+          // The regions are taken again.
+          for (Node* run : bin.chosen) {
+            --run->free_count;
+            bin.set.touched(run);
+          }
+          break;
         case Call::kEraseWhenFull:
         case Call::kEraseWhenEmpty:
-          // The runs come back in random order (frees land anywhere).
+          // The runs come back in random order (frees land anywhere), with
+          // some regions in use.
           std::shuffle(bin.chosen.begin(), bin.chosen.end(), rng_);
-          for (Node* run : bin.chosen) bin.set.insert(run);
+          for (Node* run : bin.chosen) {
+            run->free_count = random_free_count();
+            bin.set.insert(run);
+          }
           break;
         case Call::kInsertWhenFreed:
           // The same runs leave again; members and outsiders are unchanged.
@@ -232,6 +304,7 @@ class Bins {
   std::size_t containers_ = 1;
   std::size_t per_container_ = 1;
   Node* nodes_ = nullptr;
+  std::vector<PageMapEntry> page_map_;
   std::vector<Bin> bins_;
   std::vector<Node*> scratch_;
 };
@@ -251,8 +324,9 @@ void measure(benchmark::State& state, Call call) {
 template <class Entry>
 void register_container() {
   using Set = typename Entry::template Type<Node, NodeHook, MallocMetadata>;
-  for (Call call : {Call::kPick, Call::kEraseWhenFull, Call::kInsertWhenFreed,
-                    Call::kEraseWhenEmpty, Call::kTouched, Call::kFillAndReopen}) {
+  for (Call call :
+       {Call::kPick, Call::kEraseWhenFull, Call::kInsertWhenFreed, Call::kEraseWhenEmpty,
+        Call::kTouched, Call::kTouchedByFree, Call::kFillAndReopen}) {
     const std::string name = std::string(Entry::kName) + "/" + name_of(call);
     benchmark::RegisterBenchmark(name.c_str(), measure<Set>, call)
         ->Arg(4)
