@@ -239,7 +239,8 @@ def main() -> int:
     parser.add_argument("--records", type=int, default=DEFAULT_RECORDS)
     parser.add_argument("--container", action="append", default=[])
     args = parser.parse_args()
-    containers = args.container or ["rb_first", "rb_root", "lifo", "array_heap", "pairing_heap"]
+    from allocators import runsel_variants  # every container the build defines
+    containers = args.container or [variant.name for variant in runsel_variants(args.build_dir)]
     try:
         build_profile_twins(args.build_dir.resolve(), containers)
         costs = {c: replay_cost(args.trace.resolve(), args.build_dir.resolve(), c, args.records)
