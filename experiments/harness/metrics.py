@@ -1,6 +1,6 @@
 """From raw runs to the figures the report shows: medians, deltas to rb_first with a
 bootstrap confidence interval, resident memory per checkpoint, fragmentation, and the
-agreement check of SPEC §3 (containers that pick alike choose alike).
+agreement check (containers that pick alike choose alike).
 """
 
 from __future__ import annotations
@@ -106,7 +106,7 @@ def agreement(workload: str, pairs: dict, valid_runs: list[dict],
               same_choice_groups: list[list[str]]) -> list[dict]:
     """Checks that must hold for a workload: one checksum for every allocator (same
     calls everywhere), and identical runsel stats in every run across each group of
-    containers that pick alike (SPEC §3: they make exactly the same choices, so on a
+    containers that pick alike (they make exactly the same choices, so on a
     deterministic workload their stats are identical at every checkpoint)."""
     checks = []
     checksums = {name: pair["checksum"] for name, pair in pairs.items()}

@@ -3,7 +3,7 @@
 directory, then checks its output: the files exist, every allocator is present for
 every workload, the numbers are sane, runsel's stats identity holds, and rb_first,
 array_heap, pairing_heap and every other container that picks alike (meson.build's
-container table) agree as SPEC §3 says.
+container table) make the same choices.
 
     experiments/harness/test_harness.py --build-dir build
 """

@@ -6,7 +6,7 @@ build/tools/librunsel-trace.so), runs the harness with `--workload replay --trac
 under every allocator, and checks that replay:<file> is there for each of them with
 sane numbers, that it replayed every record (the count runsel-replay-rb_first gives),
 and that the containers that pick alike (meson.build's container table) end with
-identical stats (SPEC §3).
+identical stats.
 A truncated copy of the trace must be refused up front, with its byte offset. Then the
 exact replays (replays.py): every container, the reference twice with identical
 figures, blocks written (resident at least the live bytes), the same-policy containers
