@@ -392,40 +392,6 @@ bool Arena::resize_large_in_place(Chunk* chunk, void* p, std::size_t old_size,
 
 // ---- pointers, freeing and sizes ------------------------------------------
 
-PointerClass Arena::classify(Chunk* chunk, const void* p) const {
-  PointerClass target;
-  target.page = chunk->page_index(p);
-  const std::uintptr_t address = reinterpret_cast<std::uintptr_t>(p);
-  const std::uintptr_t bits = chunk->map[target.page].bits;
-  if (bits & kReserved) {
-    target.problem = BadPointer::kInHeader;
-  } else if (!(bits & kAllocated)) {
-    target.problem = BadPointer::kFreePage;
-  } else if (bits & kLarge) {
-    // Only a head page has a size; a tail page or an unaligned pointer is interior.
-    target.large_size = bits & ~kPageMask;
-    if (target.large_size == 0 || (address & kPageMask) != 0) {
-      target.problem = BadPointer::kInteriorLarge;
-    }
-  } else {
-    target.run = reinterpret_cast<Run*>(bits & ~kPageMask);
-    if (!run_header_intact(target.run)) {
-      target.problem = BadPointer::kCorruptRunHeader;
-      return target;
-    }
-    target.info = &info_of(*target.run->bin);
-    const std::uintptr_t reg0 =
-        reinterpret_cast<std::uintptr_t>(target.run) + target.info->reg0_offset;
-    target.region = address < reg0 ? 0 : target.info->region_index(address - reg0);
-    if (address < reg0 || reg0 + std::size_t{target.region} * target.info->size != address) {
-      // Inside a free region: a stale pointer into memory reused since.
-      const bool in_free_region = address >= reg0 && target.run->is_free(target.region);
-      target.problem = in_free_region ? BadPointer::kStaleSmall : BadPointer::kInteriorSmall;
-    }
-  }
-  return target;
-}
-
 std::size_t Arena::usable_size(Chunk* chunk, const void* p, BadPointer* problem) {
   LockGuard guard(lock);
   const PointerClass target = classify(chunk, p);
