@@ -23,9 +23,9 @@ namespace {
 struct Node {
   RbLinks<Node> links;
   char* address;
-  std::size_t mapped;    // chunk multiple
-  std::size_t usable;    // page multiple <= resident; 0 while cached
-  std::size_t resident;  // page multiple <= mapped: the prefix that may be resident
+  std::size_t mapped;      // chunk multiple
+  std::size_t usable;      // page multiple <= resident; 0 while cached
+  std::size_t resident;    // page multiple <= mapped: the prefix that may be resident
   std::uint64_t freed_at;  // when it entered the cache
   Node* next_cached;       // the cache, most recently freed first
 };
@@ -69,7 +69,8 @@ Node* take_cached(std::size_t mapped) {
   Node** best = nullptr;
   for (Node** link = &g_cache; *link != nullptr; link = &(*link)->next_cached) {
     const std::size_t have = (*link)->mapped;
-    if (have >= mapped && have / kMaxReuseRatio <= mapped && (best == nullptr || have < (*best)->mapped))
+    if (have >= mapped && have / kMaxReuseRatio <= mapped &&
+        (best == nullptr || have < (*best)->mapped))
       best = link;
   }
   if (best == nullptr) return nullptr;

@@ -12,8 +12,8 @@
 namespace runsel::huge {
 
 struct CacheLimits {
-  std::size_t max_bytes = std::size_t{64} << 20;   // mapped bytes the cache may hold
-  std::uint64_t max_age_ns = 1'000'000'000;        // a mapping older than this is unmapped
+  std::size_t max_bytes = std::size_t{64} << 20;  // mapped bytes the cache may hold
+  std::uint64_t max_age_ns = 1'000'000'000;       // a mapping older than this is unmapped
 };
 // Sets the cache's limits (at initialisation).
 void configure(const CacheLimits& limits);

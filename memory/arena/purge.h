@@ -28,7 +28,7 @@ inline constexpr PurgePolicy kDefaultPurgePolicy = PurgePolicy::RUNSEL_PURGE_POL
 
 struct PurgeSettings {
   PurgePolicy policy = kDefaultPurgePolicy;
-  std::size_t budget_pages = 256;                     // mozjemalloc's 1 MiB per arena
+  std::size_t budget_pages = 256;  // mozjemalloc's 1 MiB per arena
   std::size_t deferred_allocations = 1024;
   std::uint64_t decay_window_ns = 10'000'000'000ULL;  // 10 s, as jemalloc
 };
@@ -55,9 +55,9 @@ class DirtyDecay {
 
  private:
   std::uint64_t next_epoch_ = 0;
-  std::size_t dirtied_now_ = 0;          // pages dirtied in the current epoch
-  std::size_t newest_ = 0;               // index of the newest epoch in dirtied_
-  std::size_t dirtied_[kSteps] = {};     // pages newly dirty per epoch
+  std::size_t dirtied_now_ = 0;       // pages dirtied in the current epoch
+  std::size_t newest_ = 0;            // index of the newest epoch in dirtied_
+  std::size_t dirtied_[kSteps] = {};  // pages newly dirty per epoch
 };
 
 }  // namespace runsel

@@ -70,7 +70,8 @@ std::size_t env_size(const char* name, std::size_t fallback) {
 void complain_about_conf(const char* entry, std::size_t length) {
   static const char kPrefix[] = "runsel: RUNSEL_CONF: ignoring \"";
   static const char kSuffix[] =
-      "\" (keys: purge:budget|deferred|decay, dirty_max_pages:N, deferred_allocations:N, decay_ms:N, huge_cache_mb:N, huge_cache_ms:N)\n";
+      "\" (keys: purge:budget|deferred|decay, dirty_max_pages:N, deferred_allocations:N, "
+      "decay_ms:N, huge_cache_mb:N, huge_cache_ms:N)\n";
   os::write_all(2, kPrefix, sizeof(kPrefix) - 1);
   os::write_all(2, entry, length);
   os::write_all(2, kSuffix, sizeof(kSuffix) - 1);
