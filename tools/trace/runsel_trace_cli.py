@@ -282,7 +282,8 @@ def add_commands(commands, parents: list[argparse.ArgumentParser], cli) -> None:
     trace.set_defaults(handler=lambda args: command_trace(cli, args))
 
     replay = commands.add_parser(
-        "replay", parents=parents, help="replay a trace on every container and compare",
+        "replay", parents=parents,
+        help="replay a trace (or a logalloc log) on every container: exact figures vs rb_first",
         description="Replays TRACE (a runsel trace, or a Mozilla logalloc log, plain or "
                     "gzip-compressed) with build/tools/runsel-replay-<container> for every "
                     "container (in recorded order, on one thread, writing every block as the "
