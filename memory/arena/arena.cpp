@@ -169,6 +169,7 @@ void Arena::mark_allocated(Chunk* chunk, std::size_t first, std::size_t pages,
     chunk->map[i].bits = i == first ? head_bits : tail_bits;
   }
   chunk->ndirty -= was_dirty;
+  chunk->allocated_pages += pages;
   dirty_pages_ -= was_dirty;
   committed_pages_ += pages - was_dirty;
   if (chunk->ndirty == 0 && chunk->in_dirty_list) unlink_dirty(chunk);
@@ -200,6 +201,7 @@ char* Arena::allocate_pages(std::size_t pages, std::uintptr_t head_bits, std::ui
 }
 
 void Arena::free_pages(Chunk* chunk, std::size_t first, std::size_t pages) {
+  chunk->allocated_pages -= pages;
   for (std::size_t i = first; i < first + pages; ++i) chunk->map[i].bits = kDirty;
   chunk->ndirty += pages;
   dirty_pages_ += pages;

@@ -149,6 +149,11 @@ class Arena {
   void release_small_run(Run* run);
   // An emptied run, just erased from its container: kept, or given back.
   void keep_empty_run(Bin& bin, Run* run);
+  // The bin's kept run, no longer kept (null if none); or given back.
+  Run* take_kept_run(Bin& bin);
+  void release_kept_run(Bin& bin);
+  // Gives back the kept runs in `chunk` if nothing else in it is allocated.
+  void release_kept_runs_if_idle(Chunk* chunk);
   void release_empty_runs();
   // Every kEmptyRunSweepFrees small frees: releases the kept runs that were
   // already kept at the previous sweep, and marks the others.

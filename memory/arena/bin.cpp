@@ -57,7 +57,9 @@ void Arena::release_small_run(Run* run) {
 // An emptied run stays in its bin, outside the container, until another run
 // of the bin empties (then the older of the two goes back to the arena), or
 // until 4,096 to 8,192 small frees in the arena went by without reusing it
-// (sweep_empty_runs), or until the program trims. Two reasons:
+// (sweep_empty_runs), or until the program trims; and at once when nothing
+// else in its chunk is allocated, so that it never holds a chunk (and the
+// chunk's dirty pages) on its own. Two reasons:
 // - a double free of an address in it is still caught: its bit says free,
 //   whereas pages given back at once can be reused by another size class,
 //   which a second free would then hit;
@@ -67,16 +69,36 @@ void Arena::release_small_run(Run* run) {
 // is empty, in place of a new run, so what the containers choose between is
 // unchanged.
 void Arena::keep_empty_run(Bin& bin, Run* run) {
-  if (bin.empty_run != nullptr) release_small_run(bin.empty_run);
+  if (bin.empty_run != nullptr) release_kept_run(bin);
   bin.empty_run = run;
   bin.empty_run_aged = false;
+  Chunk* chunk = Chunk::of(run);
+  chunk->kept_pages += info_of(bin).run_pages;
+  release_kept_runs_if_idle(chunk);
+}
+
+Run* Arena::take_kept_run(Bin& bin) {
+  Run* run = bin.empty_run;
+  if (run == nullptr) return nullptr;
+  bin.empty_run = nullptr;
+  Chunk::of(run)->kept_pages -= info_of(bin).run_pages;
+  return run;
+}
+
+void Arena::release_kept_run(Bin& bin) { release_small_run(take_kept_run(bin)); }
+
+// May unmap `chunk` (once its last kept run is released): only compares
+// addresses with it afterwards.
+void Arena::release_kept_runs_if_idle(Chunk* chunk) {
+  if (chunk->kept_pages == 0 || chunk->allocated_pages != chunk->kept_pages) return;
+  for (Bin& bin : bins_) {
+    if (bin.empty_run != nullptr && Chunk::of(bin.empty_run) == chunk) release_kept_run(bin);
+  }
 }
 
 void Arena::release_empty_runs() {
   for (Bin& bin : bins_) {
-    if (bin.empty_run == nullptr) continue;
-    release_small_run(bin.empty_run);
-    bin.empty_run = nullptr;
+    if (bin.empty_run != nullptr) release_kept_run(bin);
   }
 }
 
@@ -85,8 +107,7 @@ void Arena::sweep_empty_runs() {
   for (Bin& bin : bins_) {
     if (bin.empty_run == nullptr) continue;
     if (bin.empty_run_aged) {
-      release_small_run(bin.empty_run);
-      bin.empty_run = nullptr;
+      release_kept_run(bin);
     } else {
       bin.empty_run_aged = true;
     }
@@ -100,8 +121,7 @@ void* Arena::malloc_small(std::size_t bin_index) {
   Run* run = pick_run(bin);
   bin.counters.pick(bin.runs.size(), run ? run->free_count : 0, info.nregs);
   if (run == nullptr) {
-    run = bin.empty_run;
-    bin.empty_run = nullptr;
+    run = take_kept_run(bin);
     if (run == nullptr) run = new_small_run(bin_index);
     if (run == nullptr) return nullptr;
     bin.runs.insert(run);
@@ -124,9 +144,14 @@ BadPointer Arena::free(Chunk* chunk, void* p) {
   if (target.problem != BadPointer::kNone) return target.problem;
 
   if (target.run == nullptr) {
+    const std::size_t pages = target.large_size >> kPageShift;
+    // Only kept runs left after this free? (free_pages may unmap an empty chunk.)
+    const bool leaves_kept_runs_alone =
+        chunk->kept_pages != 0 && chunk->allocated_pages - pages == chunk->kept_pages;
     large_allocated_ -= target.large_size;
     ++large_nfree_;
-    free_pages(chunk, target.page, target.large_size >> kPageShift);
+    free_pages(chunk, target.page, pages);
+    if (leaves_kept_runs_alone) release_kept_runs_if_idle(chunk);
     return BadPointer::kNone;
   }
 

@@ -53,6 +53,11 @@ struct Chunk {
   Chunk* next_spare;  // spare chunks (every usable page free), most recent first
   bool in_dirty_list;
   bool spare;
+  // Allocated pages (small runs and large allocations), and among them the
+  // pages of bins' kept empty runs: a chunk whose allocated pages are all
+  // kept runs gives them back, so a kept run never holds a chunk on its own.
+  std::size_t allocated_pages;
+  std::size_t kept_pages;
   PageMapEntry map[kPagesPerChunk];
 
   static Chunk* of(const void* p) {

@@ -78,7 +78,7 @@ bool Arena::walk_and_compare() const {
     walked.mapped += kChunkSize;
     walked.committed += kChunkHeaderPages * kPageSize;
     walked.bookkeeping += kChunkHeaderPages * kPageSize;
-    std::size_t chunk_dirty = 0;
+    std::size_t chunk_dirty = 0, chunk_allocated = 0, chunk_kept = 0;
     for (std::size_t i = kFirstUsablePage; i < kPagesPerChunk;) {
       const PageMapEntry& entry = chunk->map[i];
       if (!entry.allocated()) {  // a free run: size at both ends, per-page dirty bits
@@ -101,6 +101,7 @@ bool Arena::walk_and_compare() const {
           return false;
         }
         walked.large_allocated += pages * kPageSize;
+        chunk_allocated += pages;
         walked.committed += pages * kPageSize;
         i += pages;
       } else {
@@ -126,6 +127,7 @@ bool Arena::walk_and_compare() const {
         if (free_regions == info.nregs) {
           // an empty run is its bin's kept one, outside the set
           ++walked.bins[bin_index].empty_runs;
+          chunk_kept += info.run_pages;
           if (run != bins_[bin_index].empty_run) {
             report("empty run that is not its bin's kept one", index_, bin_index, 0);
             ok = false;
@@ -133,6 +135,7 @@ bool Arena::walk_and_compare() const {
         } else if (free_regions != 0) {  // full runs are outside the set
           ++bin_runs_in_set[bin_index];
         }
+        chunk_allocated += info.run_pages;
         walked.committed += info.run_bytes();
         walked.bookkeeping += info.header_bytes;
         walked.waste += info.tail_bytes;
@@ -150,6 +153,15 @@ bool Arena::walk_and_compare() const {
     if (chunk_dirty != chunk->ndirty)
       report("chunk dirty pages", index_, chunk->ndirty, chunk_dirty);
     if (chunk_dirty != chunk->ndirty) ok = false;
+    if (chunk_allocated != chunk->allocated_pages || chunk_kept != chunk->kept_pages) {
+      report("chunk allocated pages", index_, chunk->allocated_pages, chunk_allocated);
+      report("chunk kept-run pages", index_, chunk->kept_pages, chunk_kept);
+      ok = false;
+    }
+    if (chunk_kept != 0 && chunk_allocated == chunk_kept) {
+      report("chunk held by kept empty runs alone", index_, chunk_kept, chunk_allocated);
+      ok = false;
+    }
     if ((chunk->ndirty != 0) != chunk->in_dirty_list) ok = false;
     walked.dirty += chunk_dirty * kPageSize;
     walked.committed += chunk_dirty * kPageSize;
