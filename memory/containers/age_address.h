@@ -6,7 +6,8 @@
 // Filling the old runs first lets the young ones, which a burst created and
 // which hold the burst's short-lived regions, drain and go back; the address
 // keeps the choice deterministic. The serial number is given by the arena
-// when it creates a run (a 64-bit counter per bin, so it never wraps).
+// when it creates a run (a 64-bit counter per bin, so it never wraps); an
+// empty run the bin kept and uses again keeps the number it was created with.
 // Complexity: as pairing_heap (the same heap, another key): insert O(1);
 // pick O(1); erase of the root amortised O(log n); erase of another member
 // O(1) plus the pairing of its children; touched O(1), a no-op; check O(n).
