@@ -181,13 +181,21 @@ def harness_arguments(args: argparse.Namespace) -> list[str]:
 
 def command_report(args: argparse.Namespace) -> int:
     """Builds every variant and workload, then runs the harness (which re-runs itself
-    under Debian's python3 when this one lacks matplotlib)."""
+    under Debian's python3 when this one lacks matplotlib, scipy or tabulate)."""
     configure(args.build_dir, requested_options(args))
     programs = workload_programs(args.build_dir)
     if not programs:
         raise StepFailed(f"meson defines no {WORKLOAD_PREFIX}* programs: is -Dbenchmarks=false?")
-    build_libraries(args, extra=programs)
+    build_libraries(args, extra=programs + counting_libraries(args.build_dir))
     return run([sys.executable, HARNESS, *harness_arguments(args)], check=False)
+
+
+def counting_libraries(build_dir: Path) -> list[Path]:
+    """Each variant's counting twin (build/libmalloc-counting-<container>.so), built
+    only for the report: the harness runs each workload once under each."""
+    return [root_relative(Path(target["filename"][0])) for target in build_targets(build_dir)
+            if target["type"] == "shared library"
+            and target["name"].startswith(COUNTING_TARGET_PREFIX)]
 
 
 # --- test -------------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """What `tools/runsel report` shows: one function per table (results in, rows out) and
 one per picture (experiments/harness/pictures.py), and three renderers (terminal text,
-Markdown, self-contained HTML) that lay the same tables and pictures out.
-Input is results.json as experiments/harness/harness.py writes it.
+Markdown, self-contained HTML) that lay the same tables and pictures out with tabulate.
+Input is results.json as experiments/harness/harness.py writes it (its layout:
+experiments/README.md, "results.json"). The verdict opens the report.
 """
 
 from __future__ import annotations
@@ -10,7 +11,10 @@ import base64
 import html
 from pathlib import Path
 
+from tabulate import tabulate
+
 MIB = 1 << 20
+NOT_MEASURED = "not measured"
 # runsel's stats figures that explain resident memory (memory/include/runsel.h).
 STATS_FIGURES = ("committed", "allocated", "bin_unused", "waste", "dirty", "bookkeeping")
 
@@ -23,9 +27,48 @@ def mib(count: float | None) -> str:
 
 
 def delta_cell(delta: dict | None) -> str:
-    if not delta:
-        return "-"
+    """A paired comparison: percent and 95 % interval."""
+    if not delta or delta.get("percent") is None:
+        return NOT_MEASURED if not delta else f"{delta.get('outcome', '-')}"
+    if delta.get("low") is None:
+        return f"{delta['percent']:+.1f} % ({delta['outcome']})"
+    if delta.get("constant"):
+        return f"{delta['percent']:+.2f} % (every round)"
     return f"{delta['percent']:+.1f} % [{delta['low']:+.1f}, {delta['high']:+.1f}]"
+
+
+def detectable_cell(delta: dict | None) -> str:
+    """The smallest difference the comparison could have seen: its half-width."""
+    if not delta or delta.get("half_width") is None:
+        return "-"
+    if delta.get("exact") or delta.get("constant"):
+        return "exact"
+    return f"±{delta['half_width']:.1f} %"
+
+
+def exact_cell(compared: dict | None) -> str:
+    if not compared or compared.get("percent") is None:
+        return NOT_MEASURED
+    return f"{compared['percent']:+.2f} %"
+
+
+def bytes_cell(compared: dict) -> str:
+    """An exact memory difference in bytes and percent."""
+    return f"{compared['difference']:+,d} B ({compared['percent']:+.2f} %)"
+
+
+def memory_cell(row: dict) -> str:
+    if not row["memory_comparable"]:
+        return "not comparable (live set differs between runs)"
+    memory = row["memory"]
+    if not memory or memory.get("percent") is None:
+        return NOT_MEASURED
+    if memory.get("exact"):
+        text = f"{memory['figure']} {bytes_cell(memory)}"
+        if memory.get("peak") and memory["peak"].get("percent") is not None:
+            text += f"; peak {bytes_cell(memory['peak'])}"
+        return text
+    return delta_cell(memory)
 
 
 def instructions_cell(counted: dict | None) -> str:
@@ -41,20 +84,199 @@ def point_at(pair: dict, checkpoint: str) -> dict:
 # --- tables: (title, headers, rows, note) ---------------------------------------------
 
 
-def summary_table(results: dict):
+def verdict_table(results: dict):
+    """Every container against rb_first on every workload: memory, cost, time, one line."""
+    verdict, settings = results["verdict"], results["settings"]
     reference = results["reference"]
-    headers = ["workload", "allocator", "median ms", f"time vs {reference} (95 % CI)",
-               "instructions", "minor faults", "peak MiB", "MiB at key", "live MiB at key",
-               "fragmentation at key"]
+    headers = ["workload", "container", f"memory vs {reference}", "instructions",
+               "D1 misses", "LL misses", f"time vs {reference} (95 % CI)", "detects",
+               "verdict"]
+    rows = [[row["label"], row["container"], memory_cell(row),
+             exact_cell(row["cost"]["instructions"]), exact_cell(row["cost"]["d1_misses"]),
+             exact_cell(row["cost"]["ll_misses"]),
+             delta_cell(row["time"]) if row["kind"] == "live" else "not measured (replay)",
+             detectable_cell(row["time"]), row["verdict"]] for row in verdict["rows"]]
+    target = verdict["rules"]["time_target_percent"]
+    timed = [row["time"] for row in verdict["rows"] if row["time"]]
+    resolving = [t for t in timed if t.get("half_width") is not None
+                 and t["half_width"] <= target]
+    note = (f"Differences to {reference} in percent (negative = less). Time: "
+            f"{'CPU' if any_cpu_time(results) else 'wall'} time of the measured region, "
+            f"{settings['repeat']} interleaved rounds at scale {settings['scale']}"
+            f"{extra_rounds_text(settings)}, paired by round: trimmed mean of the per-round ratios with a 95 % paired bootstrap interval "
+            "(scipy.stats.bootstrap, BCa). \"Detects\" is the interval's half-width, the "
+            f"smallest difference the comparison could have seen; {len(resolving)} of "
+            f"{len(timed)} time comparisons resolve ±{target:g} %. A comparison wider than "
+            f"that says \"underpowered\", never \"same time\". Memory: resident at the "
+            "workload's key checkpoint (see Summary), paired like time for live runs, exact for "
+            "replays. Instructions and misses: "
+            f"{settings.get('instructions_how', NOT_MEASURED)} (exact counts, one run each; "
+            "D1 = simulated first-level data cache, LL = last level).")
+    return "Verdict", headers, rows, note
+
+
+def extra_rounds_text(settings: dict) -> str:
+    extra = {name: count for name, count in settings.get("extra_rounds", {}).items() if count}
+    if not extra:
+        return ""
+    return (" plus, for runsel's variants, extra rounds where a comparison was still wider "
+            f"than the target ({', '.join(f'{name} {count}' for name, count in extra.items())}"
+            f"; at most {settings['extend_seconds']:g} s)")
+
+
+def any_cpu_time(results: dict) -> bool:
+    return any(pair.get("time_measure") == "cpu" for data in results["summary"].values()
+               for pair in data["allocators"].values())
+
+
+def published_table(results: dict):
+    """Bug 1857133's figures beside ours, each judged."""
+    headers = ["claim (bug 1857133)", "measure", "published", "ours", "judgement"]
+    rows = []
+    for claim in results["verdict"]["published"]:
+        label = f"{claim['claim']} ({claim['container']})"
+        for figure in claim["figures"]:
+            evidence = figure["evidence"] or [None]
+            for item in evidence:
+                rows.append([label, figure["measure"], f"{figure['published']:+.2f} %",
+                             f"{item['what']}: {published_ours(item['comparison'])}" if item
+                             else "nothing of ours measures it",
+                             item["judgement"] if item else "not resolvable"])
+                label = ""
+    rules = results["verdict"]["rules"]
+    note = ("Published: Mozilla bug 1857133, Windows, against the address-ordered tree "
+            "(rb_first); sp3 as time (negative = faster), base and tp6 as resident memory. "
+            "Ours: sp3 ↔ time of churn and of live webkit; base ↔ memory of steady_state; "
+            "tp6 ↔ memory of page_load and of webkit. Refuted: our interval lies below half "
+            "the published effect (or on the other side of 0). Confirmed: otherwise, when it "
+            "lies on the published side of 0. A published figure below {rules['negligible_published_percent']}"
+            f" % claims no change: confirmed when ours lies within "
+            f"±{rules['equivalence_margin_percent']} %, refuted when wholly outside. Otherwise "
+            "not resolvable.\n\n" + results["verdict"]["paragraph"])
+    return "Bug 1857133 beside ours", headers, rows, note
+
+
+def published_ours(comparison: dict | None) -> str:
+    if not comparison or comparison.get("percent") is None:
+        return NOT_MEASURED
+    if comparison.get("exact"):
+        return f"{comparison['percent']:+.2f} % (exact)"
+    return delta_cell(comparison)
+
+
+def choices_table(results: dict):
+    """Per workload and container: did the containers have anything to choose between?"""
+    headers = ["workload", "container", "picks", "with a choice", "non-full runs at a pick "
+               "(median bucket)", "picked run's fullness (mean)", "runs created", "runs destroyed"]
     rows = []
     for workload, data in results["summary"].items():
-        key = data["key_checkpoint"]
         for name, pair in data["allocators"].items():
+            counted = pair.get("counters")
+            if not counted:
+                continue
+            if "error" in counted:
+                rows.append([workload, name, counted["error"], "", "", "", "", ""])
+                continue
+            total = counted["total"]
+            picks = total["picks"]
+            rows.append([workload, name, f"{picks:,d}",
+                         f"{100 * total['picks_with_choice'] / picks:.1f} %" if picks else "-",
+                         median_bucket(total["nonfull_at_pick"]),
+                         mean_fullness(total["picked_fullness"]),
+                         f"{total['runs_created']:,d}", f"{total['runs_destroyed']:,d}"])
+    note = ("One run of each workload under each variant's counting library "
+            "(libmalloc-counting-<container>.so), counters summed over the bins. A pick is a "
+            "small allocation asking the bin's container for a run; \"with a choice\": the "
+            "container held two or more non-full runs, so the containers could differ. "
+            "Non-full runs at a pick in log2 buckets (0, 1, 2–3, 4–7, …); fullness = regions "
+            "in use ÷ regions of the picked run." if rows else
+            "Not measured: the counting libraries (ninja -C build "
+            "libmalloc-counting-<container>.so) were not built.")
+    return "What the containers had to choose between", headers, rows, note
+
+
+BUCKET_NAMES = ["0", "1"] + [f"{1 << k}–{(1 << (k + 1)) - 1}" for k in range(1, 14)] + ["16384+"]
+
+
+def median_bucket(histogram: list[int]) -> str:
+    total, seen = sum(histogram), 0
+    for index, count in enumerate(histogram):
+        seen += count
+        if total and seen * 2 >= total:
+            return BUCKET_NAMES[index]
+    return "-"
+
+
+def mean_fullness(histogram: list[int]) -> str:
+    total = sum(histogram)
+    if not total:
+        return "-"
+    return f"{sum((index + 0.5) * 10 * count for index, count in enumerate(histogram)) / total:.0f} %"
+
+
+def exact_replays_table(results: dict):
+    """Replays: each container's exact figures at the key checkpoint and the peak."""
+    headers = ["replay", "container", "checkpoint", "resident", "committed", "bin_unused",
+               "resident vs rb_first", "committed vs rb_first"]
+    rows = []
+    for name, data in results["summary"].items():
+        if data.get("kind") != "replay":
+            continue
+        pairs = data["allocators"]
+        base = pairs.get(results["reference"], {}).get("exact")
+        for container, pair in pairs.items():
+            exact = pair.get("exact")
+            if not exact:
+                rows.append([data.get("label", name), container, "-", NOT_MEASURED, "", "", "", ""])
+                continue
+            for checkpoint in (data["key_checkpoint"], "peak"):
+                mine = exact_point(exact, checkpoint)
+                theirs = exact_point(base, checkpoint) if base else None
+                if mine is None:
+                    continue
+                rows.append([data.get("label", name), container, checkpoint,
+                             f"{mine['resident']:,d}", f"{mine['committed']:,d}",
+                             f"{mine['bin_unused']:,d}",
+                             *[bytes_cell(difference) if (difference := exact_difference(
+                                 mine, theirs, figure)) else "-"
+                               for figure in ("resident", "committed")]])
+    note = ("Exact figures in bytes from one replay per container (tools/trace/format.md); "
+            "the reference replayed twice must agree to the byte (Checks).")
+    return "Exact replays", headers, rows, note
+
+
+def exact_point(exact: dict, checkpoint: str) -> dict | None:
+    if checkpoint == "peak" and exact.get("peak"):
+        return exact["peak"]
+    return next((p for p in exact["checkpoints"] if p["name"] == checkpoint), None)
+
+
+def exact_difference(mine: dict, theirs: dict | None, figure: str) -> dict | None:
+    if not theirs or mine.get(figure) is None or not theirs.get(figure):
+        return None
+    return {"difference": mine[figure] - theirs[figure],
+            "percent": 100 * (mine[figure] / theirs[figure] - 1)}
+
+
+def summary_table(results: dict):
+    reference = results["reference"]
+    headers = ["workload", "allocator", "median ms", "median wall ms",
+               f"time vs {reference} (95 % CI)", "detects", "instructions", "minor faults",
+               "peak MiB", "MiB at key", "live MiB at key", "fragmentation at key"]
+    rows = []
+    for workload, data in results["summary"].items():
+        if data.get("kind", "live") != "live":
+            continue
+        key = data["key_checkpoint"]
+        for index, (name, pair) in enumerate(data["allocators"].items()):
             point = point_at(pair, key)
-            rows.append([f"{workload} ({key})" if not rows or rows[-1][0].split(" ")[0] != workload
-                         else workload, name, f"{pair['median_seconds'] * 1e3:.1f}",
-                         delta_cell(pair["delta_to_reference"]),
-                         instructions_cell(pair["instructions"]), f"{pair['minor_faults']:.0f}",
+            rows.append([f"{workload} ({key})" if index == 0 else workload, name,
+                         f"{pair['median_seconds'] * 1e3:.1f}",
+                         f"{pair.get('median_wall_seconds', pair['median_seconds']) * 1e3:.1f}",
+                         delta_cell(pair["delta_to_reference"]) if name != reference else "-",
+                         detectable_cell(pair["delta_to_reference"]),
+                         instructions_cell(pair.get("cost") or pair.get("instructions")),
+                         "-" if pair["minor_faults"] is None else f"{pair['minor_faults']:.0f}",
                          mib(pair["peak_resident"]), mib(point["resident"]),
                          mib(point["live_requested"]),
                          "-" if point["fragmentation"] is None else f"{point['fragmentation']:.2f}"])
@@ -62,10 +284,11 @@ def summary_table(results: dict):
     layout = ("address-space randomisation on" if settings.get("aslr")
               else "address-space randomisation off (setarch -R)")
     note = (f"Median of {settings['repeat']} interleaved runs at scale {settings['scale']}, "
-            f"{layout}. "
+            f"{layout}. \"median ms\": {'CPU' if any_cpu_time(results) else 'wall'} time of "
+            "the measured region (all threads), which the comparisons use; wall time beside it. "
             "Key = the checkpoint in brackets after the workload: its last one that still "
-            "holds a live set (≥ 64 KiB). Fragmentation = (resident − resident at start) "
-            "÷ live requested bytes. "
+            "holds a live set (≥ 64 KiB), unless the workload names one. Fragmentation = "
+            "(resident − resident at start) ÷ live requested bytes. "
             f"Instructions: {settings['instructions_how']}"
             + (f", scale {settings['instruction_scale']}." if settings["instructions"] != "off"
                else "."))
@@ -143,7 +366,9 @@ def checks_table(results: dict):
 def setup_table(results: dict):
     machine, settings = results["machine"], results["settings"]
     rows = [["command", results["command"]], ["generated", results["generated"]],
-            ["duration", f"{results['duration_seconds']:.0f} s"],
+            ["duration", f"{results['duration_seconds']:.0f} s ("
+             + ", ".join(f"{name} {seconds:.0f} s"
+                         for name, seconds in results.get("phase_seconds", {}).items()) + ")"],
             ["machine", f"{machine['cpu']}, {machine['cores']} cores, Linux {machine['kernel']}"],
             ["load average (1 min) at start, end",
              f"{machine.get('load_average_1min_at_start', '?')}, "
@@ -157,15 +382,27 @@ def setup_table(results: dict):
 
 
 def tables(results: dict) -> list:
-    """Every table, in report order."""
-    listed = [summary_table(results), checks_table(results)]
-    for workload in results["summary"]:
+    """Every table, in report order; the first leading() come before the pictures."""
+    listed = [verdict_table(results), published_table(results), summary_table(results),
+              choices_table(results), checks_table(results)]
+    replayed = exact_replays_table(results)
+    if replayed[2]:
+        listed.insert(3, replayed)
+    for workload, data in results["summary"].items():
+        if data.get("kind", "live") != "live":
+            continue
         listed.append(checkpoints_table(results, workload))
         for table in (runsel_stats_table(results, workload), bins_table(results, workload)):
             if table[2]:
                 listed.append(table)
     listed.append(setup_table(results))
     return listed
+
+
+def leading(results: dict) -> int:
+    """How many tables come before the pictures: verdict, published, summary, exact
+    replays (when there are some), choices, checks."""
+    return 6 if exact_replays_table(results)[2] else 5
 
 
 # --- pictures -------------------------------------------------------------------------
@@ -185,7 +422,7 @@ def pictures(results: dict, out: Path) -> list[tuple[str, Path]]:
         ("Per-bin run utilization at each workload's key checkpoint",
          draw.bin_utilization(results, out / "bin_utilization.png")),
     ]
-    for workload in results["summary"]:
+    for workload in draw.live_workloads(results):
         drawn.append((f"Chunk and page occupancy, {workload}: rb_first beside lifo",
                       draw.chunk_occupancy(results, workload,
                                            out / f"occupancy_{workload.replace(':', '_')}.png")))
@@ -196,44 +433,39 @@ def pictures(results: dict, out: Path) -> list[tuple[str, Path]]:
 
 
 def text_table(headers, rows) -> str:
-    widths = [max(len(str(cell)) for cell in column) for column in zip(headers, *rows)]
-    lines = ["  ".join(str(cell).ljust(width) for cell, width in zip(row, widths))
-             for row in [headers, ["-" * width for width in widths], *rows]]
-    return "\n".join(line.rstrip() for line in lines)
+    return tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True)
 
 
 def markdown_table(headers, rows) -> str:
     escape = lambda cell: str(cell).replace("|", "\\|")  # noqa: E731
-    lines = ["| " + " | ".join(map(escape, headers)) + " |",
-             "|" + "|".join(" --- " for _ in headers) + "|"]
-    lines += ["| " + " | ".join(map(escape, row)) + " |" for row in rows]
-    return "\n".join(lines)
+    return tabulate([[escape(cell) for cell in row] for row in rows],
+                    headers=[escape(cell) for cell in headers], tablefmt="github",
+                    disable_numparse=True)
 
 
 def html_table(headers, rows) -> str:
-    head = "".join(f"<th>{html.escape(str(cell))}</th>" for cell in headers)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(cell))}</td>" for cell in row)
-                   + "</tr>" for row in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    return tabulate(rows, headers=headers, tablefmt="html", disable_numparse=True)
 
 
 def summary_text(results: dict) -> str:
-    title, headers, rows, note = summary_table(results)
+    """What the terminal shows at the end: the verdict and the checks' outcome."""
+    title, headers, rows, note = verdict_table(results)
     failed = [row for row in checks_table(results)[2] if row[2] != "ok"]
-    verdict = (f"{len(failed)} check(s) failed or runs discarded: see the report"
+    checked = (f"{len(failed)} check(s) failed or runs discarded: see the report"
                if failed else "every check passed")
-    return f"\n{title}\n{text_table(headers, rows)}\n{note}\n\n{verdict}"
+    return (f"\n{title}\n{text_table(headers, rows)}\n{note}\n\n"
+            f"{results['verdict']['paragraph']}\n\n{checked}")
 
 
 def markdown(results: dict, drawn: list[tuple[str, Path]]) -> str:
     listed = tables(results)
     parts = ["# runsel report", ""]
-    for title, headers, rows, note in listed[:2]:
+    for title, headers, rows, note in listed[:leading(results)]:
         parts += [f"## {title}", "", markdown_table(headers, rows), "", note, ""]
     parts += ["## Pictures", ""]
     parts += [f"### {caption}\n\n![{caption}]({path.name})\n" for caption, path in drawn]
     parts += ["## Details", ""]
-    for title, headers, rows, note in listed[2:]:
+    for title, headers, rows, note in listed[leading(results):]:
         parts += [f"### {title}", "", markdown_table(headers, rows), "", note, ""]
     return "\n".join(parts)
 
@@ -249,19 +481,20 @@ def html_page(results: dict, drawn: list[tuple[str, Path]]) -> str:
     listed = tables(results)
 
     def section(level, title, headers, rows, note):
-        return (f"<h{level}>{html.escape(title)}</h{level}>{html_table(headers, rows)}"
-                f"<p class=note>{html.escape(note)}</p>")
+        paragraphs = "".join(f"<p class=note>{html.escape(text)}</p>"
+                             for text in note.split("\n\n"))
+        return f"<h{level}>{html.escape(title)}</h{level}>{html_table(headers, rows)}{paragraphs}"
 
     parts = [f"<!doctype html><meta charset=utf-8><title>runsel report</title>"
              f"<style>{STYLE}</style><h1>runsel report</h1>"]
-    parts += [section(2, *table) for table in listed[:2]]
+    parts += [section(2, *table) for table in listed[:leading(results)]]
     parts.append("<h2>Pictures</h2>")
     for caption, path in drawn:
         encoded = base64.b64encode(path.read_bytes()).decode()
         parts.append(f"<h3>{html.escape(caption)}</h3>"
                      f"<img alt='{html.escape(caption)}' src='data:image/png;base64,{encoded}'>")
     parts.append("<h2>Details</h2>")
-    parts += [section(3, *table) for table in listed[2:]]
+    parts += [section(3, *table) for table in listed[leading(results):]]
     return "\n".join(parts) + "\n"
 
 

@@ -20,27 +20,37 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
-SYSTEM_PYTHON = "/usr/bin/python3"  # Debian's, where python3-matplotlib installs
+SYSTEM_PYTHON = "/usr/bin/python3"  # Debian's, where python3-matplotlib, -scipy, -tabulate install
+LIBRARIES = {"matplotlib": "python3-matplotlib", "scipy": "python3-scipy",
+             "tabulate": "python3-tabulate"}
 
 
-def ensure_matplotlib() -> None:
-    """Re-runs this script under Debian's python3 when this interpreter lacks matplotlib."""
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        if os.path.realpath(sys.executable) != os.path.realpath(SYSTEM_PYTHON) and \
-                os.path.exists(SYSTEM_PYTHON):
-            os.execv(SYSTEM_PYTHON, [SYSTEM_PYTHON, __file__, *sys.argv[1:]])
-        sys.exit("harness: matplotlib is missing (Debian: apt-get install python3-matplotlib)")
+def ensure_libraries() -> None:
+    """Re-runs this script under Debian's python3 when this interpreter lacks one of
+    the libraries the report needs."""
+    import importlib.util
+    missing = [name for name in LIBRARIES if importlib.util.find_spec(name) is None]
+    if not missing:
+        return
+    if os.path.realpath(sys.executable) != os.path.realpath(SYSTEM_PYTHON) and \
+            os.path.exists(SYSTEM_PYTHON):
+        os.execv(SYSTEM_PYTHON, [SYSTEM_PYTHON, __file__, *sys.argv[1:]])
+    sys.exit(f"harness: missing {', '.join(missing)} (Debian: apt-get install "
+             f"{' '.join(LIBRARIES[name] for name in missing)})")
 
 
-ensure_matplotlib()
+ensure_libraries()
 sys.path[:0] = [str(HERE), str(ROOT / "tools")]
 
 import allocators as allocator_discovery  # noqa: E402
+import comparisons  # noqa: E402
+import counting  # noqa: E402
 import metrics  # noqa: E402
+import replays  # noqa: E402
 import runs  # noqa: E402
 import runsel_report  # noqa: E402
+import verdict  # noqa: E402
+from allocators import REFERENCE  # noqa: E402
 
 WORKLOAD_PREFIX = "workload_"
 REPLAY = "replay"  # workload_replay needs a trace: one replay:<name> workload per --trace
@@ -49,11 +59,14 @@ WEBKIT_DRIVER = ROOT / "experiments" / "webkit" / "driver.py"
 # Run lengths: the default takes about 10 minutes on a 2-core machine, --quick about 1.
 # A webkit run takes seconds per page, so it runs fewer rounds and pages than the others;
 # --quick loads 2 pages under three allocators (a runsel variant pair and a peer).
-DEFAULT = {"repeat": 21, "scale": 1.0, "instruction_scale": 0.05,
+# extend: seconds of extra rounds for the workloads whose time comparisons are still
+# wider than the target after `repeat` rounds.
+DEFAULT = {"repeat": 21, "scale": 1.0, "instruction_scale": 0.05, "extend": 180,
            "webkit_pages": 6, "webkit_repeat": 3, "webkit_allocators": ()}
-QUICK = {"repeat": 3, "scale": 0.1, "instruction_scale": 0.01,
+QUICK = {"repeat": 5, "scale": 0.05, "instruction_scale": 0.01, "extend": 0,
          "webkit_pages": 2, "webkit_repeat": 1, "webkit_allocators": ("rb_first", "lifo", "jemalloc")}
 KEEP_CHUNK_MAPS = ("rb_first", "lifo")  # the occupancy pictures compare these two
+SCHEMA_VERSION = 2  # results.json's layout: experiments/README.md, "results.json"
 
 
 def discover_workloads(build_dir: Path) -> list[runs.Workload]:
@@ -88,7 +101,7 @@ def trace_workloads(programs: list[runs.Workload], traces: list[Path]) -> list[r
         while name in names:
             name, suffix = f"{REPLAY}:{trace.name}#{suffix}", suffix + 1
         names.add(name)
-        found.append(runs.Workload(name, replayer, ("--trace", str(trace))))
+        found.append(runs.Workload(name, replayer, ("--trace", str(trace)), family="trace"))
     return found
 
 
@@ -98,7 +111,8 @@ def webkit_workload(args: argparse.Namespace) -> runs.Workload:
     arguments = (str(WEBKIT_DRIVER), "--pages", str(args.webkit_pages),
                  "--time-limit", str(max(120, 60 * args.webkit_pages)))
     return runs.Workload(WEBKIT, Path(SYSTEM_PYTHON), arguments, repeat=args.webkit_repeat,
-                         allocators=args.webkit_allocators, counted=False)
+                         allocators=args.webkit_allocators, counted=False, family="webkit",
+                         label="webkit live")
 
 
 def check_webkit() -> None:
@@ -138,6 +152,58 @@ def trim_chunk_maps(summary: dict) -> None:
                 pair["chunk_maps"] = {}
 
 
+def positive(kind):
+    """An argparse type: a number of `kind` above 0 (0 would not be a run at all)."""
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if not value > 0:
+            raise argparse.ArgumentTypeError(f"must be above 0, not {text}")
+        return value
+    parse.__name__ = kind.__name__
+    return parse
+
+
+def half_width_now(valid: list[dict], workload: str, variant: str) -> float:
+    """The half-width the report would print for this time comparison (inf without an
+    interval), from the runs so far."""
+    def times(name):
+        chosen = [run for run in valid if run["workload"] == workload and run["allocator"] == name]
+        return ([metrics.run_time(run["document"]) for run in chosen],
+                [run["repetition"] for run in chosen])
+    compared = comparisons.compare_paired(
+        *comparisons.pairs_by_round(*times(variant), *times(REFERENCE)))
+    return float("inf") if compared["half_width"] is None else compared["half_width"]
+
+
+def extend_until_resolved(workloads: list, variants: list, valid: list[dict],
+                          discarded: list[dict], args: argparse.Namespace) -> dict:
+    """More rounds, runsel variants only, of the live workloads where some variant's time
+    comparison with rb_first is still wider than the target, until none is or
+    args.extend seconds have passed. Returns {workload: extra rounds}."""
+    extra = {workload.name: 0 for workload in workloads}
+    if not args.extend or REFERENCE not in [v.name for v in variants] or len(variants) < 2:
+        return extra
+    deadline, next_round = time.monotonic() + args.extend, args.repeat
+    while time.monotonic() < deadline:
+        wide = [workload for workload in workloads if workload.kind == "live" and any(
+            half_width_now(valid, workload.name, variant.name) > comparisons.TARGET_PERCENT
+            for variant in variants if variant.name != REFERENCE)]
+        if not wide:
+            break
+        more, lost = runs.run_interleaved(wide, variants, 1, args.scale, args.seed,
+                                          args.timeout, not args.aslr, next_round,
+                                          f"extra round {next_round - args.repeat + 1}")
+        valid.extend(more)
+        discarded.extend(lost)
+        for workload in wide:
+            extra[workload.name] += 1
+        next_round += 1
+    return extra
+
+
 def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--build-dir", type=Path, default=ROOT / "build")
@@ -146,34 +212,45 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true",
                         help=f"about a minute: {QUICK['repeat']} repetitions at scale "
                              f"{QUICK['scale']}")
-    parser.add_argument("--repeat", type=int, help="repetitions per (workload, allocator)")
-    parser.add_argument("--scale", type=float, help="workload size (1.0 = default run)")
+    parser.add_argument("--repeat", type=positive(int),
+                        help="repetitions per (workload, allocator), at least 1")
+    parser.add_argument("--scale", type=positive(float),
+                        help="workload size (1.0 = default run), above 0")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--extend", type=float, metavar="SECONDS",
+                        help="after the rounds, keep adding rounds (runsel variants only) of "
+                             "the workloads whose time comparisons with rb_first are wider "
+                             f"than ±{comparisons.TARGET_PERCENT:g} %%, for at most this long "
+                             f"(default {DEFAULT['extend']:g}, --quick {QUICK['extend']:g})")
     parser.add_argument("--instructions", choices=("auto", "perf", "callgrind", "off"),
                         default="auto", help="instruction counter; auto: perf when the "
                         "machine has counters, else callgrind (default: auto)")
-    parser.add_argument("--instruction-scale", type=float,
+    parser.add_argument("--instruction-scale", type=positive(float),
                         help="workload size for callgrind runs (it is ~50x slower)")
     parser.add_argument("--workload", action="append", default=[], metavar="NAME")
     parser.add_argument("--trace", action="append", default=[], type=Path, metavar="PATH",
                         help="add a replay:<file name> workload replaying this recorded "
                              "trace (repeatable); --scale below 1 replays that fraction")
     parser.add_argument("--allocator", action="append", default=[], metavar="NAME")
-    parser.add_argument("--webkit-pages", type=int, metavar="N",
+    parser.add_argument("--webkit-pages", type=positive(int), metavar="N",
                         help="pages of the webkit corpus each webkit run loads "
                              f"(default {DEFAULT['webkit_pages']}, --quick {QUICK['webkit_pages']})")
-    parser.add_argument("--webkit-repeat", type=int, metavar="N",
+    parser.add_argument("--webkit-repeat", type=positive(int), metavar="N",
                         help="rounds the webkit workload takes part in (default "
                              f"{DEFAULT['webkit_repeat']}, --quick {QUICK['webkit_repeat']})")
     parser.add_argument("--timeout", type=float, default=600, help="per run, seconds")
+    parser.add_argument("--counters", choices=("auto", "off"), default="auto",
+                        help="run each workload once under each variant's counting library "
+                             "(build/libmalloc-counting-<container>.so) when it is built "
+                             "(default: auto)")
     parser.add_argument("--aslr", action="store_true",
                         help="keep address-space randomisation (default: runs use setarch -R "
                              "so every run of a variant sees the same address layout)")
     args = parser.parse_args(argv)
     preset = QUICK if args.quick else DEFAULT
-    args.repeat = args.repeat or preset["repeat"]
-    args.scale = args.scale or preset["scale"]
-    args.instruction_scale = args.instruction_scale or preset["instruction_scale"]
+    for name in ("repeat", "scale", "instruction_scale", "extend"):
+        if getattr(args, name) is None:
+            setattr(args, name, preset[name])
     args.webkit_pages = args.webkit_pages or preset["webkit_pages"]
     args.webkit_repeat = min(args.repeat, args.webkit_repeat or preset["webkit_repeat"])
     args.webkit_allocators = () if args.allocator else preset["webkit_allocators"]
@@ -198,18 +275,51 @@ def main(argv: list[str] | None = None) -> int:
     print(f"harness: allocators: {', '.join(names)}"
           + (f" (not installed: {', '.join(missing)})" if missing else ""), file=sys.stderr)
 
+    phases = {}  # seconds each step took, for the time budget
+    clock = time.monotonic()
     valid, discarded = runs.run_interleaved(workloads, allocators, args.repeat, args.scale,
                                             args.seed, args.timeout, not args.aslr)
+    variants = [allocator for allocator in allocators if allocator.runsel]
+    extra_rounds = extend_until_resolved(workloads, variants, valid, discarded, args)
+    phases["timed runs"], clock = time.monotonic() - clock, time.monotonic()
     counter, counter_why = runs.choose_counter(args.instructions)
     print(f"harness: instructions: {counter_why}", file=sys.stderr)
     counts = ({} if counter == "off" else
               runs.run_instruction_counts(workloads, allocators, counter,
                                           args.instruction_scale if counter == "callgrind"
                                           else args.scale, args.seed, args.timeout))
-    summary = metrics.summarize(valid, names, [workload.name for workload in workloads], counts,
-                                allocator_discovery.same_choice_groups(args.build_dir))
+    phases["instruction counts"], clock = time.monotonic() - clock, time.monotonic()
+    counted = {}
+    if args.counters == "auto":
+        libraries = counting.counting_libraries(
+            args.build_dir, [allocator.name for allocator in allocators if allocator.runsel])
+        counted = counting.run_counting(workloads, libraries, args.scale, args.seed,
+                                        args.timeout, not args.aslr) if libraries else {}
+    phases["counting runs"], clock = time.monotonic() - clock, time.monotonic()
+    summary = metrics.summarize(valid, names, workloads, counts,
+                                allocator_discovery.same_choice_groups(args.build_dir), counted)
+    for workload in workloads:  # each trace also replayed exactly, once per container
+        if workload.arguments and workload.kind == "live":
+            trace = Path(workload.arguments[1])
+            try:
+                summary["workloads"][f"exact:{trace.name}"] = replays.exact_replay_summary(
+                    trace, args.build_dir, family=workload.family,
+                    label=f"{workload.label or workload.name} (exact replay)",
+                    timeout=args.timeout,
+                    containers=[a.name for a in allocators if a.runsel])
+                reference = summary["workloads"][f"exact:{trace.name}"]["allocators"].get(REFERENCE)
+                summary["checks"].append({
+                    "workload": f"exact:{trace.name}",
+                    "check": f"two exact replays on {REFERENCE} agree to the byte",
+                    "ok": bool(reference) and reference["exact"]["repeated_identical"] is True,
+                    "detail": "" if reference else f"no {REFERENCE} replay"})
+            except replays.ReplayFailed as failure:
+                summary["checks"].append({"workload": workload.name, "check": "exact replay",
+                                          "ok": False, "detail": str(failure)})
+    phases["exact replays"], clock = time.monotonic() - clock, time.monotonic()
     trim_chunk_maps(summary)
     results = {
+        "schema_version": SCHEMA_VERSION,
         "generated": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
         "duration_seconds": round(time.time() - started, 1),
         "command": " ".join(["tools/runsel report", *(argv if argv is not None else sys.argv[1:])]),
@@ -222,7 +332,11 @@ def main(argv: list[str] | None = None) -> int:
                                 "allocators": list(args.webkit_allocators) or "all"},
                      "instructions_how": counter_why,
                      "instruction_scale": args.instruction_scale if counter == "callgrind"
-                     else args.scale},
+                     else args.scale,
+                     "time_target_percent": comparisons.TARGET_PERCENT,
+                     "extend_seconds": args.extend, "extra_rounds": extra_rounds,
+                     "counters": "counted" if counted else "not measured (no counting "
+                     "libraries built)" if args.counters == "auto" else "off"},
         "reference": allocator_discovery.REFERENCE,
         "allocators": [{"name": a.name, "runsel": a.runsel,
                         "preload": str(a.preload) if a.preload else None} for a in allocators],
@@ -231,7 +345,10 @@ def main(argv: list[str] | None = None) -> int:
         "summary": summary["workloads"],
         "checks": summary["checks"],
         "discarded": discarded,
+        "verdict": verdict.build(summary["workloads"]),
     }
+    phases["statistics"] = time.monotonic() - clock
+    results["phase_seconds"] = {name: round(seconds, 1) for name, seconds in phases.items()}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "results.json").write_text(json.dumps(results, indent=1) + "\n")
     markdown, html = runsel_report.write_report(results, args.out)

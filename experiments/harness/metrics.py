@@ -1,49 +1,46 @@
-"""From raw runs to the figures the report shows: medians, deltas to rb_first with a
-bootstrap confidence interval, resident memory per checkpoint, fragmentation, and the
-agreement check (containers that pick alike choose alike).
+"""From raw runs to the figures the report shows: medians, paired comparisons of each
+variant with rb_first (comparisons.py), resident memory per checkpoint, fragmentation,
+and the agreement check (containers that pick alike choose alike).
 """
 
 from __future__ import annotations
 
-import random
 import statistics
 
+import comparisons
 from allocators import REFERENCE
 
 BOOTSTRAP_RESAMPLES = 2000
 MIN_LIVE_FOR_FRAGMENTATION = 64 << 10  # below this, resident ÷ live is noise
 
 
-def bootstrap_delta(times: list[float], reference: list[float], seed: int = 4) -> dict:
-    """Median time relative to the reference, in percent, with a 95 % percentile
-    bootstrap interval (both samples resampled with replacement)."""
-    point = 100 * (statistics.median(times) / statistics.median(reference) - 1)
-    rng = random.Random(seed)
-    deltas = sorted(
-        100 * (statistics.median(rng.choices(times, k=len(times)))
-               / statistics.median(rng.choices(reference, k=len(reference))) - 1)
-        for _ in range(BOOTSTRAP_RESAMPLES))
-    return {"percent": point, "low": deltas[int(0.025 * len(deltas))],
-            "high": deltas[int(0.975 * len(deltas)) - 1]}
+def median_or_none(values) -> float | None:
+    values = [value for value in values if value is not None]
+    return statistics.median(values) if values else None
+
+
+def run_time(document: dict) -> float:
+    """The time the comparisons use: CPU time of the measured region (all threads)
+    where the workload reports it, which other processes on a busy machine do not
+    inflate; else its wall time."""
+    return document.get("measured_cpu_seconds") or document["measured_seconds"]
 
 
 def checkpoint_series(documents: list[dict]) -> list[dict]:
     """Per checkpoint (in order): median resident, live requested, minor faults over the
     repetitions, and heap resident (resident minus resident at "start")."""
     names = [checkpoint["name"] for checkpoint in documents[0]["checkpoints"]]
+    starts = [doc["checkpoints"][0]["resident"] for doc in documents]
     series = []
     for index, name in enumerate(names):
         rows = [doc["checkpoints"][index] for doc in documents
                 if index < len(doc["checkpoints"]) and doc["checkpoints"][index]["name"] == name]
-        starts = [doc["checkpoints"][0]["resident"] for doc in documents]
         resident = statistics.median(row["resident"] for row in rows)
-        # live_requested is null where the program cannot count it (webkit)
-        lives = [row["live_requested"] for row in rows if row["live_requested"] is not None]
-        live = statistics.median(lives) if lives else None
+        live = median_or_none(row.get("live_requested") for row in rows)
         heap = resident - statistics.median(starts)
         series.append({
             "name": name, "resident": resident, "heap_resident": heap, "live_requested": live,
-            "minor_faults": statistics.median(row["minor_faults"] for row in rows),
+            "minor_faults": median_or_none(row.get("minor_faults") for row in rows),
             "fragmentation": heap / live if live and live >= MIN_LIVE_FOR_FRAGMENTATION
             else None,
         })
@@ -78,22 +75,33 @@ def choices_only(snapshot: dict) -> dict:
             for checkpoint, stats in snapshot.items()}
 
 
-def summarize_pair(documents: list[dict]) -> dict:
-    """One workload under one allocator, over its valid repetitions."""
-    times = [doc["measured_seconds"] for doc in documents]
+def resident_at(document: dict, checkpoint: str) -> int | None:
+    return next((point["resident"] for point in document["checkpoints"]
+                 if point["name"] == checkpoint), None)
+
+
+def summarize_pair(runs: list[dict]) -> dict:
+    """One workload under one allocator, over its valid repetitions (in round order)."""
+    documents = [run["document"] for run in runs]
+    times = [run_time(doc) for doc in documents]
+    wall = [doc["measured_seconds"] for doc in documents]
     series = checkpoint_series(documents)
     first = documents[0]
     return {
         "runs": len(documents),
+        "repetitions": [run["repetition"] for run in runs],
         "times": times,
+        "time_measure": "cpu" if first.get("measured_cpu_seconds") else "wall",
+        "wall_times": wall,
         "median_seconds": statistics.median(times),
-        "minor_faults": statistics.median(doc["checkpoints"][-1]["minor_faults"]
-                                          for doc in documents),
+        "median_wall_seconds": statistics.median(wall),
+        "minor_faults": median_or_none(doc["checkpoints"][-1].get("minor_faults")
+                                       for doc in documents),
         "checkpoints": series,
         "peak_resident": max(point["resident"] for point in series),
         "provider": first["allocator"]["provider"],
         "identity": first["allocator"]["name"],
-        "checksum": first["checksum"],
+        "checksum": first.get("checksum"),
         "deterministic": first.get("deterministic", True),
         "replay": first.get("replay"),  # replay:<trace> workloads: records, unknown pointers
         "runsel": runsel_snapshot(first),
@@ -136,33 +144,76 @@ def agreement(workload: str, pairs: dict, valid_runs: list[dict],
     return checks
 
 
-def first_document(valid_runs: list[dict], workload: str) -> dict:
-    return next(run["document"] for run in valid_runs if run["workload"] == workload)
+def live_set_note(runs: list[dict], checkpoint: str) -> str | None:
+    """None when every run held the same live requested bytes at `checkpoint` (or the
+    workload cannot tell); otherwise why its memory figures are not comparable."""
+    lives = {point.get("live_requested") for run in runs for point in run["document"]["checkpoints"]
+             if point["name"] == checkpoint}
+    lives.discard(None)
+    if len(lives) <= 1:
+        return None
+    return (f"live set at {checkpoint} differs between runs ({min(lives) / (1 << 20):.1f}–"
+            f"{max(lives) / (1 << 20):.1f} MiB): memory differences are differences between "
+            "runs, not between allocators")
 
 
-def summarize(valid_runs: list[dict], allocators: list[str], workloads: list[str],
-              instruction_counts: dict, same_choice_groups: list[list[str]]) -> dict:
-    """{"workloads": {workload: {"key_checkpoint", "allocators": {name: pair}}}, "checks"}."""
+def compare_with_reference(pair: dict, reference: dict, key: str, memory_comparable: bool):
+    """Paired time and memory comparisons of one allocator with the reference."""
+    pair["delta_to_reference"] = comparisons.compare_paired(
+        *comparisons.pairs_by_round(pair["times"], pair["repetitions"], reference["times"],
+                                    reference["repetitions"]))
+    if memory_comparable:
+        pair["memory_to_reference"] = comparisons.compare_paired(
+            *comparisons.pairs_by_round(pair["key_resident"], pair["repetitions"],
+                                        reference["key_resident"], reference["repetitions"]))
+    else:
+        pair["memory_to_reference"] = None
+
+
+def summarize(valid_runs: list[dict], allocators: list[str], workloads: list,
+              instruction_counts: dict, same_choice_groups: list[list[str]],
+              counters: dict | None = None) -> dict:
+    """{"workloads": {workload: {kind, family, label, key_checkpoint, memory_comparable,
+    memory_note, "allocators": {name: pair}}}, "checks"}. `workloads` are runs.Workload."""
     result, checks = {}, []
+    counters = counters or {}
     for workload in workloads:
-        pairs = {}
+        name = workload.name
+        runs_by_allocator = {}
         for allocator in allocators:
-            documents = [run["document"] for run in valid_runs
-                         if run["workload"] == workload and run["allocator"] == allocator]
-            if documents:
-                pairs[allocator] = summarize_pair(documents)
-        if not pairs:
+            chosen = sorted((run for run in valid_runs
+                             if run["workload"] == name and run["allocator"] == allocator),
+                            key=lambda run: run["repetition"])
+            if chosen:
+                runs_by_allocator[allocator] = chosen
+        if not runs_by_allocator:
             continue
+        pairs = {allocator: summarize_pair(chosen)
+                 for allocator, chosen in runs_by_allocator.items()}
         reference = pairs.get(REFERENCE)
-        for name, pair in pairs.items():
-            pair["delta_to_reference"] = (bootstrap_delta(pair["times"], reference["times"])
-                                          if reference and name != REFERENCE else None)
-            pair["instructions"] = instruction_counts.get(workload, {}).get(name)
-            pair["cost"] = (pair["instructions"] or {}).get("cost")  # cost.py's block
-        key = (first_document(valid_runs, workload).get("key_checkpoint")
-               or key_checkpoint((reference or next(iter(pairs.values())))["checkpoints"]))
-        result[workload] = {"key_checkpoint": key, "allocators": pairs}
-        checks.extend(agreement(workload, pairs, valid_runs, same_choice_groups))
+        named = next((run["document"].get("key_checkpoint")
+                      for chosen in runs_by_allocator.values() for run in chosen), None)
+        key = named or key_checkpoint((reference or next(iter(pairs.values())))["checkpoints"])
+        note = live_set_note([run for chosen in runs_by_allocator.values() for run in chosen], key)
+        for allocator, pair in pairs.items():
+            pair["key_resident"] = [resident_at(run["document"], key)
+                                    for run in runs_by_allocator[allocator]]
+        for allocator, pair in pairs.items():
+            if reference and allocator != REFERENCE:
+                compare_with_reference(pair, reference, key, note is None)
+            else:
+                pair["delta_to_reference"] = pair["memory_to_reference"] = None
+            counted = instruction_counts.get(name, {}).get(allocator)
+            pair["instructions"] = counted
+            pair["cost"] = (counted or {}).get("cost")  # cost.py: instructions, misses, ...
+            pair["counters"] = counters.get(name, {}).get(allocator)
+        result[name] = {"kind": getattr(workload, "kind", "live"),
+                        "family": getattr(workload, "family", "synthetic"),
+                        "label": getattr(workload, "label", None) or name,
+                        "key_checkpoint": key,
+                        "memory_comparable": note is None, "memory_note": note,
+                        "allocators": pairs}
+        checks.extend(agreement(name, pairs, valid_runs, same_choice_groups))
     return {"workloads": result, "checks": checks}
 
 

@@ -28,6 +28,12 @@ def allocator_colors(results: dict) -> dict[str, tuple]:
             for index, entry in enumerate(results["allocators"])}
 
 
+def live_workloads(results: dict) -> dict:
+    """The workloads with timed runs (replays have exact figures instead)."""
+    return {name: data for name, data in results["summary"].items()
+            if data.get("kind", "live") == "live"}
+
+
 def workload_grid(count: int, width: float = 5.0, height: float = 3.6):
     columns = min(3, count)
     rows = math.ceil(count / columns)
@@ -49,8 +55,8 @@ def time_versus_memory(results: dict, path: Path) -> Path:
     """Per workload: median time (x) against peak resident memory (y), one point per
     allocator; lower left is better on both."""
     colors = allocator_colors(results)
-    figure, axes = workload_grid(len(results["summary"]))
-    for axis, (workload, data) in zip(axes, results["summary"].items()):
+    figure, axes = workload_grid(len(live_workloads(results)))
+    for axis, (workload, data) in zip(axes, live_workloads(results).items()):
         for name, pair in data["allocators"].items():
             x, y = pair["median_seconds"] * 1e3, pair["peak_resident"] / MIB
             axis.scatter([x], [y], color=colors[name], s=40, zorder=3)
@@ -66,8 +72,8 @@ def resident_over_checkpoints(results: dict, path: Path) -> Path:
     """Per workload: resident memory at every checkpoint, one line per allocator, and
     the live requested bytes (black, dashed) that a perfect allocator would need."""
     colors = allocator_colors(results)
-    figure, axes = workload_grid(len(results["summary"]), width=6.0, height=4.2)
-    for axis, (workload, data) in zip(axes, results["summary"].items()):
+    figure, axes = workload_grid(len(live_workloads(results)), width=6.0, height=4.2)
+    for axis, (workload, data) in zip(axes, live_workloads(results).items()):
         labels = None
         for name, pair in data["allocators"].items():
             labels = [point["name"] for point in pair["checkpoints"]]
@@ -91,8 +97,8 @@ def timing_distributions(results: dict, path: Path) -> Path:
     """Per workload: every repetition's measured time per allocator (dots) and the
     median (bar), to show how much of a difference is noise."""
     colors = allocator_colors(results)
-    figure, axes = workload_grid(len(results["summary"]))
-    for axis, (workload, data) in zip(axes, results["summary"].items()):
+    figure, axes = workload_grid(len(live_workloads(results)))
+    for axis, (workload, data) in zip(axes, live_workloads(results).items()):
         names = list(data["allocators"])
         for row, name in enumerate(names):
             times = np.array(data["allocators"][name]["times"]) * 1e3
@@ -112,9 +118,9 @@ def bin_utilization(results: dict, path: Path) -> Path | None:
     """Per workload, at its key checkpoint: for each runsel variant and small size class,
     the share of regions in use among the bin's runs (100 % = every run full)."""
     colors = allocator_colors(results)
-    figure, axes = workload_grid(len(results["summary"]))
+    figure, axes = workload_grid(len(live_workloads(results)))
     drawn = False
-    for axis, (workload, data) in zip(axes, results["summary"].items()):
+    for axis, (workload, data) in zip(axes, live_workloads(results).items()):
         checkpoint = data["key_checkpoint"]
         for name, pair in data["allocators"].items():
             bins = pair["runsel"].get(checkpoint, {}).get("bins")

@@ -25,6 +25,9 @@ class Workload:
     repeat: int | None = None  # rounds it takes part in (None: every round)
     allocators: tuple[str, ...] = ()  # only under these (empty: every allocator)
     counted: bool = True  # instruction counts (callgrind cannot run a browser in time)
+    family: str = "synthetic"  # "synthetic", "webkit" or "trace": which question it speaks to
+    kind: str = "live"         # "live": timed runs under LD_PRELOAD
+    label: str | None = None   # the verdict table's name for it (default: name)
 
     def runs_under(self, allocators: list[Allocator], repetition: int) -> list[Allocator]:
         if self.repeat is not None and repetition >= self.repeat:
@@ -99,15 +102,17 @@ FIXED_LAYOUT = ["setarch", "-R"]
 
 def run_interleaved(workloads: list[Workload], allocators: list[Allocator], repeat: int,
                     scale: float, seed: int, timeout: float,
-                    fixed_layout: bool = True) -> tuple[list[dict], list[dict]]:
+                    fixed_layout: bool = True, first_round: int = 0,
+                    label: str = "runs") -> tuple[list[dict], list[dict]]:
     """Every workload under every allocator, `repeat` rounds of A B C ... so drift hits
-    all alike; each round starts one allocator later so none always runs first.
-    Returns (valid runs, discarded runs)."""
+    all alike; each round starts one allocator later so none always runs first. Rounds
+    are numbered from `first_round`. Returns (valid runs, discarded runs)."""
     prefix = FIXED_LAYOUT if fixed_layout else []
     progress = Progress(sum(len(workload.runs_under(allocators, repetition))
-                            for repetition in range(repeat) for workload in workloads), "runs")
+                            for repetition in range(first_round, first_round + repeat)
+                            for workload in workloads), label)
     valid, discarded = [], []
-    for repetition in range(repeat):
+    for repetition in range(first_round, first_round + repeat):
         for workload in workloads:
             taking_part = workload.runs_under(allocators, repetition)
             shift = repetition % max(1, len(taking_part))

@@ -20,7 +20,12 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from allocators import built_same_choice_groups, runsel_variants, system_allocators  # noqa: E402
+from allocators import (REFERENCE, built_same_choice_groups, runsel_variants,  # noqa: E402
+                        system_allocators)
+
+SCHEMA_VERSION = 2
+TIME_TARGET = 2.0  # percent: comparisons wider than this must say so
+JUDGEMENTS = ("confirmed", "refuted", "not resolvable")
 
 PICTURES = ("time_vs_memory.png", "resident_over_checkpoints.png", "timing_distributions.png",
             "bin_utilization.png")
@@ -42,13 +47,19 @@ def check_files(out: Path, failures: Failures) -> None:
                     "report.html does not embed every picture")
 
 
+def live(results: dict) -> dict:
+    """The workloads with timed runs (an exact replay's entry has other figures)."""
+    return {name: data for name, data in results["summary"].items()
+            if data.get("kind", "live") == "live"}
+
+
 def check_allocators(results: dict, expected: list[str], failures: Failures) -> None:
     failures.expect(not results["missing_allocators"],
                     f"system allocators not installed: {results['missing_allocators']} "
                     "(tools/runsel installs libjemalloc2, libmimalloc2.0, libtcmalloc-minimal4)")
     failures.expect(not results["discarded"], f"runs discarded: {results['discarded'][:3]}")
     webkit = results["settings"]["webkit"]
-    for workload, data in results["summary"].items():
+    for workload, data in live(results).items():
         wanted, rounds = expected, results["settings"]["repeat"]
         if workload == "webkit":  # fewer rounds, and in --quick fewer allocators
             wanted = expected if webkit["allocators"] == "all" else webkit["allocators"]
@@ -56,14 +67,16 @@ def check_allocators(results: dict, expected: list[str], failures: Failures) -> 
         missing = [name for name in wanted if name not in data["allocators"]]
         failures.expect(not missing, f"{workload}: no results for {missing}")
         for name, pair in data["allocators"].items():
-            failures.expect(pair["runs"] == rounds,
+            failures.expect(pair["runs"] >= rounds,
                             f"{workload} × {name}: {pair['runs']} valid runs")
 
 
 def check_numbers(results: dict, failures: Failures) -> None:
-    for workload, data in results["summary"].items():
+    for workload, data in live(results).items():
         for name, pair in data["allocators"].items():
             where = f"{workload} × {name}"
+            failures.expect(pair["wall_times"] != pair["times"],
+                            f"{where}: the comparisons use wall time, not CPU time")
             failures.expect(0 < pair["median_seconds"] < 120, f"{where}: median time "
                             f"{pair['median_seconds']}")
             failures.expect(pair["peak_resident"] > 0, f"{where}: no resident memory")
@@ -90,12 +103,122 @@ def check_agreement(results: dict, groups: list[list[str]], failures: Failures) 
     for check in results["checks"]:
         failures.expect(check["ok"], f"{check['workload']}: {check['check']}: {check['detail']}")
     if groups:
-        deterministic = [w for w, data in results["summary"].items()
+        deterministic = [w for w, data in live(results).items()
                          if all(pair["deterministic"] for pair in data["allocators"].values())]
         agreeing = {check["workload"] for check in results["checks"]
                     if check["check"].startswith("same choices") and check["ok"]}
         failures.expect(set(deterministic) <= agreeing,
                         f"no passing agreement check for {set(deterministic) - agreeing}")
+
+
+def check_verdict_leads(out: Path, failures: Failures) -> None:
+    """The verdict opens both reports, and bug 1857133's figures follow it."""
+    markdown = (out / "report.md").read_text() if (out / "report.md").exists() else ""
+    sections = [line for line in markdown.splitlines() if line.startswith("## ")]
+    failures.expect(sections[:2] == ["## Verdict", "## Bug 1857133 beside ours"],
+                    f"report.md does not open with the verdict: {sections[:3]}")
+    page = (out / "report.html").read_text() if (out / "report.html").exists() else ""
+    failures.expect(0 <= page.find("<h2>Verdict</h2>") < page.find("<h2>Summary</h2>"),
+                    "report.html does not open with the verdict")
+
+
+def time_phrase_fits(row: dict) -> str | None:
+    """What is wrong with a row's time statement, judged from its own interval."""
+    time, line = row["time"], row["verdict"]
+    if time is None or time.get("low") is None:
+        return None if "too few" in line or "not measured" in line else "no interval, no reason"
+    width = (time["high"] - time["low"]) / 2
+    if abs(width - time["half_width"]) > 1e-9:
+        return f"half-width {time['half_width']} is not half of [{time['low']}, {time['high']}]"
+    if time["low"] > 0:
+        return None if "slower by" in line else "interval above 0 but not 'slower'"
+    if time["high"] < 0:
+        return None if "faster by" in line else "interval below 0 but not 'faster'"
+    if width > TIME_TARGET:
+        return None if "underpowered" in line and "same time" not in line else \
+            f"±{width:.1f} % reads as '{line}'"
+    return None if "same time" in line else "tight interval around 0 but not 'same time'"
+
+
+def check_verdict(results: dict, out: Path, failures: Failures) -> None:
+    failures.expect(results.get("schema_version") == SCHEMA_VERSION,
+                    f"schema_version {results.get('schema_version')}")
+    rows = results["verdict"]["rows"]
+    markdown = (out / "report.md").read_text() if (out / "report.md").exists() else ""
+    for workload, data in results["summary"].items():
+        variants = [name for name, pair in data["allocators"].items() if name != REFERENCE and (
+            data.get("kind") == "replay" or pair["identity"].startswith("runsel:"))]
+        listed = [row["container"] for row in rows if row["workload"] == workload]
+        failures.expect(listed == variants, f"{workload}: verdict rows {listed}, variants "
+                        f"{variants}")
+    for row in rows:
+        where = f"verdict {row['workload']} × {row['container']}"
+        problem = time_phrase_fits(row)
+        failures.expect(problem is None, f"{where}: {problem}")
+        time = row["time"]
+        if time and time.get("half_width") is not None:
+            failures.expect(f"±{time['half_width']:.1f} %" in markdown or time.get("constant"),
+                            f"{where}: detectable ±{time['half_width']:.1f} % not in report.md")
+        failures.expect(row["verdict"].replace("|", "\\|") in markdown,
+                        f"{where}: verdict line not in report.md")
+    timed = [row["time"] for row in rows if row["time"] and row["time"].get("half_width")]
+    resolving = sum(t["half_width"] <= TIME_TARGET for t in timed)
+    failures.expect(f"{resolving} of {len(timed)} time comparisons resolve" in markdown,
+                    "report.md does not state how many time comparisons resolve the target")
+    claims = results["verdict"]["published"]
+    failures.expect([claim["container"] for claim in claims] == ["rb_root", "lifo", "array_heap"],
+                    "bug 1857133's three claims are not all there")
+    for claim in claims:
+        for figure in claim["figures"]:
+            for evidence in figure["evidence"]:
+                comparison, judged = evidence["comparison"], evidence["judgement"]
+                failures.expect(judged in JUDGEMENTS, f"{claim['container']}: {judged}")
+                if not comparison or comparison.get("low") is None:
+                    continue
+                side = 1 if figure["published"] > 0 else -1
+                if abs(figure["published"]) < 0.25:  # a "no change" claim: other rules
+                    continue
+                if side * comparison["low"] > 0 and \
+                        side * comparison["high"] >= abs(figure["published"]) / 2:
+                    failures.expect(judged == "confirmed", f"{claim['container']} "
+                                    f"{figure['measure']}: {evidence['what']} is on the "
+                                    f"published side but judged {judged}")
+                if side * comparison["high"] < 0 and side * comparison["low"] < 0:
+                    failures.expect(judged == "refuted", f"{claim['container']} "
+                                    f"{figure['measure']}: opposite side but judged {judged}")
+    failures.expect(results["verdict"]["paragraph"] in markdown,
+                    "the agreement paragraph is not in report.md")
+
+
+def check_threads_compare_like_with_like(results: dict, failures: Failures) -> None:
+    threads = results["summary"].get("threads")
+    if threads:
+        failures.expect(threads["memory_comparable"], f"threads: {threads['memory_note']}")
+
+
+def check_counters(results: dict, failures: Failures) -> None:
+    """One counting run per workload and variant, and counters that add up."""
+    for workload, data in live(results).items():
+        for name, pair in data["allocators"].items():
+            if not pair["identity"].startswith("runsel:"):
+                failures.expect(pair.get("counters") is None, f"{workload} × {name}: counters")
+                continue
+            counted = pair.get("counters")
+            where = f"{workload} × {name} counters"
+            if not counted or "error" in counted:
+                failures.append(f"{where}: {counted}")
+                continue
+            total = counted["total"]
+            failures.expect(total["picks"] > 0, f"{where}: no picks")
+            failures.expect(total["picks_with_choice"] <= total["picks"], f"{where}: choices")
+            failures.expect(sum(total["nonfull_at_pick"]) == total["picks"],
+                            f"{where}: non-full histogram does not add up to the picks")
+            failures.expect(sum(total["picked_fullness"]) ==
+                            total["picks"] - total["nonfull_at_pick"][0],
+                            f"{where}: fullness histogram does not add up")
+            failures.expect(total["runs_created"] >= total["runs_destroyed"] > 0,
+                            f"{where}: runs created {total['runs_created']}, destroyed "
+                            f"{total['runs_destroyed']}")
 
 
 def main() -> int:
@@ -121,6 +244,10 @@ def main() -> int:
             check_numbers(results, failures)
             check_agreement(results, built_same_choice_groups(args.build_dir, variants),
                             failures)
+            check_verdict_leads(out, failures)
+            check_verdict(results, out, failures)
+            check_threads_compare_like_with_like(results, failures)
+            check_counters(results, failures)
     for failure in failures:
         print(f"FAILED: {failure}")
     print(f"harness test: {len(failures)} failure(s); allocators expected: {', '.join(expected)}")

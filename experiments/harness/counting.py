@@ -1,0 +1,74 @@
+"""Why containers differ, counted: each workload runs once under each variant's
+counting twin (build/libmalloc-counting-<container>.so, memory/arena/pick_counters.h),
+and the bins' pick counters at its last checkpoint (cumulative since start) say
+whether the workload gave the containers anything to choose between.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import allocators as allocator_discovery
+import runs
+
+BIN_COUNTERS = ("picks", "picks_with_choice", "runs_created", "runs_destroyed")
+HISTOGRAMS = ("nonfull_at_pick", "picked_fullness")
+
+
+def counting_libraries(build_dir: Path, variants: list[str]) -> dict[str, Path]:
+    """{variant: its counting library} for those the build defines and has built."""
+    try:
+        targets = json.loads(subprocess.run(["meson", "introspect", str(build_dir), "--targets"],
+                                            check=True, capture_output=True, text=True).stdout)
+    except (OSError, subprocess.CalledProcessError, json.JSONDecodeError):
+        return {}
+    prefix = allocator_discovery.COUNTING_TARGET_PREFIX
+    found = {target["name"][len(prefix):]: Path(target["filename"][0]) for target in targets
+             if target["type"] == "shared library" and target["name"].startswith(prefix)}
+    return {name: found[name] for name in variants if name in found and found[name].exists()}
+
+
+def bins_counted(document: dict) -> list[dict] | None:
+    """The counting figures of every bin that was picked from, at the last checkpoint."""
+    stats = next((point["runsel"] for point in reversed(document["checkpoints"])
+                  if "runsel" in point), None)
+    if not stats or not stats.get("counting"):
+        return None
+    return [{"size": b["size"], "regions_per_run": b["regions_per_run"],
+             **{name: b[name] for name in BIN_COUNTERS + HISTOGRAMS}}
+            for b in stats["bins"] if b["picks"] or b["runs_created"]]
+
+
+def totals(bins: list[dict]) -> dict:
+    """The counters summed over bins (histograms bucket by bucket)."""
+    summed = {name: sum(b[name] for b in bins) for name in BIN_COUNTERS}
+    for name in HISTOGRAMS:
+        summed[name] = [sum(column) for column in zip(*(b[name] for b in bins))] if bins else []
+    return summed
+
+
+def run_counting(workloads: list[runs.Workload], libraries: dict[str, Path], scale: float,
+                 seed: int, timeout: float, fixed_layout: bool) -> dict:
+    """{workload: {variant: {"bins": [...], "total": {...}} or {"error": ...}}}."""
+    counted: dict = {workload.name: {} for workload in workloads}
+    progress = runs.Progress(len(workloads) * len(libraries), "counters")
+    prefix = runs.FIXED_LAYOUT if fixed_layout else []
+    for workload in workloads:
+        if workload.kind != "live":
+            continue
+        for variant, library in libraries.items():
+            allocator = allocator_discovery.Allocator(variant, True, library.resolve())
+            result = runs.run_once(workload, allocator, scale, seed, timeout, prefix)
+            if not result["ok"]:
+                counted[workload.name][variant] = {"error": result["error"]}
+                status = result["error"]
+            else:
+                bins = bins_counted(result["document"])
+                counted[workload.name][variant] = (
+                    {"bins": bins, "total": totals(bins)} if bins is not None
+                    else {"error": "the counting library reported no counters"})
+                status = "counted"
+            progress.step(f"{workload.name} × {variant} {status}")
+    return counted

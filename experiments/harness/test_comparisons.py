@@ -1,0 +1,222 @@
+#!/usr/bin/env python3
+"""meson test --suite harness (harness_statistics): the comparisons and the verdict on
+synthetic data with known answers. A planted difference must be found with an interval
+that holds it; noise must read "same time" only when the interval is tight, and
+"underpowered" otherwise; pairing must cancel drift shared by a round; and the bug
+1857133 judgements must follow their rules.
+
+    /usr/bin/python3 experiments/harness/test_comparisons.py
+"""
+
+from __future__ import annotations
+
+import sys
+import unittest
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import comparisons  # noqa: E402
+import verdict  # noqa: E402
+
+ROUNDS = 21
+
+
+def paired_runs(seed: int, effect: float, noise: float, drift: float, rounds: int = ROUNDS):
+    """(variant times, reference times): each round shares a drift factor; each run has
+    its own noise; the variant is `effect` (a ratio) slower."""
+    rng = np.random.default_rng(seed)
+    shared = np.exp(rng.normal(0, drift, rounds))
+    reference = shared * np.exp(rng.normal(0, noise, rounds))
+    variant = effect * shared * np.exp(rng.normal(0, noise, rounds))
+    return variant, reference
+
+
+class PairedComparison(unittest.TestCase):
+    def test_planted_five_percent_is_found(self):
+        variant, reference = paired_runs(1, 1.05, noise=0.02, drift=0.10)
+        result = comparisons.compare_paired(variant, reference)
+        self.assertEqual(result["outcome"], comparisons.HIGHER, result)
+        self.assertLess(result["low"], 5.0)
+        self.assertGreater(result["high"], 5.0)
+        self.assertLess(result["half_width"], comparisons.TARGET_PERCENT)
+        self.assertIn("slower by", comparisons.describe_time(result))
+
+    def test_planted_speedup_reads_faster(self):
+        variant, reference = paired_runs(2, 0.95, noise=0.02, drift=0.10)
+        result = comparisons.compare_paired(variant, reference)
+        self.assertEqual(result["outcome"], comparisons.LOWER, result)
+        self.assertIn("faster by", comparisons.describe_time(result))
+
+    def test_quiet_noise_is_no_difference_with_a_tight_interval(self):
+        variant, reference = paired_runs(3, 1.0, noise=0.005, drift=0.10)
+        result = comparisons.compare_paired(variant, reference)
+        self.assertEqual(result["outcome"], comparisons.NO_DIFFERENCE, result)
+        self.assertLessEqual(result["half_width"], comparisons.TARGET_PERCENT)
+        self.assertIn("same time", comparisons.describe_time(result))
+
+    def test_loud_noise_is_underpowered_never_no_difference(self):
+        for seed in range(10):
+            variant, reference = paired_runs(100 + seed, 1.0, noise=0.15, drift=0.10)
+            result = comparisons.compare_paired(variant, reference)
+            self.assertGreater(result["half_width"], comparisons.TARGET_PERCENT)
+            if result["outcome"] in (comparisons.HIGHER, comparisons.LOWER):
+                continue  # a false positive at this noise level is allowed (≈ 5 %)
+            self.assertEqual(result["outcome"], comparisons.UNDERPOWERED, result)
+            text = comparisons.describe_time(result)
+            self.assertIn("underpowered", text)
+            self.assertNotIn("same", text)
+
+    def test_pairing_cancels_drift_shared_by_a_round(self):
+        # 30 % drift between rounds, 1 % noise within: paired, a 3 % effect is clear.
+        variant, reference = paired_runs(5, 1.03, noise=0.01, drift=0.30)
+        result = comparisons.compare_paired(variant, reference)
+        self.assertEqual(result["outcome"], comparisons.HIGHER, result)
+        self.assertLess(result["half_width"], 1.5)
+        # Shuffled, the pairs no longer share their drift and the interval widens.
+        shuffled = comparisons.compare_paired(np.random.default_rng(0).permutation(variant),
+                                              reference)
+        self.assertGreater(shuffled["half_width"], 3 * result["half_width"])
+
+    def test_interval_covers_zero_about_95_percent_of_the_time(self):
+        trials = 60
+        results = [comparisons.compare_paired(*paired_runs(1000 + seed, 1.0, 0.03, 0.1))
+                   for seed in range(trials)]
+        covered = sum(result["low"] <= 0 <= result["high"] for result in results)
+        self.assertGreaterEqual(covered, 0.85 * trials)
+
+    def test_pairs_follow_rounds_and_drop_unmatched(self):
+        values, reference = comparisons.pairs_by_round([1.0, 2.0, 3.0], [0, 2, 3],
+                                                       [10.0, 20.0, 30.0], [3, 0, 1])
+        self.assertEqual(values.tolist(), [1.0, 3.0])
+        self.assertEqual(reference.tolist(), [20.0, 10.0])
+
+    def test_too_few_pairs_give_no_interval(self):
+        result = comparisons.compare_paired([1.0, 1.1, 1.2], [1.0, 1.0, 1.3])
+        self.assertEqual(result["outcome"], comparisons.TOO_FEW)
+        self.assertIsNone(result["low"])
+        self.assertIn("too few", comparisons.describe_time(result))
+
+    def test_identical_ratios_are_exact(self):
+        result = comparisons.compare_paired([2.0, 4.0, 6.0], [1.0, 2.0, 3.0])
+        self.assertAlmostEqual(result["percent"], 100.0)
+        self.assertEqual(result["low"], result["high"])
+        self.assertEqual(result["outcome"], comparisons.HIGHER)
+
+    def test_exact_difference(self):
+        self.assertEqual(comparisons.exact_difference(1010, 1000)["difference"], 10)
+        self.assertAlmostEqual(comparisons.exact_difference(1010, 1000)["percent"], 1.0)
+        self.assertIsNone(comparisons.exact_difference(None, 1000))
+
+
+def interval(low: float, high: float) -> dict:
+    return {"percent": (low + high) / 2, "low": low, "high": high,
+            "half_width": (high - low) / 2, "outcome": comparisons.outcome(low, high, 2.0)}
+
+
+class PublishedJudgement(unittest.TestCase):
+    def test_rules(self):
+        judge = verdict.judge
+        self.assertEqual(judge(-1.54, interval(-3.0, -1.0)), verdict.CONFIRMED)
+        self.assertEqual(judge(-1.54, interval(0.5, 2.0)), verdict.REFUTED)
+        self.assertEqual(judge(-1.54, interval(-0.5, 0.5)), verdict.REFUTED)  # < half of it
+        self.assertEqual(judge(-1.54, interval(-4.0, 2.0)), verdict.NOT_RESOLVABLE)
+        self.assertEqual(judge(1.23, interval(0.9, 1.8)), verdict.CONFIRMED)
+        self.assertEqual(judge(1.23, interval(0.1, 0.3)), verdict.REFUTED)  # far too small
+        self.assertEqual(judge(1.23, interval(0.1, 0.7)), verdict.CONFIRMED)
+        self.assertEqual(judge(0.02, interval(-0.3, 0.3)), verdict.CONFIRMED)
+        self.assertEqual(judge(0.02, interval(1.0, 2.0)), verdict.REFUTED)
+        self.assertEqual(judge(0.02, interval(-1.0, 2.0)), verdict.NOT_RESOLVABLE)
+        self.assertEqual(judge(0.62, None), verdict.NOT_RESOLVABLE)
+        self.assertEqual(judge(1.62, comparisons.exact_difference(1020, 1000)),
+                         verdict.CONFIRMED)
+
+
+def live_pair(times, resident, rounds=None, cost=None) -> dict:
+    rounds = rounds or list(range(len(times)))
+    return {"identity": "runsel:x", "times": times, "repetitions": rounds,
+            "key_resident": resident, "cost": cost}
+
+
+def synthetic_summary() -> dict:
+    """churn: lifo planted 4 % faster; steady_state: lifo +1 % memory, not comparable in
+    page_load; a replay with exact figures; no cost for array_heap."""
+    rng = np.random.default_rng(7)
+    base = np.exp(rng.normal(0, 0.1, ROUNDS))
+    noise = lambda: np.exp(rng.normal(0, 0.004, ROUNDS))  # noqa: E731
+    resident = [100_000_000] * ROUNDS
+    summary = {}
+    for name in ("churn", "steady_state", "page_load"):
+        lifo_time = base * (0.96 if name == "churn" else 1.0) * noise()
+        lifo_memory = [int(r * (1.01 if name == "steady_state" else 1.0)) for r in resident]
+        pairs = {"rb_first": live_pair(list(base * noise()), resident,
+                                       cost={"instructions": 1000, "d1_misses": 10}),
+                 "lifo": live_pair(list(lifo_time), lifo_memory,
+                                   cost={"instructions": 900, "d1_misses": 12}),
+                 "array_heap": live_pair(list(base * noise()), resident)}
+        for key, pair in pairs.items():
+            if key != "rb_first":
+                pair["delta_to_reference"] = comparisons.compare_paired(
+                    pair["times"], pairs["rb_first"]["times"])
+                pair["memory_to_reference"] = comparisons.compare_paired(
+                    pair["key_resident"], pairs["rb_first"]["key_resident"])
+        summary[name] = {"kind": "live", "family": "synthetic", "label": name,
+                         "key_checkpoint": "k", "memory_comparable": name != "page_load",
+                         "memory_note": None if name != "page_load" else "differs",
+                         "allocators": pairs}
+    exact = lambda resident: {"writes_blocks": True, "peak": {"resident": resident * 2},  # noqa: E731
+                              "checkpoints": [{"name": "tabs", "resident": resident}]}
+    summary["webkit replay"] = {
+        "kind": "replay", "family": "webkit", "label": "webkit replay",
+        "key_checkpoint": "tabs", "memory_comparable": True, "memory_note": None,
+        "allocators": {"rb_first": {"exact": exact(1000)}, "lifo": {"exact": exact(1020)},
+                       "array_heap": {}}}
+    return summary
+
+
+class VerdictFromData(unittest.TestCase):
+    def setUp(self):
+        self.built = verdict.build(synthetic_summary())
+        self.rows = {(row["workload"], row["container"]): row for row in self.built["rows"]}
+
+    def test_a_row_per_workload_and_container(self):
+        self.assertEqual(len(self.built["rows"]), 8)
+        self.assertNotIn(("churn", "rb_first"), self.rows)
+
+    def test_planted_speedup_and_memory_show_in_the_verdict_line(self):
+        churn = self.rows[("churn", "lifo")]
+        self.assertIn("faster by", churn["verdict"])
+        self.assertIn("-10.0 % instructions", churn["verdict"])
+        self.assertAlmostEqual(churn["cost"]["d1_misses"]["percent"], 20.0)
+        self.assertIn("+1.0 % memory", self.rows[("steady_state", "lifo")]["verdict"])
+
+    def test_missing_figures_say_not_measured(self):
+        row = self.rows[("churn", "array_heap")]
+        self.assertIn("cost not measured", row["verdict"])
+        self.assertIsNone(row["cost"]["ll_misses"])
+        self.assertIn("memory not measured", self.rows[("webkit replay", "array_heap")]["verdict"])
+        self.assertIn("memory not comparable", self.rows[("page_load", "lifo")]["verdict"])
+
+    def test_replay_memory_is_exact(self):
+        memory = self.rows[("webkit replay", "lifo")]["memory"]
+        self.assertEqual(memory["difference"], 20)
+        self.assertEqual(memory["peak"]["difference"], 40)
+        self.assertIn("+2.00 % memory (exact)", self.rows[("webkit replay", "lifo")]["verdict"])
+
+    def test_published_claims_are_judged_from_the_data(self):
+        claims = {claim["container"]: claim for claim in self.built["published"]}
+        lifo = {figure["measure"]: figure for figure in claims["lifo"]["figures"]}
+        self.assertEqual(lifo["sp3"]["judgement"], verdict.CONFIRMED)   # 4 % faster
+        self.assertEqual(lifo["base"]["judgement"], verdict.REFUTED)    # +1 % vs +0.02 %
+        # tp6: page_load is not comparable, the webkit replay's +2 % confirms +1.23 %.
+        self.assertEqual([e["what"] for e in lifo["tp6"]["evidence"]], ["webkit replay memory"])
+        self.assertEqual(lifo["tp6"]["judgement"], verdict.CONFIRMED)
+        self.assertTrue(claims["lifo"]["judgement"].startswith("partly"))
+        self.assertEqual(claims["rb_root"]["judgement"], verdict.NOT_RESOLVABLE)
+        self.assertIn("A linked list (lifo) is partly", self.built["paragraph"])
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=1)

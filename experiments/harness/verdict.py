@@ -1,0 +1,231 @@
+"""The verdict: every runsel container against rb_first on every workload the results
+hold (memory, cost, time, one line), and what that says about Mozilla bug 1857133's
+published figures. Everything here is computed from results["summary"]; a figure
+that was not measured stays None and reads "not measured".
+"""
+
+from __future__ import annotations
+
+import comparisons
+from allocators import REFERENCE
+
+# Mozilla bug 1857133, measured on Windows against the address-ordered tree (runsel's
+# rb_first). Percent differences: sp3 as time (negative = faster), base and tp6 as
+# resident memory (positive = more memory).
+PUBLISHED = (
+    {"container": "rb_root", "claim": "choosing the tree's root",
+     "figures": {"sp3": -0.81, "base": 0.62}},
+    {"container": "lifo", "claim": "a linked list",
+     "figures": {"sp3": -1.54, "base": 0.02, "tp6": 1.23}},
+    {"container": "array_heap", "claim": "an array heap",
+     "figures": {"sp3": -1.42, "base": 1.62, "tp6": -0.18}},
+)
+MEASURE_WORDS = {"sp3": "Speedometer 3 time", "base": "AWSY base resident memory",
+                 "tp6": "AWSY tp6 resident memory"}
+# A published figure this small claims "no change": ours agrees when its interval lies
+# within ±EQUIVALENCE_MARGIN, disagrees when it lies wholly outside.
+NEGLIGIBLE = 0.25
+EQUIVALENCE_MARGIN = 0.5
+CONFIRMED, REFUTED, NOT_RESOLVABLE = "confirmed", "refuted", "not resolvable"
+
+
+# --- per workload and container -------------------------------------------------------
+
+
+def memory_comparison(workload: dict, pair: dict, reference: dict) -> dict | None:
+    """Exact where replayed (resident at the key checkpoint; committed when the replay
+    did not write its blocks), else the paired comparison of resident memory."""
+    if workload["kind"] == "replay":
+        exact, base = pair.get("exact"), reference.get("exact")
+        if not exact or not base:
+            return None
+        figure = "resident" if exact.get("writes_blocks") else "committed"
+        key = workload["key_checkpoint"]
+        mine = next((p for p in exact["checkpoints"] if p["name"] == key), None)
+        theirs = next((p for p in base["checkpoints"] if p["name"] == key), None)
+        if mine is None or theirs is None:
+            return None
+        compared = comparisons.exact_difference(mine.get(figure), theirs.get(figure))
+        peak = comparisons.exact_difference(exact.get("peak", {}).get(figure),
+                                            base.get("peak", {}).get(figure))
+        return compared and {**compared, "figure": figure, "peak": peak}
+    return pair.get("memory_to_reference")
+
+
+def cost_comparison(pair: dict, reference: dict) -> dict:
+    """Instructions and simulated cache misses, each an exact difference or None."""
+    mine, theirs = pair.get("cost") or {}, reference.get("cost") or {}
+    return {name: comparisons.exact_difference(mine.get(name), theirs.get(name))
+            for name in ("instructions", "d1_misses", "ll_misses")}
+
+
+def describe_memory(memory: dict | None, workload: dict) -> str:
+    if not workload["memory_comparable"]:
+        return "memory not comparable"
+    if memory is None or memory.get("percent") is None:
+        return "memory not measured"
+    if memory.get("exact"):
+        if memory["difference"] == 0:
+            return "same memory (exact)"
+        return f"{memory['percent']:+.2f} % memory (exact)"
+    kind = memory.get("outcome")
+    if memory.get("constant"):
+        return ("same memory in every run" if memory["percent"] == 0 else
+                f"{memory['percent']:+.1f} % memory in every run")
+    if kind in (comparisons.LOWER, comparisons.HIGHER):
+        return f"{memory['percent']:+.1f} % memory"
+    if kind == comparisons.NO_DIFFERENCE:
+        return f"same memory (within ±{memory['half_width']:.1f} %)"
+    return "memory unresolved"
+
+
+def describe_cost(cost: dict) -> str:
+    instructions = cost.get("instructions")
+    if not instructions or instructions.get("percent") is None:
+        return "cost not measured"
+    if abs(instructions["percent"]) < 0.05:
+        return "same instructions"
+    return f"{instructions['percent']:+.1f} % instructions"
+
+
+def verdict_row(name: str, workload: dict, container: str) -> dict:
+    pairs = workload["allocators"]
+    pair, reference = pairs.get(container, {}), pairs.get(REFERENCE, {})
+    time = pair.get("delta_to_reference") if workload["kind"] == "live" else None
+    memory = memory_comparison(workload, pair, reference)
+    cost = cost_comparison(pair, reference)
+    line = "; ".join([comparisons.describe_time(time) if workload["kind"] == "live"
+                      else "time not measured (replay)",
+                      describe_memory(memory, workload), describe_cost(cost)])
+    return {"workload": name, "label": workload.get("label") or name,
+            "kind": workload["kind"], "family": workload.get("family", "synthetic"),
+            "container": container, "memory": memory,
+            "memory_comparable": workload["memory_comparable"],
+            "memory_note": workload.get("memory_note"), "cost": cost, "time": time,
+            "verdict": line}
+
+
+def verdict_rows(summary: dict) -> list[dict]:
+    """One row per (workload, runsel container other than rb_first), in summary order."""
+    rows = []
+    for name, workload in summary.items():
+        pairs = workload["allocators"]
+        if REFERENCE not in pairs:
+            continue
+        containers = [c for c, pair in pairs.items()
+                      if c != REFERENCE and (pair.get("identity", "").startswith("runsel:")
+                                             or workload["kind"] == "replay")]
+        rows.extend(verdict_row(name, workload, container) for container in containers)
+    return rows
+
+
+# --- bug 1857133 ----------------------------------------------------------------------
+
+
+def evidence_for(measure: str, row: dict) -> tuple[str, dict] | None:
+    """(what, comparison) when this verdict row speaks to the published measure:
+    sp3 ← time of churn (Speedometer-like) and of the live webkit workload; base ←
+    memory of steady_state; tp6 ← memory of page_load and of webkit (live or replay)."""
+    workload, family = row["workload"], row["family"]
+    if measure == "sp3" and (workload == "churn" or (family == "webkit" and row["kind"] == "live")):
+        return f"{row['label']} time", row["time"]
+    if not row["memory_comparable"]:
+        return None
+    if measure == "base" and workload == "steady_state":
+        return f"{row['label']} memory", row["memory"]
+    if measure == "tp6" and (workload == "page_load" or family == "webkit"):
+        return f"{row['label']} memory", row["memory"]
+    return None
+
+
+def judge(published: float, comparison: dict | None) -> str:
+    """Does our comparison agree with a published percent difference?"""
+    if not comparison or comparison.get("low") is None or comparison.get("high") is None:
+        return NOT_RESOLVABLE
+    low, high = comparison["low"], comparison["high"]
+    if abs(published) < NEGLIGIBLE:
+        if -EQUIVALENCE_MARGIN <= low and high <= EQUIVALENCE_MARGIN:
+            return CONFIRMED
+        if low > EQUIVALENCE_MARGIN or high < -EQUIVALENCE_MARGIN:
+            return REFUTED
+        return NOT_RESOLVABLE
+    sign = 1 if published > 0 else -1
+    low, high = sorted((sign * low, sign * high))  # now the claim is "positive"
+    if high < abs(published) / 2:  # rules out even half the effect, or the other side
+        return REFUTED
+    if low > 0:
+        return CONFIRMED
+    return NOT_RESOLVABLE
+
+
+def overall(judgements: list[str]) -> str:
+    resolved = [j for j in judgements if j != NOT_RESOLVABLE]
+    if not resolved:
+        return NOT_RESOLVABLE
+    if all(j == CONFIRMED for j in resolved):
+        return CONFIRMED
+    if all(j == REFUTED for j in resolved):
+        return REFUTED
+    return (f"partly: {resolved.count(CONFIRMED)} confirmed, {resolved.count(REFUTED)} "
+            "refuted")
+
+
+def published_comparison(rows: list[dict]) -> list[dict]:
+    """Per published claim: each figure with our evidence and its judgement."""
+    claims = []
+    for claim in PUBLISHED:
+        figures = []
+        for measure, value in claim["figures"].items():
+            evidence = []
+            for row in rows:
+                if row["container"] != claim["container"]:
+                    continue
+                found = evidence_for(measure, row)
+                if found:
+                    what, comparison = found
+                    evidence.append({"what": what, "comparison": comparison,
+                                     "judgement": judge(value, comparison)})
+            figures.append({"measure": measure, "published": value, "evidence": evidence,
+                            "judgement": overall([e["judgement"] for e in evidence])})
+        claims.append({**claim, "figures": figures,
+                       "judgement": overall([e["judgement"] for f in figures
+                                             for e in f["evidence"]])})
+    return claims
+
+
+def ours(comparison: dict | None) -> str:
+    if not comparison or comparison.get("percent") is None:
+        return "not measured"
+    if comparison.get("exact"):
+        return f"{comparison['percent']:+.2f} % (exact)"
+    if comparison.get("low") is None:
+        return f"{comparison['percent']:+.1f} % (no interval)"
+    return f"{comparison['percent']:+.1f} % [{comparison['low']:+.1f}, {comparison['high']:+.1f}]"
+
+
+def agreement_paragraph(claims: list[dict]) -> str:
+    """Where our data agrees with bug 1857133 and where it does not, from the data."""
+    sentences = []
+    for claim in claims:
+        parts = []
+        for figure in claim["figures"]:
+            words = MEASURE_WORDS[figure["measure"]]
+            if not figure["evidence"]:
+                parts.append(f"{words} {figure['published']:+.2f} %: nothing of ours measures it")
+                continue
+            found = ", ".join(f"{e['what']} {ours(e['comparison'])} ({e['judgement']})"
+                              for e in figure["evidence"])
+            parts.append(f"{words} {figure['published']:+.2f} %: ours {found}")
+        sentences.append(f"{claim['claim'].capitalize()} ({claim['container']}) is "
+                         f"{claim['judgement']}: " + "; ".join(parts) + ".")
+    return " ".join(sentences)
+
+
+def build(summary: dict) -> dict:
+    """results["verdict"]: the rows, the published comparison and its paragraph."""
+    rows = verdict_rows(summary)
+    claims = published_comparison(rows)
+    return {"rows": rows, "published": claims, "paragraph": agreement_paragraph(claims),
+            "rules": {"negligible_published_percent": NEGLIGIBLE,
+                      "equivalence_margin_percent": EQUIVALENCE_MARGIN,
+                      "time_target_percent": comparisons.TARGET_PERCENT}}
