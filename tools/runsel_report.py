@@ -97,9 +97,9 @@ def verdict_table(results: dict):
              delta_cell(row["time"]) if row["kind"] == "live" else "not measured (replay)",
              detectable_cell(row["time"]), row["verdict"]] for row in verdict["rows"]]
     target = verdict["rules"]["time_target_percent"]
-    timed = [row["time"] for row in verdict["rows"] if row["time"]]
-    resolving = [t for t in timed if t.get("half_width") is not None
-                 and t["half_width"] <= target]
+    timed = [row["time"] for row in verdict["rows"]
+             if row["time"] and row["time"].get("half_width") is not None]
+    resolving = [t for t in timed if t["half_width"] <= target]
     note = (f"Differences to {reference} in percent (negative = less). Time: "
             f"{'CPU' if any_cpu_time(results) else 'wall'} time of the measured region, "
             f"{settings['repeat']} interleaved rounds at scale {settings['scale']}"

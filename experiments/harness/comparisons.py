@@ -21,7 +21,7 @@ from scipy import stats
 CONFIDENCE = 0.95
 RESAMPLES = 4999
 TRIM = 0.2            # share cut from each end of the paired log ratios (outliers)
-MIN_PAIRS = 5         # fewer pairs give no interval at all
+MIN_PAIRS = 5         # fewer pairs give no interval (unless all have the same ratio)
 TARGET_PERCENT = 2.0  # the default report must resolve a difference this large
 
 # Outcomes of a comparison with an interval.
@@ -58,7 +58,7 @@ def compare_paired(values, reference, target: float = TARGET_PERCENT, seed: int 
                 "n_pairs": n, "outcome": TOO_FEW, "method": "no positive pairs"}
     point = float(percent_difference(values, reference))
     ratios = np.log(values) - np.log(reference)
-    constant = bool(np.ptp(ratios) < 1e-12)
+    constant = n >= 3 and bool(np.ptp(ratios) < 1e-12)  # one or two pairs prove nothing
     if constant:  # every pair has the same ratio: nothing to resample
         low = high = point
         method = "every pair has the same ratio"

@@ -31,9 +31,11 @@ def counting_libraries(build_dir: Path, variants: list[str]) -> dict[str, Path]:
 
 
 def bins_counted(document: dict) -> list[dict] | None:
-    """The counting figures of every bin that was picked from, at the last checkpoint."""
-    stats = next((point["runsel"] for point in reversed(document["checkpoints"])
-                  if "runsel" in point), None)
+    """The counting figures of every bin that was picked from, at the last checkpoint
+    (webkit: the web process's RUNSEL_STATS line at its exit)."""
+    stats = document.get("runsel_exit") or next(
+        (point["runsel"] for point in reversed(document["checkpoints"]) if "runsel" in point),
+        None)
     if not stats or not stats.get("counting"):
         return None
     return [{"size": b["size"], "regions_per_run": b["regions_per_run"],
@@ -50,25 +52,29 @@ def totals(bins: list[dict]) -> dict:
 
 
 def run_counting(workloads: list[runs.Workload], libraries: dict[str, Path], scale: float,
-                 seed: int, timeout: float, fixed_layout: bool) -> dict:
-    """{workload: {variant: {"bins": [...], "total": {...}} or {"error": ...}}}."""
-    counted: dict = {workload.name: {} for workload in workloads}
-    progress = runs.Progress(len(workloads) * len(libraries), "counters")
+                 seed: int, timeout: float, fixed_layout: bool, slow: bool = True) -> dict:
+    """{workload: {variant: {"bins": [...], "total": {...}} or {"error": ...}}}, for the
+    variants each workload runs under; `slow` False skips the workloads too slow for
+    instruction counts (webkit)."""
+    chosen = [workload for workload in workloads
+              if workload.kind == "live" and (slow or workload.counted)]
+    counted: dict = {workload.name: {} for workload in chosen}
+    plan = [(workload, variant, library) for workload in chosen
+            for variant, library in libraries.items()
+            if not workload.allocators or variant in workload.allocators]
+    progress = runs.Progress(len(plan), "counters")
     prefix = runs.FIXED_LAYOUT if fixed_layout else []
-    for workload in workloads:
-        if workload.kind != "live":
-            continue
-        for variant, library in libraries.items():
-            allocator = allocator_discovery.Allocator(variant, True, library.resolve())
-            result = runs.run_once(workload, allocator, scale, seed, timeout, prefix)
-            if not result["ok"]:
-                counted[workload.name][variant] = {"error": result["error"]}
-                status = result["error"]
-            else:
-                bins = bins_counted(result["document"])
-                counted[workload.name][variant] = (
-                    {"bins": bins, "total": totals(bins)} if bins is not None
-                    else {"error": "the counting library reported no counters"})
-                status = "counted"
-            progress.step(f"{workload.name} × {variant} {status}")
+    for workload, variant, library in plan:
+        allocator = allocator_discovery.Allocator(variant, True, library.resolve())
+        result = runs.run_once(workload, allocator, scale, seed, timeout, prefix)
+        if not result["ok"]:
+            counted[workload.name][variant] = {"error": result["error"]}
+            status = result["error"]
+        else:
+            bins = bins_counted(result["document"])
+            counted[workload.name][variant] = (
+                {"bins": bins, "total": totals(bins)} if bins is not None
+                else {"error": "the counting library reported no counters"})
+            status = "counted"
+        progress.step(f"{workload.name} × {variant} {status}")
     return counted

@@ -294,12 +294,13 @@ def main(argv: list[str] | None = None) -> int:
         libraries = counting.counting_libraries(
             args.build_dir, [allocator.name for allocator in allocators if allocator.runsel])
         counted = counting.run_counting(workloads, libraries, args.scale, args.seed,
-                                        args.timeout, not args.aslr) if libraries else {}
+                                        args.timeout, not args.aslr,
+                                        slow=not args.quick) if libraries else {}
     phases["counting runs"], clock = time.monotonic() - clock, time.monotonic()
     summary = metrics.summarize(valid, names, workloads, counts,
                                 allocator_discovery.same_choice_groups(args.build_dir), counted)
     for workload in workloads:  # each trace also replayed exactly, once per container
-        if workload.arguments and workload.kind == "live":
+        if workload.name.startswith(REPLAY + ":"):
             trace = Path(workload.arguments[1])
             try:
                 summary["workloads"][f"exact:{trace.name}"] = replays.exact_replay_summary(

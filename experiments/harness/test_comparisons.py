@@ -105,6 +105,12 @@ class PairedComparison(unittest.TestCase):
         self.assertEqual(result["low"], result["high"])
         self.assertEqual(result["outcome"], comparisons.HIGHER)
 
+    def test_one_pair_proves_nothing(self):
+        result = comparisons.compare_paired([1.1], [1.0])
+        self.assertEqual(result["outcome"], comparisons.TOO_FEW)
+        self.assertIsNone(result["low"])
+        self.assertEqual(verdict.judge(1.23, result), verdict.NOT_RESOLVABLE)
+
     def test_exact_difference(self):
         self.assertEqual(comparisons.exact_difference(1010, 1000)["difference"], 10)
         self.assertAlmostEqual(comparisons.exact_difference(1010, 1000)["percent"], 1.0)

@@ -159,15 +159,12 @@ def judge(published: float, comparison: dict | None) -> str:
 
 
 def overall(judgements: list[str]) -> str:
-    resolved = [j for j in judgements if j != NOT_RESOLVABLE]
-    if not resolved:
-        return NOT_RESOLVABLE
-    if all(j == CONFIRMED for j in resolved):
-        return CONFIRMED
-    if all(j == REFUTED for j in resolved):
-        return REFUTED
-    return (f"partly: {resolved.count(CONFIRMED)} confirmed, {resolved.count(REFUTED)} "
-            "refuted")
+    """One word when every judgement agrees; otherwise how many of each."""
+    if len(set(judgements)) <= 1:
+        return judgements[0] if judgements else NOT_RESOLVABLE
+    counts = [f"{judgements.count(j)} {j}" for j in (CONFIRMED, REFUTED, NOT_RESOLVABLE)
+              if judgements.count(j)]
+    return "partly: " + ", ".join(counts)
 
 
 def published_comparison(rows: list[dict]) -> list[dict]:
