@@ -27,6 +27,7 @@ Arena* Arena::create(unsigned index, const PurgeSettings& settings) {
   arena->run_key_ = os::random_word() ^ reinterpret_cast<std::uintptr_t>(arena);
   arena->purge_ = settings;
   arena->budget_pages_ = settings.budget_pages;
+  for (std::size_t i = 0; i < kNumBins; ++i) arena->bins_[i].info = &kBinInfo[i];
   return arena;
 }
 

@@ -34,6 +34,9 @@ static_assert(NonFullRunSet<NonFullRuns, Run>);
 // A size class's runs. Only the bin touches its container.
 struct Bin {
   NonFullRuns runs;                // runs with 0 < free regions < nregs
+  // The class's geometry (kBinInfo's entry; set when the arena is created), so
+  // a free reaches it from the run header's bin pointer in one load.
+  const BinInfo* info = nullptr;
   // The most recently emptied run, kept outside the container (see bin.cpp);
   // counted in run_count and free_regions like any run of the bin.
   Run* empty_run = nullptr;
@@ -143,7 +146,7 @@ class Arena {
   // small region is live is the caller's check (its run's bitmap).
   PointerClass classify(Chunk* chunk, const void* p) const;
   std::size_t index_of_bin(const Bin& bin) const { return static_cast<std::size_t>(&bin - bins_); }
-  const BinInfo& info_of(const Bin& bin) const { return kBinInfo[index_of_bin(bin)]; }
+  static const BinInfo& info_of(const Bin& bin) { return *bin.info; }
 
   Run* new_small_run(std::size_t bin);
   void release_small_run(Run* run);
