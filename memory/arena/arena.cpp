@@ -19,7 +19,9 @@ namespace runsel {
 inline constexpr std::size_t kArenaMetadataBytes =
     sizeof(Arena) <= 8192 ? 8192 : std::bit_ceil(sizeof(Arena));
 
-Arena* Arena::create(unsigned index, const PurgeSettings& settings) {
+// Nothing else can see the arena yet: no lock to hold.
+Arena* Arena::create(unsigned index,
+                     const PurgeSettings& settings) RUNSEL_NO_THREAD_SAFETY_ANALYSIS {
   void* memory = base::allocate(kArenaMetadataBytes);
   if (memory == nullptr) return nullptr;
   Arena* arena = new (memory) Arena();

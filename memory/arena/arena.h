@@ -1,6 +1,8 @@
 // An arena: one lock, its chunks, a best-fit tree of free page runs, the 45
-// small bins, a few spare chunks and its purge policy (purge.h). Every method that is
-// not marked otherwise expects the caller to hold `lock`.
+// small bins, a few spare chunks and its purge policy (purge.h). `lock`
+// guards all of it. Each method says whether it takes the lock itself
+// (RUNSEL_EXCLUDES: the caller must not hold it) or expects the caller to
+// hold it (RUNSEL_REQUIRES); clang's -Wthread-safety checks every call.
 #pragma once
 
 #include <cstddef>
@@ -70,9 +72,9 @@ struct FreeRunOrder {
 enum class BadPointer {
   kNone,
   kDoubleFreeSmall,
-  kFreePage,  // the page is free: a double free, or never allocated
-  kInteriorSmall,   // inside a live small region
-  kStaleSmall,      // inside a free small region: memory reused since it was freed
+  kFreePage,       // the page is free: a double free, or never allocated
+  kInteriorSmall,  // inside a live small region
+  kStaleSmall,     // inside a free small region: memory reused since it was freed
   kInteriorLarge,
   kInHeader,          // chunk header or guard page
   kCorruptRunHeader,  // the small run's header fails its check: overwritten
@@ -102,111 +104,122 @@ class Arena {
   unsigned index() const { return index_; }
 
   // Small: `bin` from bin_index(). Returns nullptr when out of memory.
-  void* malloc_small(std::size_t bin);
+  void* malloc_small(std::size_t bin) RUNSEL_EXCLUDES(lock);
   // Large: `size` a page multiple in (0, kMaxLargeSize]. When `zero`, only the
   // pages that were dirty are cleared (others are fresh or purged: zero).
-  void* malloc_large(std::size_t size, bool zero);
+  void* malloc_large(std::size_t size, bool zero) RUNSEL_EXCLUDES(lock);
   // Large with `alignment` a power of two > kPageSize.
-  void* malloc_large_aligned(std::size_t size, std::size_t alignment);
+  void* malloc_large_aligned(std::size_t size, std::size_t alignment) RUNSEL_EXCLUDES(lock);
 
   // Frees `p` in `chunk` (owned by this arena). Returns kNone or the problem.
-  BadPointer free(Chunk* chunk, void* p);
+  BadPointer free(Chunk* chunk, void* p) RUNSEL_EXCLUDES(lock);
   // Usable size of a live pointer, or 0 with *problem set.
-  std::size_t usable_size(Chunk* chunk, const void* p, BadPointer* problem);
+  std::size_t usable_size(Chunk* chunk, const void* p, BadPointer* problem) RUNSEL_EXCLUDES(lock);
   // Resizes a large allocation in place; false if the neighbours do not allow it.
-  bool resize_large_in_place(Chunk* chunk, void* p, std::size_t old_size, std::size_t new_size);
+  bool resize_large_in_place(Chunk* chunk, void* p, std::size_t old_size, std::size_t new_size)
+      RUNSEL_EXCLUDES(lock);
 
   // Gives every bin's kept empty run back to the arena, purges every dirty
   // page and unmaps the spare chunks but one (malloc_trim,
   // runsel_free_dirty_pages).
-  void purge_all();
+  void purge_all() RUNSEL_REQUIRES(lock);
   // Runs a queued (deferred) purge or a due decay step now, whatever the
   // delay; returns the pages purged.
-  std::size_t purge_due();
+  std::size_t purge_due() RUNSEL_REQUIRES(lock);
   // Scales the dirty budget: `percent` of the configured one (at least 1 page).
-  void scale_budget(std::size_t percent);
+  void scale_budget(std::size_t percent) RUNSEL_REQUIRES(lock);
 
   // Adds this arena's figures (from its counters) to `into`: mapped,
   // committed, allocated, waste, dirty, bookkeeping, bin_unused, the small and
   // large parts, chunks, nmalloc, nfree, purges and the bins' counts.
-  void add_figures(runsel_stats_t* into) const;
+  void add_figures(runsel_stats_t* into) const RUNSEL_REQUIRES(lock);
   // Recomputes every figure by walking chunks, runs and containers; returns
   // false and writes what differs to stderr.
-  bool walk_and_compare() const;
+  bool walk_and_compare() const RUNSEL_REQUIRES(lock);
   // Writes one occupancy code per page for each chunk (see runsel.h,
   // runsel_chunk_maps); returns the number of chunks the arena has.
-  std::size_t chunk_maps(::runsel_chunk_map* out, std::size_t capacity) const;
+  std::size_t chunk_maps(::runsel_chunk_map* out, std::size_t capacity) const RUNSEL_REQUIRES(lock);
 
   std::size_t dirty_max_pages() const { return budget_pages_; }
 
  private:
   friend struct ArenaWalker;
 
+  // Everything below expects the caller to hold `lock`.
+
   // Where `p` in `chunk` points: never reads the memory at `p`. Whether a
   // small region is live is the caller's check (its run's bitmap).
-  PointerClass classify(Chunk* chunk, const void* p) const;
-  std::size_t index_of_bin(const Bin& bin) const { return static_cast<std::size_t>(&bin - bins_); }
+  PointerClass classify(Chunk* chunk, const void* p) const RUNSEL_REQUIRES(lock);
+  std::size_t index_of_bin(const Bin& bin) const RUNSEL_REQUIRES(lock) {
+    return static_cast<std::size_t>(&bin - bins_);
+  }
   static const BinInfo& info_of(const Bin& bin) { return *bin.info; }
 
-  Run* new_small_run(std::size_t bin);
-  void release_small_run(Run* run);
+  Run* new_small_run(std::size_t bin) RUNSEL_REQUIRES(lock);
+  void release_small_run(Run* run) RUNSEL_REQUIRES(lock);
   // An emptied run, just erased from its container: kept, or given back.
-  void keep_empty_run(Bin& bin, Run* run);
+  void keep_empty_run(Bin& bin, Run* run) RUNSEL_REQUIRES(lock);
   // The bin's kept run, no longer kept (null if none); or given back.
-  Run* take_kept_run(Bin& bin);
-  void release_kept_run(Bin& bin);
+  Run* take_kept_run(Bin& bin) RUNSEL_REQUIRES(lock);
+  void release_kept_run(Bin& bin) RUNSEL_REQUIRES(lock);
   // Gives back the kept runs in `chunk` if nothing else in it is allocated.
-  void release_kept_runs_if_idle(Chunk* chunk);
-  void release_empty_runs();
+  void release_kept_runs_if_idle(Chunk* chunk) RUNSEL_REQUIRES(lock);
+  void release_empty_runs() RUNSEL_REQUIRES(lock);
   // Every kEmptyRunSweepFrees small frees: releases the kept runs that were
   // already kept at the previous sweep, and marks the others.
-  void sweep_empty_runs();
+  void sweep_empty_runs() RUNSEL_REQUIRES(lock);
   // The run header's bin pointer names one of this arena's bins and matches
   // the header's check value.
-  bool run_header_intact(const Run* run) const {
+  bool run_header_intact(const Run* run) const RUNSEL_REQUIRES(lock) {
     const std::uintptr_t bin = reinterpret_cast<std::uintptr_t>(run->bin);
     const std::uintptr_t first = reinterpret_cast<std::uintptr_t>(bins_);
     return bin - first < sizeof(bins_) && run->header_intact(run_key_);
   }
-  // Pick the run for the next small allocation: whatever the container says.
-  Run* pick_run(Bin& bin) { return bin.runs.pick(); }
+  // The seam: the only calls on a bin's container (bin.cpp), each with its
+  // cheap assertions, and the container's walker after it in checked builds.
+  // pick_run: the run for the next small allocation, whatever the container says.
+  Run* pick_run(Bin& bin) RUNSEL_REQUIRES(lock);
+  void insert_run(Bin& bin, Run* run) RUNSEL_REQUIRES(lock);
+  void erase_run(Bin& bin, Run* run) RUNSEL_REQUIRES(lock);
+  void touched_run(Bin& bin, Run* run) RUNSEL_REQUIRES(lock);
 
   // Page-level allocation: a run of `pages` from the best-fit free run.
   // `head_bits` is written to the first page, `tail_bits` to the others.
   char* allocate_pages(std::size_t pages, std::uintptr_t head_bits, std::uintptr_t tail_bits,
-                       bool zero);
+                       bool zero) RUNSEL_REQUIRES(lock);
   // Takes the first `pages` pages of the free run starting at `first`
   // (already removed from the tree); the remainder goes back to the tree.
-  void carve(Chunk* chunk, std::size_t first, std::size_t run_pages, std::size_t pages);
+  void carve(Chunk* chunk, std::size_t first, std::size_t run_pages, std::size_t pages)
+      RUNSEL_REQUIRES(lock);
   void mark_allocated(Chunk* chunk, std::size_t first, std::size_t pages, std::uintptr_t head_bits,
-                      std::uintptr_t tail_bits, bool zero);
-  void free_pages(Chunk* chunk, std::size_t first, std::size_t pages);
-  void set_free_run(Chunk* chunk, std::size_t first, std::size_t pages);
+                      std::uintptr_t tail_bits, bool zero) RUNSEL_REQUIRES(lock);
+  void free_pages(Chunk* chunk, std::size_t first, std::size_t pages) RUNSEL_REQUIRES(lock);
+  void set_free_run(Chunk* chunk, std::size_t first, std::size_t pages) RUNSEL_REQUIRES(lock);
 
-  Chunk* new_chunk();
-  void retire_chunk(Chunk* chunk);
-  void destroy_chunk(Chunk* chunk);
-  void unlink_spare(Chunk* chunk);
+  Chunk* new_chunk() RUNSEL_REQUIRES(lock);
+  void retire_chunk(Chunk* chunk) RUNSEL_REQUIRES(lock);
+  void destroy_chunk(Chunk* chunk) RUNSEL_REQUIRES(lock);
+  void unlink_spare(Chunk* chunk) RUNSEL_REQUIRES(lock);
   // Unmaps the spare chunks beyond the first whose pages were all purged.
-  void release_clean_spares();
-  void link_dirty(Chunk* chunk);
-  void unlink_dirty(Chunk* chunk);
-  void purge_down_to(std::size_t target_pages);
+  void release_clean_spares() RUNSEL_REQUIRES(lock);
+  void link_dirty(Chunk* chunk) RUNSEL_REQUIRES(lock);
+  void unlink_dirty(Chunk* chunk) RUNSEL_REQUIRES(lock);
+  void purge_down_to(std::size_t target_pages) RUNSEL_REQUIRES(lock);
   // The purge policy's two hooks: after pages became dirty, and before pages
   // are handed out (the later allocation a deferred purge waits for).
-  void after_pages_dirtied();
-  void before_page_allocation();
-  void run_decay_step(std::uint64_t now);
-  void check_container(const Bin& bin) const;
+  void after_pages_dirtied() RUNSEL_REQUIRES(lock);
+  void before_page_allocation() RUNSEL_REQUIRES(lock);
+  void run_decay_step(std::uint64_t now) RUNSEL_REQUIRES(lock);
+  void check_container(const Bin& bin) const RUNSEL_REQUIRES(lock);
 
   unsigned index_ = 0;
   std::uintptr_t run_key_ = 0;  // mixed into every run header's check value
   PurgeSettings purge_;
-  std::size_t budget_pages_ = 0;      // purge_.budget_pages scaled for this arena
-  bool purge_queued_ = false;           // deferred: a purge waits for its delay
+  std::size_t budget_pages_ = 0;  // purge_.budget_pages scaled for this arena
+  bool purge_queued_ = false;     // deferred: a purge waits for its delay
   std::size_t allocations_until_purge_ = 0;
   DirtyDecay decay_;
-  RbTree<PageMapEntry, FreeRunOrder> free_runs_;
+  RbTree<PageMapEntry, FreeRunOrder> free_runs_ RUNSEL_GUARDED_BY(lock);
   // Spare chunks (all usable pages free) kept for reuse instead of a munmap
   // and a fresh mmap (plus an mprotect for the guard page): at most
   // kMaxSpareChunks. Their dirty pages count against the purge policy like
@@ -214,21 +227,24 @@ class Arena {
   // everything (runsel_free_dirty_pages) unmaps all spares but one.
   static constexpr std::size_t kMaxSpareChunks = 8;
 
-  Chunk* chunks_ = nullptr;        // every chunk, spare ones included
-  Chunk* dirty_chunks_ = nullptr;  // chunks with dirty pages, oldest first
-  Chunk* dirty_tail_ = nullptr;
-  Chunk* spares_ = nullptr;
-  std::size_t spare_count_ = 0;
+  Chunk* chunks_ RUNSEL_GUARDED_BY(lock) = nullptr;        // every chunk, spare ones included
+  Chunk* dirty_chunks_ RUNSEL_GUARDED_BY(lock) = nullptr;  // chunks with dirty pages, oldest first
+  Chunk* dirty_tail_ RUNSEL_GUARDED_BY(lock) = nullptr;
+  Chunk* spares_ RUNSEL_GUARDED_BY(lock) = nullptr;
+  std::size_t spare_count_ RUNSEL_GUARDED_BY(lock) = 0;
 
   // Counters, each maintained at the place its quantity changes.
-  std::uint32_t frees_until_sweep_ = kEmptyRunSweepFrees;
-  std::size_t chunk_count_ = 0;
-  std::size_t committed_pages_ = 0;  // header pages + allocated run pages + dirty pages
-  std::size_t dirty_pages_ = 0;
-  std::size_t large_allocated_ = 0;  // bytes
-  std::uint64_t large_nmalloc_ = 0, large_nfree_ = 0, purges_ = 0;
+  std::uint32_t frees_until_sweep_ RUNSEL_GUARDED_BY(lock) = kEmptyRunSweepFrees;
+  std::size_t chunk_count_ RUNSEL_GUARDED_BY(lock) = 0;
+  // header pages + allocated run pages + dirty pages
+  std::size_t committed_pages_ RUNSEL_GUARDED_BY(lock) = 0;
+  std::size_t dirty_pages_ RUNSEL_GUARDED_BY(lock) = 0;
+  std::size_t large_allocated_ RUNSEL_GUARDED_BY(lock) = 0;  // bytes
+  std::uint64_t large_nmalloc_ RUNSEL_GUARDED_BY(lock) = 0;
+  std::uint64_t large_nfree_ RUNSEL_GUARDED_BY(lock) = 0;
+  std::uint64_t purges_ RUNSEL_GUARDED_BY(lock) = 0;
 
-  Bin bins_[kNumBins];
+  Bin bins_[kNumBins] RUNSEL_GUARDED_BY(lock);
 };
 
 // Inline: it is on every free.

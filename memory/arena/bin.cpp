@@ -3,6 +3,7 @@
 #include <cstdlib>
 
 #include "arena/arena.h"
+#include "platform/assert.h"
 #include "platform/os.h"
 
 namespace runsel {
@@ -27,6 +28,55 @@ void Arena::check_container(const Bin& bin) const {
     (void)bin;
   }
 }
+
+// ---- the seam ----------------------------------------------------------------
+// A run is in its bin's container exactly when 0 < free_count < nregs (run.h).
+// Each call asserts its side of that, cheaply (the containers assert in their
+// own erase() that the run is a member), and the bin identity: the bin's
+// regions, in use or free, are exactly its runs' regions.
+
+namespace {
+bool bin_identity_holds(const Bin& bin, const BinInfo& info) {
+  return bin.regions_in_use + bin.free_regions == bin.run_count * info.nregs;
+}
+}  // namespace
+
+Run* Arena::pick_run(Bin& bin) {
+  RUNSEL_ASSERT(bin_identity_holds(bin, info_of(bin)));
+  Run* run = bin.runs.pick();
+  RUNSEL_ASSERT(run == nullptr || run->bin == &bin);
+  RUNSEL_ASSERT(run == nullptr || (run->free_count > 0 && run->free_count < info_of(bin).nregs));
+  return run;
+}
+
+void Arena::insert_run(Bin& bin, Run* run) {
+  RUNSEL_ASSERT(bin_identity_holds(bin, info_of(bin)));
+  RUNSEL_ASSERT(run->bin == &bin);
+  RUNSEL_ASSERT(run->free_count > 0 && run->free_count < info_of(bin).nregs);
+  bin.runs.insert(run);
+  check_container(bin);
+}
+
+// `run` has just filled or emptied.
+void Arena::erase_run(Bin& bin, Run* run) {
+  RUNSEL_ASSERT(bin_identity_holds(bin, info_of(bin)));
+  RUNSEL_ASSERT(run->bin == &bin);
+  RUNSEL_ASSERT(run->free_count == 0 || run->free_count == info_of(bin).nregs);
+  RUNSEL_ASSERT(bin.runs.size() > 0);
+  bin.runs.erase(run);
+  check_container(bin);
+}
+
+// An allocation or a free changed the occupancy of `run`, which stays a member.
+void Arena::touched_run(Bin& bin, Run* run) {
+  RUNSEL_ASSERT(bin_identity_holds(bin, info_of(bin)));
+  RUNSEL_ASSERT(run->bin == &bin);
+  RUNSEL_ASSERT(run->free_count > 0 && run->free_count < info_of(bin).nregs);
+  bin.runs.touched(run);
+  check_container(bin);
+}
+
+// ---- runs and regions ----------------------------------------------------------
 
 Run* Arena::new_small_run(std::size_t bin_index) {
   const BinInfo& info = kBinInfo[bin_index];
@@ -116,25 +166,29 @@ void Arena::sweep_empty_runs() {
 
 void* Arena::malloc_small(std::size_t bin_index) {
   const BinInfo& info = kBinInfo[bin_index];
-  Bin& bin = bins_[bin_index];
   LockGuard guard(lock);
+  Bin& bin = bins_[bin_index];
   Run* run = pick_run(bin);
   bin.counters.pick(bin.runs.size(), run ? run->free_count : 0, info.nregs);
-  if (run == nullptr) {
+  const bool fresh = run == nullptr;
+  if (fresh) {
     run = take_kept_run(bin);
     if (run == nullptr) run = new_small_run(bin_index);
     if (run == nullptr) return nullptr;
-    bin.runs.insert(run);
   }
   void* region = run->take(info);
   ++bin.regions_in_use;
   --bin.free_regions;
   ++bin.nmalloc;
-  if (run->free_count == 0)
-    bin.runs.erase(run);
-  else
-    bin.runs.touched(run);
-  check_container(bin);
+  // A fresh run joins the set once it holds a region (a run has at least two
+  // regions, so it is not full yet); a member leaves when it fills.
+  if (fresh) {
+    insert_run(bin, run);
+  } else if (run->free_count == 0) {
+    erase_run(bin, run);
+  } else {
+    touched_run(bin, run);
+  }
   return region;
 }
 
@@ -165,15 +219,12 @@ BadPointer Arena::free(Chunk* chunk, void* p) {
   ++bin.nfree;
   if (run->free_count == info.nregs) {
     // Empty: leave the set (a run always has >= 2 regions, so it was in it).
-    bin.runs.erase(run);
-    check_container(bin);
+    erase_run(bin, run);
     keep_empty_run(bin, run);
   } else if (was_full) {
-    bin.runs.insert(run);
-    check_container(bin);
+    insert_run(bin, run);
   } else {
-    bin.runs.touched(run);
-    check_container(bin);
+    touched_run(bin, run);
   }
   if (--frees_until_sweep_ == 0) sweep_empty_runs();
   return BadPointer::kNone;

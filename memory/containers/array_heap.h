@@ -27,6 +27,7 @@
 #include "containers/address_order.h"
 #include "containers/container.h"
 #include "containers/hook.h"
+#include "platform/assert.h"
 
 namespace runsel {
 
@@ -51,6 +52,7 @@ class ArrayHeapRuns {
 
   void erase(Node* run) {
     const std::size_t slot = index_of(run);
+    RUNSEL_ASSERT(slot < size_ && heap_[slot] == run);  // a member
     Node* last = heap_[--size_];
     if (slot == size_) return;  // it was the last slot
     // `last` fills the hole; it may belong above or below it.

@@ -29,6 +29,7 @@
 
 #include "containers/container.h"
 #include "containers/hook.h"
+#include "platform/assert.h"
 
 namespace runsel {
 
@@ -111,6 +112,9 @@ class FullestFirstRuns {
 
   void unlink(Node* run) {
     BucketLinks<Node>& own = links(run);
+    // A member: its neighbour, or its bucket's head, points at it.
+    RUNSEL_ASSERT(own.prev != nullptr ? links(own.prev).next == run
+                                      : own.bucket < kBuckets && heads_[own.bucket] == run);
     if (own.prev != nullptr) {
       links(own.prev).next = own.next;
     } else {

@@ -18,6 +18,7 @@
 
 #include "containers/container.h"
 #include "containers/hook.h"
+#include "platform/assert.h"
 
 namespace runsel {
 
@@ -39,6 +40,7 @@ class LifoRuns {
 
   void erase(Node* run) {
     ListLinks<Node>& own = links(run);
+    RUNSEL_ASSERT(own.prev != nullptr ? links(own.prev).next == run : head_ == run);  // a member
     if (own.prev != nullptr) {
       links(own.prev).next = own.next;
     } else {

@@ -27,7 +27,9 @@ constinit huge::CacheLimits g_huge_cache;
 constinit std::atomic<unsigned> g_next_thread{0};
 constinit std::atomic<bool> g_fork_handlers_registered{false};
 
-void prepare_fork() {
+// The fork handlers take every lock before fork() and release them after it,
+// from one function to another: beyond what the thread-safety analysis can follow.
+void prepare_fork() RUNSEL_NO_THREAD_SAFETY_ANALYSIS {
   g_init_lock.lock();
   for (std::size_t i = 0; i < g_arena_count.load(std::memory_order_relaxed); ++i) {
     g_arenas[i]->lock.lock();
@@ -37,7 +39,7 @@ void prepare_fork() {
   ChunkRegistry::lock_for_fork();
 }
 
-void after_fork_in_parent() {
+void after_fork_in_parent() RUNSEL_NO_THREAD_SAFETY_ANALYSIS {
   ChunkRegistry::unlock_after_fork_in_parent();
   base::unlock_after_fork_in_parent();
   huge::unlock_after_fork_in_parent();

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <cstdarg>
 #include <cstdio>
 #include <cstring>
 
@@ -65,10 +66,12 @@ struct Writer {
   char* data;
   std::size_t capacity;
   std::size_t length = 0;
-  template <class... Args>
-  void add(const char* format, Args... args) {
+  __attribute__((format(printf, 2, 3))) void add(const char* format, ...) {
     if (length >= capacity) return;
-    int n = std::snprintf(data + length, capacity - length, format, args...);
+    va_list args;
+    va_start(args, format);
+    int n = std::vsnprintf(data + length, capacity - length, format, args);
+    va_end(args);
     if (n > 0) length += static_cast<std::size_t>(n);
     if (length > capacity) length = capacity;
   }

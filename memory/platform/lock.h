@@ -14,6 +14,25 @@
 
 #include "platform/os.h"
 
+// clang's thread-safety analysis (-Wthread-safety, on in clang builds): which
+// lock guards which data and which functions expect it held or not held. The
+// attributes compile to nothing elsewhere.
+#if defined(__clang__)
+#define RUNSEL_THREAD_ATTRIBUTE(x) __attribute__((x))
+#else
+#define RUNSEL_THREAD_ATTRIBUTE(x)
+#endif
+#define RUNSEL_CAPABILITY(name) RUNSEL_THREAD_ATTRIBUTE(capability(name))
+#define RUNSEL_SCOPED_CAPABILITY RUNSEL_THREAD_ATTRIBUTE(scoped_lockable)
+#define RUNSEL_GUARDED_BY(lock) RUNSEL_THREAD_ATTRIBUTE(guarded_by(lock))
+#define RUNSEL_REQUIRES(...) RUNSEL_THREAD_ATTRIBUTE(requires_capability(__VA_ARGS__))
+#define RUNSEL_EXCLUDES(...) RUNSEL_THREAD_ATTRIBUTE(locks_excluded(__VA_ARGS__))
+#define RUNSEL_ACQUIRE(...) RUNSEL_THREAD_ATTRIBUTE(acquire_capability(__VA_ARGS__))
+#define RUNSEL_RELEASE(...) RUNSEL_THREAD_ATTRIBUTE(release_capability(__VA_ARGS__))
+// For the few functions whose locking the analysis cannot follow (the fork
+// handlers take every arena's lock in a loop); each says why.
+#define RUNSEL_NO_THREAD_SAFETY_ANALYSIS RUNSEL_THREAD_ATTRIBUTE(no_thread_safety_analysis)
+
 namespace runsel {
 
 class Lock;
@@ -26,13 +45,13 @@ inline constinit thread_local char t_self = 0;
 inline constinit thread_local const Lock* t_acquiring = nullptr;
 }  // namespace lock_detail
 
-class Lock {
+class RUNSEL_CAPABILITY("mutex") Lock {
  public:
   constexpr Lock() = default;
   Lock(const Lock&) = delete;
   Lock& operator=(const Lock&) = delete;
 
-  void lock() {
+  void lock() RUNSEL_ACQUIRE() {
     const Lock* outer = lock_detail::t_acquiring;
     lock_detail::t_acquiring = this;
     std::uint32_t expected = kFree;
@@ -46,7 +65,7 @@ class Lock {
     lock_detail::t_acquiring = outer;
   }
 
-  void unlock() {
+  void unlock() RUNSEL_RELEASE() {
     owner_.store(nullptr, std::memory_order_relaxed);
     if (os::single_threaded()) {
       state_.store(kFree, std::memory_order_relaxed);
@@ -93,10 +112,10 @@ class Lock {
   std::atomic<const char*> owner_{nullptr};  // the holder's lock_detail::t_self, or null
 };
 
-class LockGuard {
+class RUNSEL_SCOPED_CAPABILITY LockGuard {
  public:
-  explicit LockGuard(Lock& lock) : lock_(lock) { lock_.lock(); }
-  ~LockGuard() { lock_.unlock(); }
+  explicit LockGuard(Lock& lock) RUNSEL_ACQUIRE(lock) : lock_(lock) { lock_.lock(); }
+  ~LockGuard() RUNSEL_RELEASE() { lock_.unlock(); }
   LockGuard(const LockGuard&) = delete;
   LockGuard& operator=(const LockGuard&) = delete;
 

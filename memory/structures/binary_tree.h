@@ -12,6 +12,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "platform/assert.h"
+
 namespace runsel {
 
 // Rep::links(node) gives the node's embedded Links (with left, right and
@@ -124,6 +126,10 @@ class BinaryTree {
   // that took the unlinked node's place (null or its only child) and sets
   // *hole_parent to that place's parent. The caller rebalances.
   Node* unlink(Node* node, Node* unlinked, Node** hole_parent) {
+    // A member: its parent links to it, or it is the root.
+    RUNSEL_ASSERT(parent_of(node) != nullptr
+                      ? left(parent_of(node)) == node || right(parent_of(node)) == node
+                      : root_ == node);
     if (node == first_) first_ = next(node);
     --size_;
     Node* hole = left(unlinked) != nullptr ? left(unlinked) : right(unlinked);

@@ -20,6 +20,7 @@
 #include <concepts>
 #include <cstddef>
 
+#include "platform/assert.h"
 #include "structures/pairing_links.h"
 
 namespace runsel {
@@ -100,6 +101,9 @@ struct PairingTrees {
   // subtree, out of its sibling list.
   static void unlink(Node* node) {
     PairingLinks<Node>& own = links(node);
+    // A member below the top: its parent or left sibling links to it.
+    RUNSEL_ASSERT(own.prev != nullptr &&
+                  (links(own.prev).child == node || links(own.prev).next == node));
     if (links(own.prev).child == node) {
       links(own.prev).child = own.next;  // leftmost child: prev is the parent
     } else {

@@ -811,6 +811,15 @@ TYPED_TEST(NonFullRunsTest, CheckDetectsCorruption) {
   }
 }
 
+// The cheap assertions are on here (RUNSEL_ASSERTIONS): erasing a run that is
+// not a member aborts in the container's erase(), before any link is touched.
+TYPED_TEST(NonFullRunsTest, EraseOfANonMemberAborts) {
+  typename TypeParam::Set set;
+  std::vector<Run> runs(4);
+  for (std::size_t i = 0; i < 3; ++i) set.insert(&runs[i]);
+  EXPECT_DEATH(set.erase(&runs[3]), "runsel: assertion failed: .*\\.h:[0-9]+: ");
+}
+
 // Only array_heap takes memory, and only through its Metadata policy: with no
 // metadata every other container still works, and array_heap stops at once.
 TYPED_TEST(NonFullRunsTest, MemoryOnlyThroughMetadata) {

@@ -1,0 +1,52 @@
+// Cheap assertions: O(1) checks of the invariants at the seams (a bin and its
+// container, a run and its bin). On in debug builds (NDEBUG unset), in checked
+// builds (-Dchecked=true) and wherever RUNSEL_ASSERTIONS is defined (the unit
+// tests); compiled out of release builds. The expensive O(n) walkers are the
+// containers' check(), run by the checked build and the tests.
+#pragma once
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#if !defined(NDEBUG) || defined(RUNSEL_CHECKED) || defined(RUNSEL_ASSERTIONS)
+#define RUNSEL_ASSERTIONS_ON 1
+#else
+#define RUNSEL_ASSERTIONS_ON 0
+#endif
+
+namespace runsel {
+
+inline constexpr bool kAssertions = RUNSEL_ASSERTIONS_ON;
+
+// Writes "runsel: assertion failed: FILE:LINE: CONDITION" and aborts. No
+// allocation and no stdio: it may run inside malloc.
+[[noreturn]] inline void assertion_failed(const char* file, int line, const char* condition) {
+  char number[16];
+  char* end = number + sizeof(number);
+  char* digits = end;
+  do {
+    *--digits = static_cast<char>('0' + line % 10);
+    line /= 10;
+  } while (line != 0 && digits != number);
+  const char* parts[] = {"runsel: assertion failed: ", file, ":", nullptr, ": ", condition, "\n"};
+  for (const char* part : parts) {
+    const char* text = part != nullptr ? part : digits;
+    const std::size_t length =
+        part != nullptr ? std::strlen(part) : static_cast<std::size_t>(end - digits);
+    [[maybe_unused]] const ssize_t written = ::write(2, text, length);
+  }
+  std::abort();
+}
+
+}  // namespace runsel
+
+// The condition is always compiled (so it cannot rot), and evaluated only
+// when assertions are on.
+#define RUNSEL_ASSERT(condition)                                  \
+  do {                                                            \
+    if (::runsel::kAssertions && !(condition)) {                  \
+      ::runsel::assertion_failed(__FILE__, __LINE__, #condition); \
+    }                                                             \
+  } while (false)
