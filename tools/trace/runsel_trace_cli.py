@@ -1,4 +1,4 @@
-"""The `trace` and `replay` subcommands of tools/runsel (SPEC §5).
+"""The `trace` and `replay` subcommands of tools/runsel (tools/trace/format.md).
 
   runsel trace [--output PATTERN] -- CMD ARG...   records CMD's allocation calls
   runsel replay [--every N] [--variant NAME] [--json FILE] TRACE
