@@ -39,10 +39,17 @@ TEST(RunSizes, AtLeastTwoRegionsAndAtMost2Point4PercentOverhead) {
               info.run_bytes());
     EXPECT_GE(info.bitmap_words * 64u, info.nregs);
     // The run is the smallest page count meeting the 1.6 % rule (2.4 % when
-    // the overhead exceeds a region): one page fewer would not.
-    if (info.run_pages > 1) {
-      const BinInfo smaller = compute_bin_info(i);
-      EXPECT_EQ(smaller.run_pages, info.run_pages);
+    // the overhead exceeds a region): one page fewer would not. Recomputed
+    // here from the rule, not from compute_bin_info: the most regions that
+    // fit beside a 40-byte header and one bitmap bit each, in 64-bit words.
+    for (std::size_t pages = 1; pages < info.run_pages; ++pages) {
+      const std::size_t run = pages * kPageSize;
+      std::size_t nregs = run / info.size;
+      while (nregs > 0 && 40 + 8 * ((nregs + 63) / 64) + nregs * info.size > run) --nregs;
+      const std::size_t overhead = run - nregs * info.size;
+      const bool good =
+          overhead * 1000 <= 16 * run || (overhead > info.size && overhead * 1000 <= 24 * run);
+      EXPECT_FALSE(nregs >= 2 && good) << pages << " pages would do";
     }
   }
 }
