@@ -400,9 +400,9 @@ def parser() -> argparse.ArgumentParser:
                         help="also replay this recorded trace (runsel trace -- CMD) as workload "
                              "replay:<file name> under every allocator (repeatable)")
     report.add_argument("--webkit-pages", type=int, metavar="N",
-                        help="pages each webkit run loads (default: 6, quick: 2)")
+                        help="pages each webkit run loads (default: 2; the recorded run 4)")
     report.add_argument("--webkit-repeat", type=int, metavar="N",
-                        help="rounds of the webkit workload (default: 3, quick: 1)")
+                        help="rounds of the webkit workload (default: 5, the other allocators 1; quick: 1)")
     report.add_argument("--timeout", type=float, metavar="SECONDS", help="per run (default: 600)")
     report.add_argument("--aslr", action="store_true",
                         help="keep address-space randomisation (default: off via setarch -R, "

@@ -56,15 +56,20 @@ WORKLOAD_PREFIX = "workload_"
 REPLAY = "replay"  # workload_replay needs a trace: one replay:<name> workload per --trace
 WEBKIT = "webkit"  # a browser engine: experiments/webkit/driver.py under Debian's python3
 WEBKIT_DRIVER = ROOT / "experiments" / "webkit" / "driver.py"
+WEBKIT_REPLAY = "webkit replay"  # its web process's trace, replayed exactly per container
 # Run lengths: the default takes about 10 minutes on a 2-core machine, --quick about 1.
-# A webkit run takes seconds per page, so it runs fewer rounds and pages than the others;
-# --quick loads 2 pages under three allocators (a runsel variant pair and a peer).
+# A webkit run takes seconds per page, so it runs fewer rounds and pages than the others
+# (the other allocators in its first rounds only); --quick loads 2 pages under three
+# allocators (two runsel variants and a peer).
 # extend: seconds of extra rounds for the workloads whose time comparisons are still
 # wider than the target after `repeat` rounds.
 DEFAULT = {"repeat": 21, "scale": 1.0, "instruction_scale": 0.05, "extend": 180,
-           "webkit_pages": 6, "webkit_repeat": 3, "webkit_allocators": ()}
+           "webkit_pages": 2, "webkit_repeat": 5, "webkit_peer_repeat": 1,
+           "webkit_allocators": (), "webkit_record_pages": 4, "webkit_cost_records": 200_000}
 QUICK = {"repeat": 5, "scale": 0.05, "instruction_scale": 0.01, "extend": 0,
-         "webkit_pages": 2, "webkit_repeat": 1, "webkit_allocators": ("rb_first", "lifo", "jemalloc")}
+         "webkit_pages": 2, "webkit_repeat": 1, "webkit_peer_repeat": 1,
+         "webkit_allocators": ("rb_first", "lifo", "jemalloc"), "webkit_record_pages": 2,
+         "webkit_cost_records": 50_000}
 KEEP_CHUNK_MAPS = ("rb_first", "lifo")  # the occupancy pictures compare these two
 SCHEMA_VERSION = 2  # results.json's layout: experiments/README.md, "results.json"
 
@@ -112,7 +117,38 @@ def webkit_workload(args: argparse.Namespace) -> runs.Workload:
                  "--time-limit", str(max(120, 60 * args.webkit_pages)))
     return runs.Workload(WEBKIT, Path(SYSTEM_PYTHON), arguments, repeat=args.webkit_repeat,
                          allocators=args.webkit_allocators, counted=False, family="webkit",
-                         label="webkit live")
+                         label="webkit live",
+                         peer_repeat=min(args.webkit_repeat, args.webkit_peer_repeat))
+
+
+def webkit_exact_replay(args: argparse.Namespace, progress) -> dict:
+    """Records one webkit run (experiments/webkit/record.py: a trace per web process, with
+    a mark at each of the driver's checkpoints) and replays the trace of the web process
+    that held the pages on every container: exact figures at every tab. The traces stay
+    in <out>/webkit-traces/ (generated, like the report)."""
+    sys.path.insert(0, str(WEBKIT_DRIVER.parent))
+    import record  # noqa: E402  (experiments/webkit/record.py)
+    out = args.out / "webkit-traces"
+    print(f"harness: recording the web processes of a {args.webkit_record_pages}-page webkit "
+          f"run into {out}", file=sys.stderr)
+    try:
+        traces = record.record(args.build_dir, out, args.webkit_record_pages)
+        trace = traces[0]["path"]  # the largest: the process that held the pages
+        containers = [name for name in args.allocator or args.webkit_allocators
+                      if name in replays.replayers(args.build_dir)] or None
+        entry = replays.exact_replay_summary(trace, args.build_dir, family="webkit",
+                                             label="webkit replay", containers=containers,
+                                             progress=progress,
+                                             cost_records=args.webkit_cost_records)
+    except (record.RecordFailed, replays.ReplayFailed, subprocess.TimeoutExpired) as failure:
+        return {"kind": "replay", "family": "webkit", "label": "webkit replay",
+                "error": str(failure), "allocators": {}}
+    tabs = [point["name"] for point in next(iter(entry["allocators"].values()))["exact"]
+            ["checkpoints"] if point["name"].startswith("tab_")]
+    entry["key_checkpoint"] = tabs[-1] if tabs else entry["key_checkpoint"]  # as the live runs
+    entry["traces"] = [{"pid": t["pid"], "path": str(t["path"]), "bytes": t["bytes"]}
+                       for t in traces]
+    return entry
 
 
 def check_webkit() -> None:
@@ -254,6 +290,9 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     args.webkit_pages = args.webkit_pages or preset["webkit_pages"]
     args.webkit_repeat = min(args.repeat, args.webkit_repeat or preset["webkit_repeat"])
     args.webkit_allocators = () if args.allocator else preset["webkit_allocators"]
+    args.webkit_cost_records = preset["webkit_cost_records"]
+    args.webkit_record_pages = max(args.webkit_pages, preset["webkit_record_pages"])
+    args.webkit_peer_repeat = preset["webkit_peer_repeat"]
     return args
 
 
@@ -319,6 +358,16 @@ def main(argv: list[str] | None = None) -> int:
                                           "ok": False, "detail": str(failure)})
     phases["exact replays"], clock = time.monotonic() - clock, time.monotonic()
     trim_chunk_maps(summary)
+    if any(workload.name == WEBKIT for workload in workloads):
+        entry = webkit_exact_replay(args, lambda text: print(f"harness: {text}", file=sys.stderr))
+        summary["workloads"][WEBKIT_REPLAY] = entry
+        summary["checks"].append({
+            "workload": WEBKIT_REPLAY, "ok": "error" not in entry,
+            "check": "the web processes of a webkit run recorded with their checkpoint marks, "
+                     "the one that held the pages replayed exactly on every container",
+            "detail": entry.get("error") or f"{Path(entry['trace']).name}: "
+                      f"{len(entry['allocators'])} containers"})
+        phases["webkit replay"], clock = time.monotonic() - clock, time.monotonic()
     results = {
         "schema_version": SCHEMA_VERSION,
         "generated": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
@@ -330,6 +379,9 @@ def main(argv: list[str] | None = None) -> int:
                      "traces": {w.name: w.arguments[1] for w in workloads
                                 if w.name.startswith(REPLAY + ":")},
                      "webkit": {"pages": args.webkit_pages, "repeat": args.webkit_repeat,
+                                "peer_repeat": min(args.webkit_repeat, args.webkit_peer_repeat),
+                                "record_pages": args.webkit_record_pages,
+                                "cost_records": args.webkit_cost_records,
                                 "allocators": list(args.webkit_allocators) or "all"},
                      "instructions_how": counter_why,
                      "instruction_scale": args.instruction_scale if counter == "callgrind"

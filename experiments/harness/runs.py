@@ -24,6 +24,7 @@ class Workload:
     arguments: tuple[str, ...] = ()  # e.g. ("--trace", PATH) for a replay:<name> workload
     repeat: int | None = None  # rounds it takes part in (None: every round)
     allocators: tuple[str, ...] = ()  # only under these (empty: every allocator)
+    peer_repeat: int | None = None  # rounds the other allocators take part in (None: repeat)
     counted: bool = True  # instruction counts (callgrind cannot run a browser in time)
     family: str = "synthetic"  # "synthetic", "webkit" or "trace": which question it speaks to
     kind: str = "live"         # "live": timed runs under LD_PRELOAD
@@ -32,7 +33,8 @@ class Workload:
     def runs_under(self, allocators: list[Allocator], repetition: int) -> list[Allocator]:
         if self.repeat is not None and repetition >= self.repeat:
             return []
-        return [a for a in allocators if not self.allocators or a.name in self.allocators]
+        return [a for a in allocators if (not self.allocators or a.name in self.allocators)
+                and (a.runsel or self.peer_repeat is None or repetition < self.peer_repeat)]
 
 
 def environment_for(allocator: Allocator) -> dict[str, str]:

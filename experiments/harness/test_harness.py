@@ -66,8 +66,11 @@ def check_allocators(results: dict, expected: list[str], failures: Failures) -> 
             rounds = webkit["repeat"]
         missing = [name for name in wanted if name not in data["allocators"]]
         failures.expect(not missing, f"{workload}: no results for {missing}")
+        runsel = {allocator["name"] for allocator in results["allocators"] if allocator["runsel"]}
         for name, pair in data["allocators"].items():
-            failures.expect(pair["runs"] >= rounds,
+            wanted_runs = (webkit["peer_repeat"] if workload == "webkit" and name not in runsel
+                           else rounds)
+            failures.expect(pair["runs"] >= wanted_runs,
                             f"{workload} × {name}: {pair['runs']} valid runs")
 
 
@@ -99,6 +102,26 @@ def check_numbers(results: dict, failures: Failures) -> None:
                 failures.expect(gap == 0, f"{where} {checkpoint}: runsel identity off by {gap}")
             failures.expect(bool(pair["runsel"]) == (pair["identity"].startswith("runsel:")),
                             f"{where}: runsel stats present only under runsel")
+
+
+def check_webkit_replay(results: dict, failures: Failures) -> None:
+    """The recorded webkit run: its page-holding web process replayed on the containers,
+    with the driver's checkpoints as marks, the reference twice and identical."""
+    entry = results["summary"].get("webkit replay") or {}
+    failures.expect(entry.get("kind") == "replay" and not entry.get("error")
+                    and entry.get("allocators"), f"webkit replay: {entry.get('error', entry)}")
+    pages = results["settings"]["webkit"]["record_pages"]
+    wanted = [f"tab_{n}_loaded" for n in range(1, pages + 1)] + ["tabs_closed"]
+    for name, pair in entry.get("allocators", {}).items():
+        marks = [point["name"] for point in pair["exact"]["checkpoints"]
+                 if point["kind"] == "mark"]
+        failures.expect(marks == wanted, f"webkit replay on {name}: marks {marks}, "
+                                         f"expected {wanted}")
+    reference = entry.get("allocators", {}).get("rb_first")
+    failures.expect(bool(reference) and reference["exact"]["repeated_identical"] is True,
+                    "webkit replay: two replays on rb_first differ (or rb_first missing)")
+    failures.expect(entry.get("key_checkpoint") == wanted[-2],
+                    f"webkit replay: key checkpoint {entry.get('key_checkpoint')}")
 
 
 def check_agreement(results: dict, groups: list[list[str]], failures: Failures) -> None:
@@ -245,6 +268,7 @@ def main() -> int:
         if (out / "results.json").exists():
             results = json.loads((out / "results.json").read_text())
             failures.expect("webkit" in results["summary"], "no webkit workload in --quick")
+            check_webkit_replay(results, failures)
             check_allocators(results, expected, failures)
             check_numbers(results, failures)
             check_agreement(results, built_same_choice_groups(args.build_dir, variants),

@@ -166,6 +166,18 @@ def web_processes(parent: int) -> list[int]:
     return sorted(found)
 
 
+def web_cpu_seconds(parent: int) -> float:
+    """User plus system CPU time of `parent`'s web processes so far (/proc/<pid>/stat)."""
+    total = 0
+    for pid in web_processes(parent):
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14, 15)
+    return total / os.sysconf("SC_CLK_TCK")
+
+
 def memory_of(pid: int) -> dict | None:
     """Rss, Pss and private bytes (smaps_rollup) and minor faults of one process."""
     try:
@@ -233,6 +245,7 @@ class Browser:
         self.failure = None
         self.started = time.monotonic()
         self.busy_seconds = 0.0  # page loads, scripts, scrolls and closes: the measured part
+        self.busy_cpu_seconds, self.cpu_mark = 0.0, 0.0  # the web processes' CPU time in it
         self.context = WebKit2.WebContext.new_ephemeral()
         self.window = Gtk.Window()
         self.window.set_default_size(1280, 1000)
@@ -308,7 +321,7 @@ class Browser:
         while len(self.tabs) >= self.args.tabs:  # the oldest tab makes room
             self.close_tab(self.tabs.pop(0)[0])
         page, url = self.pages[index], page_url(self.pages[index])
-        begun = time.monotonic()
+        begun, self.cpu_mark = time.monotonic(), web_cpu_seconds(os.getpid())
         view = self.new_view(self.home)
         self.tabs.append((view, index))
         self.notebook.set_current_page(self.notebook.page_num(view))
@@ -317,7 +330,8 @@ class Browser:
         def changed(_, event):
             if event == self.WebKit2.LoadEvent.FINISHED and not state["done"]:
                 state["done"] = True
-                self.wait_ready(view, index, begun, time.monotonic() + self.args.page_timeout)
+                self.step(self.wait_ready, view, index, begun,
+                          time.monotonic() + self.args.page_timeout)
 
         def failed(_, event, failing_uri, error):
             state["done"] = True
@@ -372,17 +386,21 @@ class Browser:
             except Exception as failure:  # noqa: BLE001
                 self.fail(f"{view.get_uri()}: scrolling failed: {failure}")
                 return
-            self.busy_seconds += time.monotonic() - begun
-            self.loaded.append({"url": page_url(self.pages[index]), "title": title,
-                                "elements": elements, "height": height,
-                                "seconds": round(time.monotonic() - begun, 3)})
-            self.checkpoint(f"tab_{index + 1}_loaded")
-            print(f"webkit driver: page {index + 1}/{len(self.pages)} in "
-                  f"{self.loaded[-1]['seconds']:.1f} s, web processes "
-                  f"{self.checkpoints[-1]['resident'] >> 20} MiB: {self.loaded[-1]['url']}",
-                  file=sys.stderr, flush=True)
-            self.later(0, self.load, index + 1)
+            self.step(self.page_done, index, begun, title, elements, height)
         view.call_async_javascript_function(body, -1, None, None, None, None, scrolled)
+
+    def page_done(self, index: int, begun: float, title: str, elements: int, height: int) -> None:
+        self.busy_seconds += time.monotonic() - begun
+        self.busy_cpu_seconds += web_cpu_seconds(os.getpid()) - self.cpu_mark
+        self.loaded.append({"url": page_url(self.pages[index]), "title": title,
+                            "elements": elements, "height": height,
+                            "seconds": round(time.monotonic() - begun, 3)})
+        self.checkpoint(f"tab_{index + 1}_loaded")
+        print(f"webkit driver: page {index + 1}/{len(self.pages)} in "
+              f"{self.loaded[-1]['seconds']:.1f} s, web processes "
+              f"{self.checkpoints[-1]['resident'] >> 20} MiB: {self.loaded[-1]['url']}",
+              file=sys.stderr, flush=True)
+        self.later(0, self.load, index + 1)
 
     def close_tab(self, view) -> None:
         self.notebook.remove_page(self.notebook.page_num(view))
@@ -390,7 +408,7 @@ class Browser:
         view.destroy()
 
     def close_all(self) -> None:
-        begun = time.monotonic()
+        begun, self.cpu_mark = time.monotonic(), web_cpu_seconds(os.getpid())
         for view, _ in self.tabs:
             self.close_tab(view)
         self.tabs = []
@@ -398,6 +416,9 @@ class Browser:
         self.later(SETTLE_SECONDS, self.closed)
 
     def closed(self) -> None:
+        # The web process tears the pages down after the views are gone: its CPU time
+        # until now counts (freeing is allocator work), the idle wait costs none.
+        self.busy_cpu_seconds += web_cpu_seconds(os.getpid()) - self.cpu_mark
         self.checkpoint("tabs_closed")
         self.Gtk.main_quit()
 
@@ -560,7 +581,6 @@ def run(args) -> dict:
         browser.run()
         browser.shut_down()
         wall = time.monotonic() - started
-        marks.publish("exit")
         allocator, proofs = prove_allocators(browser, read_stats_lines(stats_directory))
     finally:
         server.send_signal(signal.SIGTERM)
@@ -570,6 +590,7 @@ def run(args) -> dict:
         "workload": "webkit", "seed": args.seed, "scale": args.scale, "introspect": True,
         "allocator": allocator,
         "measured_seconds": round(browser.busy_seconds, 4), "wall_seconds": round(wall, 3),
+        "measured_cpu_seconds": round(browser.busy_cpu_seconds, 3),
         "checksum": None, "deterministic": False,
         "key_checkpoint": browser.checkpoints[-2]["name"],  # the last tab loaded
         "checkpoints_of_interest": ["tabs_closed"],

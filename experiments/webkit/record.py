@@ -77,7 +77,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--build-dir", type=Path, default=ROOT / "build")
     parser.add_argument("--out", type=Path, default=ROOT / "results" / "traces" / "webkit")
-    parser.add_argument("--pages", type=int, default=6, help="corpus pages (default 6)")
+    parser.add_argument("--pages", type=int, default=4, help="corpus pages (default 4)")
     args = parser.parse_args()
     try:
         traces = record(args.build_dir, args.out, args.pages)
