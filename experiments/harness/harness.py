@@ -146,6 +146,10 @@ def webkit_exact_replay(args: argparse.Namespace, progress) -> dict:
     tabs = [point["name"] for point in next(iter(entry["allocators"].values()))["exact"]
             ["checkpoints"] if point["name"].startswith("tab_")]
     entry["key_checkpoint"] = tabs[-1] if tabs else entry["key_checkpoint"]  # as the live runs
+    for pair in entry["allocators"].values():  # the report's choices table reads the totals
+        counted = pair.get("counters")
+        if counted and "bins" in counted and "total" not in counted:
+            counted["total"] = counting.totals(counted["bins"])
     entry["traces"] = [{"pid": t["pid"], "path": str(t["path"]), "bytes": t["bytes"]}
                        for t in traces]
     return entry
