@@ -8,12 +8,6 @@
 
 namespace runsel {
 
-#if defined(RUNSEL_CHECKED)
-inline constexpr bool kChecked = true;
-#else
-inline constexpr bool kChecked = false;
-#endif
-
 void Arena::check_container(const Bin& bin) const {
   if constexpr (kChecked) {
     const char* why = nullptr;

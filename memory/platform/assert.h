@@ -20,6 +20,14 @@ namespace runsel {
 
 inline constexpr bool kAssertions = RUNSEL_ASSERTIONS_ON;
 
+// The expensive walkers run inside the allocator only in a checked build.
+inline constexpr bool kChecked =
+#if defined(RUNSEL_CHECKED)
+    true;
+#else
+    false;
+#endif
+
 // Writes "runsel: assertion failed: FILE:LINE: CONDITION" and aborts. No
 // allocation and no stdio: it may run inside malloc.
 [[noreturn]] inline void assertion_failed(const char* file, int line, const char* condition) {
