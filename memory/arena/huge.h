@@ -24,8 +24,9 @@ void* allocate(std::size_t size, std::size_t alignment, bool zero);
 
 enum class Problem { kNone, kDoubleFree, kInterior, kUnknown };
 
-// Frees a huge allocation whose chunk the registry maps to a huge node, or,
-// for `registered == false`, reports whether it was a recent double free.
+// Frees the huge allocation starting at `p`. Otherwise: kInterior if `p` is
+// inside a live one, kDoubleFree if one of the recently freed started at `p`,
+// kUnknown if neither.
 Problem release(void* p);
 // Unmaps the cached mappings past their age or the byte limit (all of them
 // with `all`); returns the resident bytes they held.
