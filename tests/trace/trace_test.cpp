@@ -624,6 +624,7 @@ TEST_F(TraceTest, ReplaysWriteTheirBlocksAndReportExactFigures) {
 
 // --- Mozilla logalloc logs ---------------------------------------------------------------
 
+// The records point into `file` (a mark's label), so it must outlive them.
 std::vector<Record> records_of(const std::vector<std::uint8_t>& file) {
   Reader reader(file.data(), file.size());
   Header header;
@@ -649,7 +650,8 @@ TEST(Logalloc, ParsesEveryFunctionPerProcess) {
   EXPECT_EQ(parser.largest(), &main);
   EXPECT_EQ(main.null_frees, 1u);
   EXPECT_EQ(main.marks, 1u);
-  std::vector<Record> got = records_of(main.file());
+  const std::vector<std::uint8_t> file = main.file();  // the labels point into it
+  std::vector<Record> got = records_of(file);
   struct Expected {
     Op op;
     std::uint32_t thread;
