@@ -90,7 +90,10 @@ bool Arena::walk_and_compare() const {
         }
         if (!chunk->spare) ++free_run_heads;
         for (std::size_t j = i; j < i + pages; ++j) {
-          if (chunk->map[j].allocated()) ok = false;
+          if (chunk->map[j].allocated()) {
+            report("allocated page inside a free run (page, run's first page)", index_, j, i);
+            ok = false;
+          }
           if (chunk->map[j].dirty()) ++chunk_dirty;
         }
         i += pages;
@@ -144,15 +147,18 @@ bool Arena::walk_and_compare() const {
         ++walked.bins[bin_index].runs;
         walked.bins[bin_index].regions_in_use += info.nregs - free_regions;
         for (std::size_t j = i; j < i + info.run_pages; ++j) {
-          if ((chunk->map[j].bits & ~kPageMask) != reinterpret_cast<std::uintptr_t>(run))
+          if ((chunk->map[j].bits & ~kPageMask) != reinterpret_cast<std::uintptr_t>(run)) {
+            report("small run page not naming its run (page, run's first page)", index_, j, i);
             ok = false;
+          }
         }
         i += info.run_pages;
       }
     }
-    if (chunk_dirty != chunk->ndirty)
+    if (chunk_dirty != chunk->ndirty) {
       report("chunk dirty pages", index_, chunk->ndirty, chunk_dirty);
-    if (chunk_dirty != chunk->ndirty) ok = false;
+      ok = false;
+    }
     if (chunk_allocated != chunk->allocated_pages || chunk_kept != chunk->kept_pages) {
       report("chunk allocated pages", index_, chunk->allocated_pages, chunk_allocated);
       report("chunk kept-run pages", index_, chunk->kept_pages, chunk_kept);
@@ -162,7 +168,11 @@ bool Arena::walk_and_compare() const {
       report("chunk held by kept empty runs alone", index_, chunk_kept, chunk_allocated);
       ok = false;
     }
-    if ((chunk->ndirty != 0) != chunk->in_dirty_list) ok = false;
+    if ((chunk->ndirty != 0) != chunk->in_dirty_list) {
+      report("chunk in the dirty list (1 = yes) vs having dirty pages", index_,
+             chunk->in_dirty_list ? 1 : 0, chunk->ndirty != 0 ? 1 : 0);
+      ok = false;
+    }
     walked.dirty += chunk_dirty * kPageSize;
     walked.committed += chunk_dirty * kPageSize;
   }
