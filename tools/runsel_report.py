@@ -177,7 +177,7 @@ def choices_table(results: dict):
             if "error" in counted:
                 rows.append([workload, name, counted["error"], "", "", "", "", ""])
                 continue
-            total = counted["total"]
+            total = counted.get("total") or counting_totals(counted.get("bins") or [])
             picks = total["picks"]
             rows.append([workload, name, f"{picks:,d}",
                          f"{100 * total['picks_with_choice'] / picks:.1f} %" if picks else "-",
@@ -193,6 +193,15 @@ def choices_table(results: dict):
             "Not measured: the counting libraries (ninja -C build "
             "libmalloc-counting-<container>.so) were not built.")
     return "What the containers had to choose between", headers, rows, note
+
+
+def counting_totals(bins: list[dict]) -> dict:
+    """The pick counters summed over bins (histograms bucket by bucket)."""
+    names = ("picks", "picks_with_choice", "runs_created", "runs_destroyed")
+    summed = {name: sum(b.get(name, 0) for b in bins) for name in names}
+    for name in ("nonfull_at_pick", "picked_fullness"):
+        summed[name] = [sum(column) for column in zip(*(b[name] for b in bins))] if bins else []
+    return summed
 
 
 BUCKET_NAMES = ["0", "1"] + [f"{1 << k}–{(1 << (k + 1)) - 1}" for k in range(1, 14)] + ["16384+"]
