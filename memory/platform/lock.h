@@ -66,14 +66,17 @@ class RUNSEL_CAPABILITY("mutex") Lock {
   }
 
   void unlock() RUNSEL_RELEASE() {
+    // Between clearing the owner and freeing the state the lock is held by
+    // nobody's name: a signal arriving there must still count as a re-entry.
+    const Lock* outer = lock_detail::t_acquiring;
+    lock_detail::t_acquiring = this;
     owner_.store(nullptr, std::memory_order_relaxed);
     if (os::single_threaded()) {
       state_.store(kFree, std::memory_order_relaxed);
-      return;
-    }
-    if (state_.exchange(kFree, std::memory_order_release) == kContended) {
+    } else if (state_.exchange(kFree, std::memory_order_release) == kContended) {
       os::futex_wake_one(word());
     }
+    lock_detail::t_acquiring = outer;
   }
 
   // Only for a forked child, where the thread that held the lock is gone.
@@ -86,8 +89,8 @@ class RUNSEL_CAPABILITY("mutex") Lock {
   static constexpr std::uint32_t kFree = 0, kLocked = 1, kContended = 2;
 
   // `outer`: what t_acquiring was before this call. If this thread owns the
-  // lock, or was interrupted between taking it and recording that, nobody
-  // else can release it.
+  // lock, or was interrupted between taking it and recording that (or between
+  // clearing its name and releasing it), nobody else can release it.
   void lock_slow(const Lock* outer) {
     if (owner_.load(std::memory_order_relaxed) == &lock_detail::t_self || outer == this) {
       os::fatal_lock_reentered();
