@@ -1,6 +1,7 @@
 // Randomized differential test of WavlTree against std::set, with check() (the
 // rank rule) after every step, the rotations of every insert and erase counted
-// (at most two each) and the height bound checked. Replay one seed:
+// (at most two each) and the height bound checked; the driver is shared with
+// the RbTree test (support/tree_differential.h). Replay one seed:
 // RUNSEL_TEST_SEED=<n>; scale: RUNSEL_STRESS=<k>.
 #include "structures/wavl_tree.h"
 
@@ -9,62 +10,28 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstdio>
 #include <functional>
-#include <random>
-#include <set>
-#include <string>
 #include <utility>
 #include <vector>
 
-#include "support/seeds.h"
+#include "support/tree_differential.h"
 
 namespace runsel {
 namespace {
 
-using runsel_test::replay_hint;
-using runsel_test::test_seeds;
-
-// Most seeds keep the tree small (where rebalancing cases are densest); every
-// 10th grows it to 1,000 nodes and every 100th to 10,000.
-std::size_t max_size_for(std::uint64_t seed) {
-  if (seed % 100 == 0) return 10'000;
-  if (seed % 10 == 0) return 1'000;
-  return 1 + seed % 97;
-}
-
-struct TestNode {
-  WavlLinks<TestNode> links;
-  std::uint64_t key;
-  std::uint32_t id;    // tie-break for equal keys
-  std::uint32_t slot;  // index in members or outsiders
-};
+using runsel_test::run_tree_differential;
+using TestNode = runsel_test::TreeTestNode<WavlLinks>;
 
 // Rotations since the counter was last reset (the tests are single-threaded).
 std::size_t g_rotations = 0;
 
-// By (key, id), keys from a small range so many are equal.
-struct ByKey {
-  static WavlLinks<TestNode>& links(TestNode* node) { return node->links; }
-  static bool less(const TestNode* a, const TestNode* b) {
-    if (a->key != b->key) return a->key < b->key;
-    return a->id < b->id;
-  }
+// By (key, id), counting rotations.
+struct ByKey : runsel_test::ByKeyOrder<TestNode> {
   static void on_rotate() { ++g_rotations; }
 };
-struct ByKeyModel {
-  bool operator()(const TestNode* a, const TestNode* b) const {
-    return std::pair(a->key, a->id) < std::pair(b->key, b->id);
-  }
-};
-
-// By node address, as the run containers order runs; no rotation counter.
-struct ByAddress {
-  static WavlLinks<TestNode>& links(TestNode* node) { return node->links; }
-  static bool less(const TestNode* a, const TestNode* b) {
-    return reinterpret_cast<std::uintptr_t>(a) < reinterpret_cast<std::uintptr_t>(b);
-  }
-};
+using runsel_test::ByKeyModel;
+// By node address; no rotation counter.
+using ByAddress = runsel_test::ByAddressOrder<TestNode>;
 using ByAddressModel = std::less<const TestNode*>;
 
 static_assert(WavlRep<ByKey, TestNode>);
@@ -88,153 +55,41 @@ std::size_t height(const Tree& tree) {
   return highest;
 }
 
-template <class Rep, class ModelLess>
-class Differential {
- public:
-  explicit Differential(std::uint64_t seed)
-      : rng_(seed), max_size_(max_size_for(seed)), pool_(max_size_) {
-    const std::uint64_t key_range = max_size_ / 4 + 2;
-    for (std::uint32_t i = 0; i < pool_.size(); ++i) {
-      TestNode& node = pool_[i];
-      node.key = rng_() % key_range;
-      node.id = i + 1;
-      node.slot = i;
-      outsiders_.push_back(&node);
-    }
+// The WAVL rules the shared driver checks through its hooks.
+struct WavlHooks {
+  // Insertions only first: an AVL tree (height <= 1.44 log2 n).
+  static constexpr unsigned kGrowthBias = 100;
+  template <class Tree>
+  static void after_growth(const Tree& tree) {
+    const double n = static_cast<double>(tree.size());
+    ASSERT_LE(static_cast<double>(height(tree)), 1.4405 * std::log2(n + 2) - 0.3277 + 1e-9);
   }
-
-  void run() {
-    // Insertions only first: an AVL tree (height <= 1.44 log2 n).
-    run_phase(max_size_, 100, max_size_, /*stop_at_target=*/true);
-    if (::testing::Test::HasFatalFailure()) return;
-    const double n = static_cast<double>(tree_.size());
-    ASSERT_LE(static_cast<double>(height(tree_)), 1.4405 * std::log2(n + 2) - 0.3277 + 1e-9);
-    const std::size_t wander_steps = std::min<std::size_t>(max_size_, 2'000) / 2 + 100;
-    for (int phase = 0; phase < 4 && !::testing::Test::HasFatalFailure(); ++phase) {
-      run_phase(rng_() % (max_size_ + 1), 75, wander_steps, /*stop_at_target=*/false);
-    }
-    if (::testing::Test::HasFatalFailure()) return;
-    run_phase(0, 95, 3 * max_size_ + 100, /*stop_at_target=*/true);
-    if (::testing::Test::HasFatalFailure()) return;
-    ASSERT_TRUE(tree_.empty()) << "drain did not finish";
-    ASSERT_EQ(tree_.first(), nullptr);
-    ASSERT_EQ(tree_.root(), nullptr);
+  static void before_change() { g_rotations = 0; }
+  template <class Tree>
+  static void after_change(const Tree&, const char* what) {
+    ASSERT_LE(g_rotations, 2u) << "an " << what << " rotated more than twice";
   }
-
- private:
-  void run_phase(std::size_t target, unsigned bias_percent, std::size_t steps,
-                 bool stop_at_target) {
-    for (std::size_t step = 0; step < steps; ++step) {
-      if (stop_at_target && tree_.size() == target) return;
-      SCOPED_TRACE("step " + std::to_string(step_++) + ", size " + std::to_string(tree_.size()));
-      one_step(target, bias_percent);
-      if (::testing::Test::HasFatalFailure()) return;
-      const char* why = "";
-      ASSERT_TRUE(tree_.check(&why)) << "check() failed: " << why;
-      ASSERT_EQ(tree_.size(), model_.size());
-      ASSERT_EQ(tree_.empty(), model_.empty());
-      ASSERT_EQ(tree_.first(), model_.empty() ? nullptr : *model_.begin());
-      if (step % 64 == 0) {
-        // With deletions the height stays within 2 log2 n (rank <= 2 log2 n).
-        const double n = static_cast<double>(tree_.size());
-        ASSERT_LE(static_cast<double>(height(tree_)), 2 * std::log2(n + 1) + 1e-9);
-      }
-    }
+  template <class Tree>
+  static void after_step(const Tree& tree, std::size_t step) {
+    if (step % 64 != 0) return;
+    // With deletions the height stays within 2 log2 n (rank <= 2 log2 n).
+    const double n = static_cast<double>(tree.size());
+    ASSERT_LE(static_cast<double>(height(tree)), 2 * std::log2(n + 1) + 1e-9);
   }
-
-  void one_step(std::size_t target, unsigned bias_percent) {
-    const unsigned op = rng_() % 100;
-    if (op < 85) {
-      const bool toward = rng_() % 100 < bias_percent;
-      const bool insert_wanted = (tree_.size() < target) == toward;
-      if (!outsiders_.empty() && (insert_wanted || members_.empty())) {
-        insert(outsiders_[rng_() % outsiders_.size()]);
-      } else if (!members_.empty()) {
-        // One erase in five takes the minimum, as a bin's pick filling.
-        erase(rng_() % 5 == 0 ? tree_.first() : members_[rng_() % members_.size()]);
-      }
-    } else if (op < 98) {
-      check_next();
-    } else {
-      check_full_walk();
-    }
-  }
-
-  void insert(TestNode* node) {
-    move(node, outsiders_, members_);
-    g_rotations = 0;
-    tree_.insert(node);
-    ASSERT_LE(g_rotations, 2u) << "an insert rotated more than twice";
-    ASSERT_TRUE(model_.insert(node).second);
-  }
-
-  void erase(TestNode* node) {
-    move(node, members_, outsiders_);
-    g_rotations = 0;
-    tree_.erase(node);
-    ASSERT_LE(g_rotations, 2u) << "an erase rotated more than twice";
-    ASSERT_EQ(model_.erase(node), 1u);
-  }
-
-  static void move(TestNode* node, std::vector<TestNode*>& from, std::vector<TestNode*>& to) {
-    TestNode* last = from.back();
-    from[node->slot] = last;
-    last->slot = node->slot;
-    from.pop_back();
-    node->slot = static_cast<std::uint32_t>(to.size());
-    to.push_back(node);
-  }
-
-  void check_next() {
-    if (members_.empty()) return;
-    TestNode* node = members_[rng_() % members_.size()];
-    auto after = model_.upper_bound(node);
-    ASSERT_EQ(tree_.next(node), after == model_.end() ? nullptr : *after);
-  }
-
-  void check_full_walk() {
-    auto expected = model_.begin();
-    for (TestNode* node = tree_.first(); node != nullptr; node = tree_.next(node), ++expected) {
-      ASSERT_NE(expected, model_.end());
-      ASSERT_EQ(node, *expected);
-    }
-    ASSERT_EQ(expected, model_.end());
-  }
-
-  std::mt19937_64 rng_;
-  std::size_t max_size_;
-  std::size_t step_ = 0;
-  std::vector<TestNode> pool_;
-  std::vector<TestNode*> members_;
-  std::vector<TestNode*> outsiders_;
-  WavlTree<TestNode, Rep> tree_;
-  std::set<TestNode*, ModelLess> model_;
 };
 
-template <class Rep, class ModelLess>
-void run_all_seeds(std::uint64_t count) {
-  for (std::uint64_t seed : test_seeds(count)) {
-    SCOPED_TRACE(replay_hint(seed));
-    Differential<Rep, ModelLess>(seed).run();
-    if (::testing::Test::HasFatalFailure()) return;
-  }
-}
-
 TEST(WavlTree, EmptyTree) {
-  WavlTree<TestNode, ByKey> tree;
-  const char* why = "";
-  EXPECT_TRUE(tree.check(&why)) << why;
-  EXPECT_TRUE(tree.empty());
-  EXPECT_EQ(tree.size(), 0u);
-  EXPECT_EQ(tree.root(), nullptr);
-  EXPECT_EQ(tree.first(), nullptr);
-  EXPECT_TRUE(g_constinit_tree.empty());
-  EXPECT_TRUE(g_constinit_tree.check(&why)) << why;
+  runsel_test::expect_empty_tree(WavlTree<TestNode, ByKey>());
+  runsel_test::expect_empty_tree(g_constinit_tree);
 }
 
-TEST(WavlTree, DifferentialByKey) { run_all_seeds<ByKey, ByKeyModel>(200); }
+TEST(WavlTree, DifferentialByKey) {
+  run_tree_differential<WavlTree<TestNode, ByKey>, TestNode, ByKeyModel, WavlHooks>(200);
+}
 
-TEST(WavlTree, DifferentialByAddress) { run_all_seeds<ByAddress, ByAddressModel>(100); }
+TEST(WavlTree, DifferentialByAddress) {
+  run_tree_differential<WavlTree<TestNode, ByAddress>, TestNode, ByAddressModel, WavlHooks>(100);
+}
 
 // Ascending inserts then erasing every minimum: the bin's own pattern (the
 // lowest run fills and leaves). Every insert and erase stays within two
@@ -269,24 +124,13 @@ TEST(WavlTree, AscendingThenDrainFromTheBottom) {
 class WavlTreeCorruption : public ::testing::Test {
  protected:
   void SetUp() override {
-    nodes_.resize(100);
-    for (std::uint32_t i = 0; i < nodes_.size(); ++i) {
-      nodes_[i].key = (i * 37) % 100;  // a permutation, inserted out of order
-      nodes_[i].id = i;
-      tree_.insert(&nodes_[i]);
-    }
+    runsel_test::insert_permutation(tree_, nodes_);
     for (std::uint32_t i = 0; i < nodes_.size(); i += 3) tree_.erase(&nodes_[i]);
     const char* why = "";
     ASSERT_TRUE(tree_.check(&why)) << why;
   }
 
-  void expect_check_fails(const char* what) {
-    const char* why = nullptr;
-    EXPECT_FALSE(tree_.check(&why)) << what << " went unnoticed";
-    ASSERT_NE(why, nullptr);
-    EXPECT_NE(std::string(why), "");
-    std::printf("  %s -> check(): %s\n", what, why);
-  }
+  void expect_check_fails(const char* what) { runsel_test::expect_check_fails(tree_, what); }
 
   TestNode* a_leaf() {
     for (TestNode* node = tree_.first(); node != nullptr; node = tree_.next(node)) {
@@ -347,10 +191,7 @@ TEST_F(WavlTreeCorruption, BrokenParentPointer) {
 }
 
 TEST_F(WavlTreeCorruption, OrderViolation) {
-  TestNode* low = tree_.first();
-  TestNode* high = tree_.next(tree_.next(low));
-  std::swap(low->key, high->key);
-  std::swap(low->id, high->id);
+  runsel_test::swap_two_keys(tree_);
   expect_check_fails("two keys swapped");
 }
 
