@@ -30,6 +30,8 @@ REPORT_DIR = RESULTS_DIR / "report"
 BENCH_PROGRAM = Path("experiments/malloc_bench")  # under the build directory
 BENCH_COMPARE = Path("experiments/bench/compare.py")
 VARIANT_TARGET_PREFIX = "malloc-"  # meson's name for build/libmalloc-<container>.so
+TRACE_RECORDER_TARGET = "runsel-trace"  # build/tools/librunsel-trace.so
+REPLAYER_TARGET_PREFIX = "runsel-replay-"  # build/tools/runsel-replay-<container>
 COUNTING_TARGET_PREFIX = "malloc-counting-"  # a variant's counting twin (built on demand)
 REFERENCE_VARIANT = "rb_first"  # the others are compared with it
 
@@ -186,8 +188,17 @@ def command_report(args: argparse.Namespace) -> int:
     programs = workload_programs(args.build_dir)
     if not programs:
         raise StepFailed(f"meson defines no {WORKLOAD_PREFIX}* programs: is -Dbenchmarks=false?")
-    build_libraries(args, extra=programs + counting_libraries(args.build_dir))
+    build_libraries(args, extra=programs + counting_libraries(args.build_dir)
+                    + trace_tools(args.build_dir))
     return run([sys.executable, HARNESS, *harness_arguments(args)], check=False)
+
+
+def trace_tools(build_dir: Path) -> list[Path]:
+    """The recorder and every container's replayer: the report records the webkit
+    workload's web processes and replays their traces (and any --trace) exactly."""
+    return [root_relative(Path(target["filename"][0])) for target in build_targets(build_dir)
+            if target["name"] == TRACE_RECORDER_TARGET
+            or target["name"].startswith(REPLAYER_TARGET_PREFIX)]
 
 
 def counting_libraries(build_dir: Path) -> list[Path]:
