@@ -342,12 +342,18 @@ class Browser:
         view.connect("load-failed", failed)
         view.load_uri(url)
 
-    def evaluate(self, view, script: str, then) -> None:
+    def evaluate(self, view, script: str, then, retry=None) -> None:
+        """Runs `script`, then `then(text)`. A failure ends the run, unless `retry` is given:
+        then `retry(failure)` decides (a page still building its search results can answer
+        a poll with an unsupported result type)."""
         def finished(view, result):
             try:
                 value = view.evaluate_javascript_finish(result)
             except Exception as failure:  # noqa: BLE001 (GLib.Error: the script threw)
-                self.fail(f"{view.get_uri()}: script failed: {failure}")
+                if retry is not None:
+                    self.step(retry, failure)
+                else:
+                    self.fail(f"{view.get_uri()}: script failed: {failure}")
                 return
             self.step(then, value.to_string() if not value.is_undefined() else "")
         view.evaluate_javascript(script, -1, None, None, None, finished)
@@ -369,8 +375,13 @@ class Browser:
                                 f"{title!r} (expected {expected!r}), ready: {is_ready} "
                                 f"after {self.args.page_timeout:.0f} s")
             else:
-                self.later(0.05, self.evaluate, view, script, checked)
-        self.evaluate(view, script, checked)
+                self.later(0.05, self.evaluate, view, script, checked, failed)
+
+        def failed(failure) -> None:
+            if time.monotonic() > deadline:
+                raise RunFailed(f"{view.get_uri()}: script failed: {failure}")
+            self.later(0.05, self.evaluate, view, script, checked, failed)
+        self.evaluate(view, script, checked, failed)
 
     def scroll(self, view, index: int, begun: float, title: str, elements: int) -> None:
         """Scrolls to the bottom in at most 24 steps, one frame each, then back to the top."""
