@@ -369,7 +369,7 @@ class Browser:
             title, is_ready, elements = json.loads(text)
             expected = page.get("title", "")
             if is_ready and expected in title:
-                self.scroll(view, index, begun, title, elements)
+                self.scroll(view, index, begun, title, elements, deadline)
             elif time.monotonic() > deadline:
                 raise RunFailed(f"page {index + 1} did not load: {page_url(page)}: title "
                                 f"{title!r} (expected {expected!r}), ready: {is_ready} "
@@ -383,7 +383,8 @@ class Browser:
             self.later(0.05, self.evaluate, view, script, checked, failed)
         self.evaluate(view, script, checked, failed)
 
-    def scroll(self, view, index: int, begun: float, title: str, elements: int) -> None:
+    def scroll(self, view, index: int, begun: float, title: str, elements: int,
+               deadline: float) -> None:
         """Scrolls to the bottom in at most 24 steps, one frame each, then back to the top."""
         body = ("const height = document.documentElement.scrollHeight;"
                 "const step = Math.max(innerHeight, height / 24);"
@@ -395,7 +396,12 @@ class Browser:
             try:
                 height = view.call_async_javascript_function_finish(result).to_int32()
             except Exception as failure:  # noqa: BLE001
-                self.fail(f"{view.get_uri()}: scrolling failed: {failure}")
+                # A search page still building its results can answer with an
+                # unsupported result type: scroll again until the page's deadline.
+                if time.monotonic() > deadline:
+                    self.fail(f"{view.get_uri()}: scrolling failed: {failure}")
+                else:
+                    self.later(0.1, self.scroll, view, index, begun, title, elements, deadline)
                 return
             self.step(self.page_done, index, begun, title, elements, height)
         view.call_async_javascript_function(body, -1, None, None, None, None, scrolled)
