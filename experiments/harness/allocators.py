@@ -23,6 +23,25 @@ SYSTEM_ALLOCATORS = (
 )
 
 
+# Variables that change how the measured allocator behaves, never passed on to a measured
+# run: the preload and runsel's own switches are set per run, and glibc's debugging knobs
+# (meson test sets MALLOC_PERTURB_ to a random byte) add a memset to every malloc and free.
+# MALLOC_PERTURB_ also crashes Mesa's software renderer in WebKit's compositor thread now
+# and then (a read of memory Mesa never initialized), failing a browser run that is fine.
+MEASURED_RUN_DROPS = ("LD_PRELOAD", "RUNSEL_STATS", "RUNSEL_TRACE", "RUNSEL_TRACE_MARKS",
+                      "MALLOC_PERTURB_", "MALLOC_CHECK_")
+
+
+def measured_environment(preload: Path | None = None, **changes: str) -> dict[str, str]:
+    """This process's environment for a measured run: MEASURED_RUN_DROPS removed, then
+    LD_PRELOAD=preload (none: the system allocator) and the given variables set."""
+    environment = {k: v for k, v in os.environ.items() if k not in MEASURED_RUN_DROPS}
+    if preload is not None:
+        environment["LD_PRELOAD"] = str(preload)
+    environment.update(changes)
+    return environment
+
+
 @dataclass(frozen=True)
 class Allocator:
     name: str            # "rb_first", ..., "glibc", "jemalloc", ...

@@ -5,7 +5,6 @@ and instruction counts (perf stat where the machine has counters, else callgrind
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -14,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import cost as callgrind_cost
-from allocators import Allocator, identity_problem
+from allocators import Allocator, identity_problem, measured_environment
 
 
 @dataclass(frozen=True)
@@ -37,13 +36,6 @@ class Workload:
                 and (a.runsel or self.peer_repeat is None or repetition < self.peer_repeat)]
 
 
-def environment_for(allocator: Allocator) -> dict[str, str]:
-    environment = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "RUNSEL_STATS")}
-    if allocator.preload is not None:
-        environment["LD_PRELOAD"] = str(allocator.preload)
-    return environment
-
-
 def run_once(workload: Workload, allocator: Allocator, scale: float, seed: int,
              timeout: float, prefix: list[str] = (), introspect: bool = True) -> dict:
     """One run; returns {"ok", "document" or "error", "stderr"}. Never raises for a bad run."""
@@ -52,7 +44,7 @@ def run_once(workload: Workload, allocator: Allocator, scale: float, seed: int,
     if not introspect:
         command.append("--no-introspection")
     try:
-        completed = subprocess.run(command, env=environment_for(allocator), capture_output=True,
+        completed = subprocess.run(command, env=measured_environment(allocator.preload), capture_output=True,
                                    text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         return {"ok": False, "error": f"timed out after {timeout:.0f} s", "stderr": ""}

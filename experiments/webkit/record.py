@@ -20,6 +20,9 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
+sys.path.insert(0, str(ROOT / "experiments" / "harness"))
+
+from allocators import measured_environment  # noqa: E402
 DRIVER = HERE / "driver.py"
 SYSTEM_PYTHON = "/usr/bin/python3"
 RECORDER = Path("tools") / "librunsel-trace.so"
@@ -44,9 +47,8 @@ def record(build_dir: Path, out: Path, pages: int, timeout: float = 900) -> list
     # The file exists before the first traced process starts, so every process maps it;
     # the driver zero-fills it again (same inode) and publishes into it.
     marks.write_bytes(bytes(MARKS_SIZE))
-    environment = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "RUNSEL_STATS")}
-    environment.update({"LD_PRELOAD": str(recorder), "RUNSEL_TRACE": str(out / (PREFIX + "%p")),
-                        "RUNSEL_TRACE_MARKS": str(marks)})
+    environment = measured_environment(recorder, RUNSEL_TRACE=str(out / (PREFIX + "%p")),
+                                       RUNSEL_TRACE_MARKS=str(marks))
     command = [SYSTEM_PYTHON, str(DRIVER), "--pages", str(pages),
                "--time-limit", str(max(180, 90 * pages)), "--out", str(out / "run.json")]
     print("+ RUNSEL_TRACE=... RUNSEL_TRACE_MARKS=... LD_PRELOAD=" + str(recorder) + " "

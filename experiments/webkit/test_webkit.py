@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import struct
 import subprocess
 import sys
@@ -24,8 +23,9 @@ import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
+sys.path[:0] = [str(HERE), str(HERE.parent / "harness")]
 
+from allocators import measured_environment  # noqa: E402
 from driver import CORPUS, TraceMarks  # noqa: E402  (stdlib only at import)
 
 SYSTEM_PYTHON = "/usr/bin/python3"
@@ -41,12 +41,8 @@ class Failures(list):
 
 def drive(arguments: list[str], preload: Path | None = None, marks: Path | None = None,
           timeout: float = 300) -> subprocess.CompletedProcess:
-    environment = {k: v for k, v in os.environ.items()
-                   if k not in ("LD_PRELOAD", "RUNSEL_STATS", "RUNSEL_TRACE_MARKS")}
-    if preload:
-        environment["LD_PRELOAD"] = str(preload)
-    if marks:
-        environment["RUNSEL_TRACE_MARKS"] = str(marks)
+    environment = measured_environment(preload, **({"RUNSEL_TRACE_MARKS": str(marks)}
+                                                   if marks else {}))
     command = [SYSTEM_PYTHON, str(DRIVER), *arguments]
     print("+ " + " ".join(command), flush=True)
     return subprocess.run(command, env=environment, capture_output=True, text=True,
