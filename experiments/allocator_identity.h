@@ -18,6 +18,7 @@ struct AllocatorIdentity {
   std::string
       name;  // "runsel:<variant>", "jemalloc", "tcmalloc", "mimalloc", "glibc", "unknown:<path>"
   std::string provider;  // real path of the object whose `malloc` this process calls
+  std::string purge;     // runsel's purge policy in force (runsel_purge_policy()), else ""
 };
 
 inline std::string real_path_of(const char* path) {
@@ -59,6 +60,9 @@ inline AllocatorIdentity detect_allocator() {
   if (variant != nullptr) {
     const char* variant_name = variant();
     identity.name = std::string("runsel:") + (variant_name != nullptr ? variant_name : "?");
+    auto policy = reinterpret_cast<VariantFunction>(dlsym(RTLD_DEFAULT, "runsel_purge_policy"));
+    const char* policy_name = policy != nullptr ? policy() : nullptr;
+    identity.purge = policy_name != nullptr ? policy_name : "";
     return identity;
   }
   if (!identity.provider.empty()) {

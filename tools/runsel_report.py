@@ -267,6 +267,20 @@ def exact_difference(mine: dict, theirs: dict | None, figure: str) -> dict | Non
             "percent": 100 * (mine[figure] / theirs[figure] - 1)}
 
 
+def settings_text(results: dict) -> str:
+    """What the <container>@<setting> rows are, or "" when the run has none."""
+    named = [entry for entry in results["allocators"] if entry.get("setting")]
+    if not named:
+        return ""
+    what = [f"{entry['name']} = {entry['name'].split('@')[0]} under "
+            + (f"RUNSEL_CONF={entry['setting']}" if entry["setting"].startswith("purge:")
+               else f"the build option {entry['setting']} ({Path(entry['preload']).name})")
+            for entry in named]
+    default = results["settings"].get("default_purge_policy")
+    return ("; ".join(what) + (f"; every other runsel row purges by {default}, the build's "
+                               "default" if default else "") + ". ")
+
+
 def summary_table(results: dict):
     reference = results["reference"]
     headers = ["workload", "allocator", "median ms", "median wall ms",
@@ -292,8 +306,11 @@ def summary_table(results: dict):
     settings = results["settings"]
     layout = ("address-space randomisation on" if settings.get("aslr")
               else "address-space randomisation off (setarch -R)")
-    note = (f"Median of {settings['repeat']} interleaved runs at scale {settings['scale']}, "
-            f"{layout}. \"median ms\": {'CPU' if any_cpu_time(results) else 'wall'} time of "
+    peers = settings.get("peer_repeat", settings["repeat"])
+    rounds = (f"{settings['repeat']} interleaved runs" if peers >= settings["repeat"] else
+              f"{settings['repeat']} interleaved runs ({peers} for the peers and the settings)")
+    note = (f"Median of {rounds} at scale {settings['scale']}, "
+            f"{layout}. {settings_text(results)}\"median ms\": {'CPU' if any_cpu_time(results) else 'wall'} time of "
             "the measured region (all threads), which the comparisons use; wall time beside it. "
             "Key = the checkpoint in brackets after the workload: its last one that still "
             "holds a live set (≥ 64 KiB), unless the workload names one. Fragmentation = "
@@ -384,9 +401,14 @@ def setup_table(results: dict):
              f"{machine.get('load_average_1min', '?')} (other work on the machine widens "
              "the timing intervals)"],
             ["repetitions × scale × seed",
-             f"{settings['repeat']} × {settings['scale']} × {settings['seed']}"],
-            ["allocators", ", ".join(f"{a['name']}" + (f" ({a['preload']})" if a["preload"] else "")
-                                     for a in results["allocators"])]]
+             f"{settings['repeat']} × {settings['scale']} × {settings['seed']}"
+             + (f" (peers and settings: {settings['peer_repeat']} repetitions)"
+                if settings.get("peer_repeat", settings["repeat"]) < settings["repeat"] else "")],
+            ["allocators", ", ".join(
+                a["name"] + (f" ({a['preload']}" if a["preload"] else "")
+                + (f", RUNSEL_CONF={a['setting']}" if (a.get("setting") or "").startswith("purge:")
+                   else "") + (")" if a["preload"] else "")
+                for a in results["allocators"])]]
     return "Set-up", ["", ""], rows, ""
 
 

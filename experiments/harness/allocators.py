@@ -44,13 +44,44 @@ def measured_environment(preload: Path | None = None, **changes: str) -> dict[st
 
 @dataclass(frozen=True)
 class Allocator:
-    name: str            # "rb_first", ..., "glibc", "jemalloc", ...
-    runsel: bool         # a runsel variant (has stats and chunk maps)
+    name: str            # "rb_first", ..., "glibc", "jemalloc", "rb_first@purge:budget", ...
+    runsel: bool         # runsel: a container variant, or one under a setting (has stats)
     preload: Path | None  # LD_PRELOAD, None for glibc
+    # A setting other than the build's default ("purge:budget", "classes48"): the allocator
+    # is then named "<container>@<setting>" and takes part in the timed runs and the
+    # pictures, not in the container comparisons (verdict, replays, counters).
+    setting: str | None = None
+    environment: tuple[tuple[str, str], ...] = ()  # set for its runs (RUNSEL_CONF=...)
+
+    @property
+    def container(self) -> str | None:
+        return container_of(self.name) if self.runsel else None
+
+    @property
+    def is_container(self) -> bool:
+        """A container variant at the build's settings: what the verdict compares."""
+        return self.runsel and self.setting is None
 
     def expected_identity(self) -> str:
         """What the workload's allocator detection must print for this allocator."""
-        return f"runsel:{self.name}" if self.runsel else self.name
+        return f"runsel:{self.container}" if self.runsel else self.name
+
+    def run_environment(self) -> dict[str, str]:
+        return measured_environment(self.preload, **dict(self.environment))
+
+
+SETTING_SEPARATOR = "@"
+SETTING_TARGET_PREFIX = "setting-"  # setting-<setting>-<container>: a build option's library
+PURGE_POLICIES = ("budget", "deferred", "decay")  # meson_options.txt purge_policy
+
+
+def container_of(name: str) -> str:
+    """"rb_first@purge:budget" -> "rb_first"; a container's own name unchanged."""
+    return name.split(SETTING_SEPARATOR, 1)[0]
+
+
+def is_setting(name: str) -> bool:
+    return SETTING_SEPARATOR in name
 
 
 def runsel_variants(build_dir: Path) -> list[Allocator]:
@@ -70,6 +101,37 @@ def runsel_variants(build_dir: Path) -> list[Allocator]:
                  if not path.name.startswith("lib" + COUNTING_TARGET_PREFIX)}
     ordered = sorted(found, key=lambda name: name != REFERENCE)
     return [Allocator(name, True, found[name].resolve()) for name in ordered]
+
+
+def build_options(build_dir: Path) -> dict[str, object]:
+    """{option: value} of the build (meson introspect --buildoptions); {} when unreadable."""
+    try:
+        options = json.loads(subprocess.run(
+            ["meson", "introspect", str(build_dir), "--buildoptions"],
+            check=True, capture_output=True, text=True).stdout)
+    except (OSError, subprocess.CalledProcessError, json.JSONDecodeError):
+        return {}
+    return {option["name"]: option["value"] for option in options}
+
+
+def setting_variants(build_dir: Path, variants: list[Allocator]) -> list[Allocator]:
+    """The reference container under each purge policy other than the build's default
+    (RUNSEL_CONF=purge:NAME, the same library), then every setting-<setting>-<container>
+    library the build defines (a build option's library, e.g. other size classes)."""
+    reference = next((v for v in variants if v.name == REFERENCE and v.is_container), None)
+    default = build_options(build_dir).get("purge_policy")
+    found = []
+    if reference is not None and default in PURGE_POLICIES:
+        found += [Allocator(f"{REFERENCE}{SETTING_SEPARATOR}purge:{policy}", True,
+                            reference.preload, f"purge:{policy}",
+                            (("RUNSEL_CONF", f"purge:{policy}"),))
+                  for policy in PURGE_POLICIES if policy != default]
+    for library in sorted(build_dir.glob(f"lib{SETTING_TARGET_PREFIX}*.so")):
+        setting, _, container = library.name[len("lib" + SETTING_TARGET_PREFIX):-3].rpartition("-")
+        if setting and container in {v.name for v in variants}:
+            found.append(Allocator(f"{container}{SETTING_SEPARATOR}{setting}", True,
+                                   library.resolve(), setting))
+    return found
 
 
 def same_choice_groups(build_dir: Path) -> list[list[str]]:
@@ -127,6 +189,10 @@ def identity_problem(allocator: Allocator, reported: dict) -> str | None:
     name, provider = reported.get("name", ""), reported.get("provider", "")
     if name != allocator.expected_identity():
         return f"asked for {allocator.expected_identity()}, malloc served by {name or '?'}"
+    wanted_purge = dict(allocator.environment).get("RUNSEL_CONF", "").partition("purge:")[2]
+    if wanted_purge and reported.get("purge") != wanted_purge:
+        return (f"asked for purge policy {wanted_purge}, the allocator runs "
+                f"{reported.get('purge') or 'an unknown one'}")
     if allocator.preload is not None and provider:
         if Path(provider).resolve() != allocator.preload.resolve():
             return f"malloc comes from {provider}, not {allocator.preload}"

@@ -10,6 +10,7 @@ self-contained HTML with pictures). `tools/runsel report` builds, then runs this
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import platform
@@ -57,19 +58,23 @@ REPLAY = "replay"  # workload_replay needs a trace: one replay:<name> workload p
 WEBKIT = "webkit"  # a browser engine: experiments/webkit/driver.py under Debian's python3
 WEBKIT_DRIVER = ROOT / "experiments" / "webkit" / "driver.py"
 WEBKIT_REPLAY = "webkit replay"  # its web process's trace, replayed exactly per container
-# Run lengths: the default takes about 10 minutes on a 2-core machine, --quick about 1.
-# A webkit run takes seconds per page, so it runs fewer rounds and pages than the others
-# (the other allocators in its first rounds only); --quick loads 2 pages under three
-# allocators (two runsel variants and a peer).
-# extend: seconds of extra rounds for the workloads whose time comparisons are still
-# wider than the target after `repeat` rounds.
+# Run lengths. A webkit run takes seconds per page, so it runs fewer rounds and pages than
+# the others (the other allocators in its first rounds only). extend: seconds of extra rounds
+# for the workloads whose time comparisons are still wider than the target after `repeat`
+# rounds. --quick exists so that CI exercises every step in a minute or two: its webkit
+# runs and its callgrind counts (about a second of valgrind start-up each) cover these only.
+# peer_repeat: the rounds the peers and the settings (rb_first@purge:NAME, ...) take part in;
+# the containers, which the verdict compares to 2 %, take part in every round.
+QUICK_ANCHORS = ("rb_first", "lifo", "jemalloc")
 DEFAULT = {"repeat": 21, "scale": 1.0, "instruction_scale": 0.05, "extend": 180,
            "webkit_pages": 2, "webkit_repeat": 5, "webkit_peer_repeat": 1,
-           "webkit_allocators": (), "webkit_record_pages": 4, "webkit_cost_records": 200_000}
+           "webkit_allocators": (), "webkit_record_pages": 4, "webkit_cost_records": 200_000,
+           "counted_allocators": (), "peer_repeat": 11}
 QUICK = {"repeat": 5, "scale": 0.05, "instruction_scale": 0.01, "extend": 0,
          "webkit_pages": 2, "webkit_repeat": 1, "webkit_peer_repeat": 1,
-         "webkit_allocators": ("rb_first", "lifo", "jemalloc"), "webkit_record_pages": 2,
-         "webkit_cost_records": 50_000}
+         "webkit_allocators": QUICK_ANCHORS, "webkit_record_pages": 2,
+         "webkit_cost_records": 50_000, "counted_allocators": QUICK_ANCHORS,
+         "peer_repeat": None}
 KEEP_CHUNK_MAPS = ("rb_first", "lifo")  # the occupancy pictures compare these two
 SCHEMA_VERSION = 2  # results.json's layout: experiments/README.md, "results.json"
 
@@ -297,6 +302,9 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     args.webkit_cost_records = preset["webkit_cost_records"]
     args.webkit_record_pages = max(args.webkit_pages, preset["webkit_record_pages"])
     args.webkit_peer_repeat = preset["webkit_peer_repeat"]
+    args.counted_allocators = () if args.allocator else preset["counted_allocators"]
+    args.peer_repeat = (None if preset["peer_repeat"] is None
+                        else min(args.repeat, preset["peer_repeat"]))
     return args
 
 
@@ -305,13 +313,18 @@ def main(argv: list[str] | None = None) -> int:
     started = time.time()
     load_before = round(os.getloadavg()[0], 2)
     programs = discover_workloads(args.build_dir)
-    workloads = pick([w for w in programs if w.name != REPLAY] + [webkit_workload(args)]
-                     + trace_workloads(programs, args.trace), args.workload, "workload")
+    workloads = pick([dataclasses.replace(w, peer_repeat=args.peer_repeat)
+                      for w in programs if w.name != REPLAY]
+                     + [webkit_workload(args)]
+                     + [dataclasses.replace(w, peer_repeat=args.peer_repeat)
+                        for w in trace_workloads(programs, args.trace)],
+                     args.workload, "workload")
     if any(workload.name == WEBKIT for workload in workloads):
         check_webkit()
     system, missing = allocator_discovery.system_allocators()
-    allocators = pick(allocator_discovery.runsel_variants(args.build_dir) + system,
-                      args.allocator, "allocator")
+    containers = allocator_discovery.runsel_variants(args.build_dir)
+    settings = allocator_discovery.setting_variants(args.build_dir, containers)
+    allocators = pick(containers + system + settings, args.allocator, "allocator")
     names = [allocator.name for allocator in allocators]
     print(f"harness: {len(workloads)} workloads × {len(allocators)} allocators × "
           f"{args.repeat} repetitions, scale {args.scale}", file=sys.stderr)
@@ -322,20 +335,22 @@ def main(argv: list[str] | None = None) -> int:
     clock = time.monotonic()
     valid, discarded = runs.run_interleaved(workloads, allocators, args.repeat, args.scale,
                                             args.seed, args.timeout, not args.aslr)
-    variants = [allocator for allocator in allocators if allocator.runsel]
+    variants = [allocator for allocator in allocators if allocator.is_container]
     extra_rounds = extend_until_resolved(workloads, variants, valid, discarded, args)
     phases["timed runs"], clock = time.monotonic() - clock, time.monotonic()
     counter, counter_why = runs.choose_counter(args.instructions)
     print(f"harness: instructions: {counter_why}", file=sys.stderr)
+    counted_allocators = [allocator for allocator in allocators if not allocator.setting and (
+        not args.counted_allocators or allocator.name in args.counted_allocators)]
     counts = ({} if counter == "off" else
-              runs.run_instruction_counts(workloads, allocators, counter,
+              runs.run_instruction_counts(workloads, counted_allocators, counter,
                                           args.instruction_scale if counter == "callgrind"
                                           else args.scale, args.seed, args.timeout))
     phases["instruction counts"], clock = time.monotonic() - clock, time.monotonic()
     counted = {}
     if args.counters == "auto":
         libraries = counting.counting_libraries(
-            args.build_dir, [allocator.name for allocator in allocators if allocator.runsel])
+            args.build_dir, [allocator.name for allocator in variants])
         counted = counting.run_counting(workloads, libraries, args.scale, args.seed,
                                         args.timeout, not args.aslr,
                                         slow=not args.quick) if libraries else {}
@@ -350,7 +365,7 @@ def main(argv: list[str] | None = None) -> int:
                     trace, args.build_dir, family=workload.family,
                     label=f"{workload.label or workload.name} (exact replay)",
                     timeout=args.timeout,
-                    containers=[a.name for a in allocators if a.runsel])
+                    containers=[a.name for a in variants])
                 reference = summary["workloads"][f"exact:{trace.name}"]["allocators"].get(REFERENCE)
                 summary["checks"].append({
                     "workload": f"exact:{trace.name}",
@@ -378,7 +393,10 @@ def main(argv: list[str] | None = None) -> int:
         "duration_seconds": round(time.time() - started, 1),
         "command": " ".join(["tools/runsel report", *(argv if argv is not None else sys.argv[1:])]),
         "machine": {**machine(), "load_average_1min_at_start": load_before},
-        "settings": {"repeat": args.repeat, "scale": args.scale, "seed": args.seed,
+        "settings": {"repeat": args.repeat, "peer_repeat": args.peer_repeat or args.repeat,
+                     "scale": args.scale, "seed": args.seed,
+                     "default_purge_policy":
+                         allocator_discovery.build_options(args.build_dir).get("purge_policy"),
                      "quick": args.quick, "aslr": args.aslr, "instructions": counter,
                      "traces": {w.name: w.arguments[1] for w in workloads
                                 if w.name.startswith(REPLAY + ":")},
@@ -388,6 +406,7 @@ def main(argv: list[str] | None = None) -> int:
                                 "cost_records": args.webkit_cost_records,
                                 "allocators": list(args.webkit_allocators) or "all"},
                      "instructions_how": counter_why,
+                     "instructions_allocators": list(args.counted_allocators) or "all",
                      "instruction_scale": args.instruction_scale if counter == "callgrind"
                      else args.scale,
                      "time_target_percent": comparisons.TARGET_PERCENT,
@@ -395,7 +414,7 @@ def main(argv: list[str] | None = None) -> int:
                      "counters": "counted" if counted else "not measured (no counting "
                      "libraries built)" if args.counters == "auto" else "off"},
         "reference": allocator_discovery.REFERENCE,
-        "allocators": [{"name": a.name, "runsel": a.runsel,
+        "allocators": [{"name": a.name, "runsel": a.runsel, "setting": a.setting,
                         "preload": str(a.preload) if a.preload else None} for a in allocators],
         "missing_allocators": missing,
         "workloads": [workload.name for workload in workloads],

@@ -101,6 +101,7 @@ def summarize_pair(runs: list[dict]) -> dict:
         "peak_resident": max(point["resident"] for point in series),
         "provider": first["allocator"]["provider"],
         "identity": first["allocator"]["name"],
+        "purge": first["allocator"].get("purge") or None,  # runsel's policy in force
         "checksum": first.get("checksum"),
         "deterministic": first.get("deterministic", True),
         "replay": first.get("replay"),  # replay:<trace> workloads: records, unknown pointers

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -46,7 +47,9 @@ def replayers(build_dir: Path) -> dict[str, Path]:
 def replay_once(program: Path, trace: Path, scratch: Path, timeout: float,
                 extra: tuple[str, ...] = ()) -> dict:
     """The replayer's JSON document (tools/trace/format.md, "Replay figures")."""
-    figures = scratch / f"{program.name}.{len(list(scratch.iterdir()))}.json"
+    handle, name = tempfile.mkstemp(prefix=program.name + ".", suffix=".json", dir=scratch)
+    os.close(handle)  # replays run in parallel: each writes a file of its own
+    figures = Path(name)
     command = [str(program), *extra, "--json", str(figures), str(trace)]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
@@ -87,16 +90,15 @@ def counted_replays(trace: Path, build_dir: Path, containers: list[str], timeout
         callgrind_cost.ninja(build_dir, programs)
     except callgrind_cost.CostFailed as failure:
         return {name: {"error": str(failure)} for name in containers}
-    counters = {}
-    for name, program in zip(containers, programs):
+
+    def counted(program: Path) -> dict:
         try:
             document = replay_once(program, trace, scratch, timeout)
         except ReplayFailed as failure:
-            counters[name] = {"error": str(failure)}
-            continue
-        counters[name] = (pick_counters(document) if document.get("counting")
-                          else {"error": f"{program.name} does not count"})
-    return counters
+            return {"error": str(failure)}
+        return (pick_counters(document) if document.get("counting")
+                else {"error": f"{program.name} does not count"})
+    return dict(zip(containers, callgrind_cost.counted_map(counted, programs)))
 
 
 def key_checkpoint(document: dict) -> str:
@@ -120,15 +122,17 @@ def exact_replay_summary(trace: Path, build_dir: Path, family: str = "trace",
         programs = {name: path for name, path in programs.items() if name in containers}
     if not programs:
         raise ReplayFailed(f"no {REPLAYER_PREFIX}<container> in {build_dir / 'tools'}")
-    documents, repeated = {}, {}
+    # Replays are exact whatever the load, so they run on every core at once; the
+    # reference runs twice, and the two must agree to the byte.
+    names = list(programs) + ([REFERENCE] if REFERENCE in programs else [])
     with tempfile.TemporaryDirectory(prefix="runsel-exact-replay-") as scratch_name:
         scratch = Path(scratch_name)
-        for name, program in programs.items():
-            documents[name] = replay_once(program, trace, scratch, timeout)
-            if name == REFERENCE:
-                repeated[name] = replay_once(program, trace, scratch, timeout) == documents[name]
-            if progress:
-                progress(f"exact replay of {trace.name} on {name}")
+        replayed = callgrind_cost.counted_map(
+            lambda name: replay_once(programs[name], trace, scratch, timeout), names,
+            lambda name, _: progress and progress(f"exact replay of {trace.name} on {name}"))
+        documents = dict(zip(programs, replayed))
+        repeated = ({REFERENCE: replayed[-1] == documents[REFERENCE]}
+                    if REFERENCE in programs else {})
         picks = (counted_replays(trace, build_dir, list(documents), timeout, scratch)
                  if counters else {name: None for name in documents})
     costs = {name: None for name in documents}
@@ -137,14 +141,16 @@ def exact_replay_summary(trace: Path, build_dir: Path, family: str = "trace",
             callgrind_cost.build_profile_twins(build_dir, list(documents))
         except callgrind_cost.CostFailed as failure:
             costs = {name: {"error": str(failure)} for name in documents}
-        for name in documents if not any(costs.values()) else []:
+
+        def cost(name: str) -> dict:
             try:
-                costs[name] = callgrind_cost.replay_cost(trace, build_dir, name, cost_records,
-                                                         timeout)
+                return callgrind_cost.replay_cost(trace, build_dir, name, cost_records, timeout)
             except callgrind_cost.CostFailed as failure:
-                costs[name] = {"error": str(failure)}
-            if progress:
-                progress(f"callgrind cost of {trace.name} on {name}")
+                return {"error": str(failure)}
+        if not any(costs.values()):
+            costs = dict(zip(documents, callgrind_cost.counted_map(
+                cost, list(documents),
+                lambda name, _: progress and progress(f"callgrind cost of {trace.name} on {name}"))))
     first = next(iter(documents.values()))
     sequences = {name: [(p["name"], p["ops"]) for p in doc["checkpoints"]]
                  for name, doc in documents.items()}

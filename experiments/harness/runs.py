@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import cost as callgrind_cost
-from allocators import Allocator, identity_problem, measured_environment
+from allocators import Allocator, identity_problem
 
 
 @dataclass(frozen=True)
@@ -33,7 +33,7 @@ class Workload:
         if self.repeat is not None and repetition >= self.repeat:
             return []
         return [a for a in allocators if (not self.allocators or a.name in self.allocators)
-                and (a.runsel or self.peer_repeat is None or repetition < self.peer_repeat)]
+                and (a.is_container or self.peer_repeat is None or repetition < self.peer_repeat)]
 
 
 def run_once(workload: Workload, allocator: Allocator, scale: float, seed: int,
@@ -44,7 +44,7 @@ def run_once(workload: Workload, allocator: Allocator, scale: float, seed: int,
     if not introspect:
         command.append("--no-introspection")
     try:
-        completed = subprocess.run(command, env=measured_environment(allocator.preload), capture_output=True,
+        completed = subprocess.run(command, env=allocator.run_environment(), capture_output=True,
                                    text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         return {"ok": False, "error": f"timed out after {timeout:.0f} s", "stderr": ""}
@@ -205,16 +205,25 @@ def run_instruction_counts(workloads: list[Workload], allocators: list[Allocator
     workloads = [workload for workload in workloads if workload.counted]
     counts: dict = {workload.name: {} for workload in workloads}
     if counter == "callgrind":
-        twins = [allocator for allocator in allocators if allocator.runsel and allocator.preload]
+        twins = [allocator for allocator in allocators if allocator.is_container]
         if twins:
             callgrind_cost.build_profile_libraries(twins[0].preload.parent,
                                                    [allocator.name for allocator in twins])
     progress = Progress(len(workloads) * len(allocators), counter)
-    for workload in workloads:
-        for allocator in allocators:
-            result = count_instructions(workload, allocator, counter, scale, seed, timeout)
-            counts[workload.name][allocator.name] = result
-            shown = (f"{result['instructions'] / 1e6:8.1f} M" if "instructions" in result
-                     else result["error"])
-            progress.step(f"{workload.name} × {allocator.name} {shown}")
+
+    def done(pair: tuple[Workload, Allocator], result: dict) -> None:
+        workload, allocator = pair
+        counts[workload.name][allocator.name] = result
+        shown = (f"{result['instructions'] / 1e6:8.1f} M" if "instructions" in result
+                 else result["error"])
+        progress.step(f"{workload.name} × {allocator.name} {shown}")
+    # Counts do not depend on the load (callgrind), so every core counts; perf stat's
+    # hardware counters would, so they run one at a time.
+    pairs = [(workload, allocator) for workload in workloads for allocator in allocators]
+    count = lambda pair: count_instructions(*pair, counter, scale, seed, timeout)  # noqa: E731
+    if counter == "callgrind":
+        callgrind_cost.counted_map(count, pairs, done)
+    else:
+        for pair in pairs:
+            done(pair, count(pair))
     return counts

@@ -66,12 +66,35 @@ def check_allocators(results: dict, expected: list[str], failures: Failures) -> 
             rounds = webkit["repeat"]
         missing = [name for name in wanted if name not in data["allocators"]]
         failures.expect(not missing, f"{workload}: no results for {missing}")
-        runsel = {allocator["name"] for allocator in results["allocators"] if allocator["runsel"]}
+        containers = {allocator["name"] for allocator in results["allocators"]
+                      if allocator["runsel"] and not allocator.get("setting")}
+        peer_rounds = (webkit["peer_repeat"] if workload == "webkit"
+                       else results["settings"]["peer_repeat"])
         for name, pair in data["allocators"].items():
-            wanted_runs = (webkit["peer_repeat"] if workload == "webkit" and name not in runsel
-                           else rounds)
+            wanted_runs = rounds if name in containers else min(rounds, peer_rounds)
             failures.expect(pair["runs"] >= wanted_runs,
                             f"{workload} × {name}: {pair['runs']} valid runs")
+
+
+PURGE_POLICIES = {"budget", "deferred", "decay"}  # meson_options.txt's purge_policy choices
+
+
+def check_settings(results: dict, failures: Failures) -> None:
+    """rb_first runs under each purge policy other than the build's default, and every
+    run's allocator reported the policy it was asked for (runsel_purge_policy())."""
+    default = results["settings"].get("default_purge_policy")
+    failures.expect(default in PURGE_POLICIES, f"default purge policy {default!r}")
+    wanted = {f"rb_first@purge:{policy}": policy for policy in PURGE_POLICIES - {default}}
+    for workload, data in live(results).items():
+        if workload == "webkit":
+            continue
+        missing = sorted(set(wanted) - set(data["allocators"]))
+        failures.expect(not missing, f"{workload}: no purge-policy runs {missing}")
+        for name, pair in data["allocators"].items():
+            if pair["identity"].startswith("runsel:"):
+                policy = wanted.get(name, default)  # other settings purge by the default
+                failures.expect(pair["purge"] == policy, f"{workload} × {name}: ran purge "
+                                f"policy {pair['purge']}, expected {policy}")
 
 
 def check_numbers(results: dict, failures: Failures) -> None:
@@ -171,8 +194,9 @@ def check_verdict(results: dict, out: Path, failures: Failures) -> None:
     rows = results["verdict"]["rows"]
     markdown = (out / "report.md").read_text() if (out / "report.md").exists() else ""
     for workload, data in results["summary"].items():
-        variants = [name for name, pair in data["allocators"].items() if name != REFERENCE and (
-            data.get("kind") == "replay" or pair["identity"].startswith("runsel:"))]
+        variants = [name for name, pair in data["allocators"].items() if name != REFERENCE
+                    and "@" not in name  # rb_first@purge:NAME is a setting, not a container
+                    and (data.get("kind") == "replay" or pair["identity"].startswith("runsel:"))]
         listed = [row["container"] for row in rows if row["workload"] == workload]
         failures.expect(listed == variants, f"{workload}: verdict rows {listed}, variants "
                         f"{variants}")
@@ -228,7 +252,7 @@ def check_counters(results: dict, failures: Failures) -> None:
         if data.get("family") == "webkit" and results["settings"]["quick"]:
             continue  # --quick leaves the browser out of the counting runs
         for name, pair in data["allocators"].items():
-            if not pair["identity"].startswith("runsel:"):
+            if not pair["identity"].startswith("runsel:") or "@" in name:  # peers, settings
                 failures.expect(pair.get("counters") is None, f"{workload} × {name}: counters")
                 continue
             counted = pair.get("counters")
@@ -270,6 +294,7 @@ def main() -> int:
             failures.expect("webkit" in results["summary"], "no webkit workload in --quick")
             check_webkit_replay(results, failures)
             check_allocators(results, expected, failures)
+            check_settings(results, failures)
             check_numbers(results, failures)
             check_agreement(results, built_same_choice_groups(args.build_dir, variants),
                             failures)

@@ -7,7 +7,7 @@ that was not measured stays None and reads "not measured".
 from __future__ import annotations
 
 import comparisons
-from allocators import REFERENCE
+from allocators import REFERENCE, is_setting
 
 # Mozilla bug 1857133, measured on Windows against the address-ordered tree (runsel's
 # rb_first). Percent differences: sp3 as time (negative = faster), base and tp6 as
@@ -113,8 +113,9 @@ def verdict_rows(summary: dict) -> list[dict]:
         if REFERENCE not in pairs:
             continue
         containers = [c for c, pair in pairs.items()
-                      if c != REFERENCE and (pair.get("identity", "").startswith("runsel:")
-                                             or workload["kind"] == "replay")]
+                      if c != REFERENCE and not is_setting(c)
+                      and (pair.get("identity", "").startswith("runsel:")
+                           or workload["kind"] == "replay")]
         rows.extend(verdict_row(name, workload, container) for container in containers)
     return rows
 
