@@ -222,7 +222,7 @@ void write_stats(FILE* out, const runsel_stats_t& stats) {
   std::fputs("{", out);
   for (const auto& figure : figures) std::fprintf(out, "\"%s\": %zu, ", figure.name, figure.value);
   std::fputs("\"bins\": [", out);
-  for (size_t i = 0; i < RUNSEL_NUM_BINS; ++i) {
+  for (size_t i = 0; i < stats.bin_count; ++i) {
     const runsel_bin_stats& bin = stats.bins[i];
     std::fprintf(out,
                  "%s{\"size\": %zu, \"runs\": %zu, \"nonfull_runs\": %zu, "

@@ -132,7 +132,8 @@ RUNSEL_EXPORT int malloc_info(int options, FILE* out) noexcept {
     fprintf(out, "<total type=\"%s\" size=\"%zu\"/>\n", total.name, total.bytes);
   fprintf(out, "<arenas count=\"%zu\"/>\n<huge count=\"%zu\"/>\n<bins>\n", s.narenas,
           s.huge_count);
-  for (const runsel_bin_stats& bin : s.bins) {
+  for (size_t b = 0; b < s.bin_count; ++b) {
+    const runsel_bin_stats& bin = s.bins[b];
     fprintf(out,
             "<bin size=\"%zu\" runs=\"%zu\" nonfull_runs=\"%zu\" empty_runs=\"%zu\" "
             "regions_in_use=\"%zu\" unused_bytes=\"%zu\"/>\n",

@@ -77,7 +77,7 @@ const char* describe(BadPointer problem) {
 
 void* allocate(std::size_t size, bool zero) {
   void* p;
-  if (size <= kMaxSmallClass) {
+  if (is_small(size)) {
     Arena* arena = thread_arena();
     p = arena ? arena->malloc_small(bin_index(size)) : nullptr;
     if (zero && p) std::memset(p, 0, bin_size(bin_index(size)));  // the whole usable size
@@ -89,6 +89,15 @@ void* allocate(std::size_t size, bool zero) {
   } else {
     p = nullptr;
   }
+  if (p == nullptr) errno = ENOMEM;
+  return p;
+}
+
+// A large allocation of `psize` bytes (a page multiple up to kMaxLargeSize):
+// page-aligned whatever the size classes are.
+void* allocate_pages(std::size_t psize) {
+  Arena* arena = thread_arena();
+  void* p = arena ? arena->malloc_large(psize, false) : nullptr;
   if (p == nullptr) errno = ENOMEM;
   return p;
 }
@@ -105,20 +114,19 @@ void* allocate_aligned(std::size_t alignment, std::size_t size) {
     // Regions of a class whose size is a multiple of the alignment are
     // aligned, because regions are packed against the page-aligned run end.
     std::size_t wanted = (size + alignment - 1) & ~(alignment - 1);
-    if (wanted <= kMaxSmallClass) {
+    // A class bigger than the pages `wanted` needs would hold more than a
+    // page-aligned large allocation does.
+    if (is_small(wanted)) {
       std::size_t bin = bin_index(wanted);
       while (bin < kNumBins && bin_size(bin) % alignment != 0) ++bin;
-      if (bin < kNumBins) return allocate(bin_size(bin), false);
+      if (bin < kNumBins && bin_size(bin) <= page_ceiling(wanted)) {
+        return allocate(bin_size(bin), false);
+      }
     }
-    return allocate(size > kMaxSmallClass ? size : kMaxSmallClass + 1, false);
+    return size > kMaxLargeSize ? allocate(size, false) : allocate_pages(page_ceiling(size));
   }
   const std::size_t psize = page_ceiling(size);
-  if (alignment == kPageSize && psize <= kMaxLargeSize) {
-    Arena* arena = thread_arena();
-    void* p = arena ? arena->malloc_large(psize, false) : nullptr;
-    if (p == nullptr) errno = ENOMEM;
-    return p;
-  }
+  if (alignment == kPageSize && psize <= kMaxLargeSize) return allocate_pages(psize);
   if (alignment < kChunkSize && psize + alignment - kPageSize <= kMaxLargeSize) {
     Arena* arena = thread_arena();
     void* p = arena ? arena->malloc_large_aligned(psize, alignment) : nullptr;
@@ -166,10 +174,8 @@ std::size_t usable_size_checked(const void* p, const char* function, bool* is_hu
 
 bool resize_in_place(void* p, bool is_huge, std::size_t old_size, std::size_t size) {
   if (is_huge) return size > kMaxLargeSize && huge::resize_in_place(p, old_size, size);
-  if (old_size <= kMaxSmallClass) {
-    return size <= kMaxSmallClass && bin_index(size) == bin_index(old_size);
-  }
-  if (size <= kMaxSmallClass || size > kMaxLargeSize) return false;
+  if (is_small(old_size)) return is_small(size) && bin_index(size) == bin_index(old_size);
+  if (is_small(size) || size > kMaxLargeSize) return false;
   const std::size_t psize = page_ceiling(size);
   if (psize == old_size) return true;
   Chunk* chunk = Chunk::of(p);
@@ -198,7 +204,7 @@ bool is_power_of_two(std::size_t x) { return x != 0 && (x & (x - 1)) == 0; }
 }  // namespace
 
 std::size_t good_size(std::size_t size) {
-  if (size <= kMaxSmallClass) return bin_size(bin_index(size));
+  if (is_small(size)) return bin_size(bin_index(size));
   if (size <= kMaxRequest) return page_ceiling(size);
   return 0;
 }

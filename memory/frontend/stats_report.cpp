@@ -16,13 +16,14 @@
 
 namespace runsel {
 
-// runsel.h states the bin count for C callers; it must be the allocator's.
-static_assert(RUNSEL_NUM_BINS == kNumBins, "runsel.h's RUNSEL_NUM_BINS is not kNumBins");
+// runsel.h's stats have room for every size class of any build.
+static_assert(RUNSEL_MAX_BINS >= kNumBins, "runsel.h's RUNSEL_MAX_BINS is below kNumBins");
 
 namespace {
 
 void collect(runsel_stats_t* s) {
   std::memset(s, 0, sizeof(*s));
+  s->bin_count = kNumBins;
   for (std::size_t b = 0; b < kNumBins; ++b) {
     const BinInfo& info = kBinInfo[b];
     s->bins[b].size = info.size;

@@ -9,7 +9,10 @@
 extern "C" {
 #endif
 
-#define RUNSEL_NUM_BINS 45
+/* Room for every size class of any build: 45 (mozjemalloc's classes), or 48
+ * with the 5, 6 and 7 KiB classes (-Dclasses48). runsel_stats_t.bin_count
+ * says how many this library fills, so one program works with either. */
+#define RUNSEL_MAX_BINS 48
 /* Counting builds: buckets of the non-full run count at each pick (0, 1, 2-3,
  * 4-7, ..., the last takes the rest) and of the picked run's fullness (tenths
  * of its regions in use). */
@@ -58,7 +61,8 @@ typedef struct runsel_stats_t {
   size_t huge_dirty;  /* dirty bytes in huge mappings (cached ones, and pages past the
                          usable size of reused ones); part of dirty */
   size_t counting;   /* 1 in a counting build: the bins' pick counters are kept */
-  runsel_bin_stats bins[RUNSEL_NUM_BINS];
+  size_t bin_count;  /* size classes of this library: bins[0 .. bin_count-1] */
+  runsel_bin_stats bins[RUNSEL_MAX_BINS];
 } runsel_stats_t;
 
 /* Fills *stats with a consistent snapshot (each arena locked in turn). */

@@ -19,9 +19,9 @@ using runsel_test::opaque;
 constexpr size_t kSize = 3584;
 
 size_t bin_of(const runsel_stats_t& stats, size_t size) {
-  for (size_t b = 0; b < RUNSEL_NUM_BINS; ++b)
+  for (size_t b = 0; b < stats.bin_count; ++b)
     if (stats.bins[b].size == size) return b;
-  return RUNSEL_NUM_BINS;
+  return stats.bin_count;
 }
 
 // Counters of bin `b` in `after` minus those in `before`.
@@ -52,7 +52,7 @@ TEST(PickCounters, ChoicesRunsAndFullnessOfAKnownSequence) {
   const bool counting = expect_counting();
   ASSERT_EQ(before.counting, counting ? 1u : 0u) << "variant " << runsel_variant();
   const size_t b = bin_of(before, kSize);
-  ASSERT_LT(b, size_t{RUNSEL_NUM_BINS});
+  ASSERT_LT(b, before.bin_count);
   ASSERT_EQ(before.bins[b].runs, 0u) << "the test needs an unused size class";
   const size_t n = before.bins[b].regions_per_run;
   ASSERT_GE(n, 2u);

@@ -220,7 +220,7 @@ void write_log(const char* path, const std::vector<Record>& records, const runse
             static_cast<unsigned long long>(r.address));
   }
   print_stats(out, s);
-  for (size_t b = 0; b < RUNSEL_NUM_BINS; ++b) {
+  for (size_t b = 0; b < s.bin_count; ++b) {
     const runsel_bin_stats& bin = s.bins[b];
     fprintf(out, "bin size=%zu runs=%zu nonfull=%zu unused=%zu in_use=%zu\n", bin.size, bin.runs,
             bin.nonfull_runs, bin.unused_bytes, bin.regions_in_use);

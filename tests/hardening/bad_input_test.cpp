@@ -77,7 +77,7 @@ void double_free_after_purge() {
 char* alone_in_a_run() {
   runsel_stats_t stats;
   runsel_stats(&stats);
-  for (int b = RUNSEL_NUM_BINS - 1; b >= 0; --b)
+  for (int b = static_cast<int>(stats.bin_count) - 1; b >= 0; --b)
     if (stats.bins[b].runs == 0) return static_cast<char*>(opaque(malloc(stats.bins[b].size)));
   _exit(4);  // every class in use: the row cannot be set up
 }

@@ -2,6 +2,8 @@
 // multiply-and-shift region index, and the chunk header layout.
 #include <gtest/gtest.h>
 
+#include <vector>
+
 #include "arena/chunk.h"
 #include "arena/run.h"
 #include "arena/size_classes.h"
@@ -9,21 +11,50 @@
 namespace runsel {
 namespace {
 
-TEST(SizeClasses, FortyFiveClassesWithTheSpecifiedSpacing) {
+// Built twice (tests/meson.build): with the default classes, and with the
+// 5, 6 and 7 KiB classes of -Dclasses48 (RUNSEL_CLASSES48).
+TEST(SizeClasses, TheSpecifiedClassesInOrder) {
+  std::vector<std::size_t> expected;
+  for (std::size_t size = 16; size <= 496; size += 16) expected.push_back(size);
+  for (std::size_t size = 512; size <= 3840; size += 256) expected.push_back(size);
+#if defined(RUNSEL_CLASSES48)
+  ASSERT_TRUE(kClasses48);
+  for (std::size_t size = 5120; size <= 7168; size += 1024) expected.push_back(size);
+  ASSERT_EQ(kNumBins, 48u);
+  EXPECT_EQ(kMaxSmallClass, 7168u);
+#else
+  ASSERT_FALSE(kClasses48);
   ASSERT_EQ(kNumBins, 45u);
-  for (std::size_t i = 0; i < 31; ++i) EXPECT_EQ(bin_size(i), 16 * (i + 1));
-  for (std::size_t i = 0; i < 14; ++i) EXPECT_EQ(bin_size(31 + i), 512 + 256 * i);
+  EXPECT_EQ(kMaxSmallClass, 3840u);
+#endif
+  ASSERT_EQ(expected.size(), kNumBins);
+  for (std::size_t i = 0; i < kNumBins; ++i) EXPECT_EQ(bin_size(i), expected[i]) << i;
+}
+
+// Small: 1..3,840, and with -Dclasses48 also 4,097..7,168. 3,841..4,096 is
+// one large page in both: no class could hold such a request in less.
+TEST(SizeClasses, ExactlyTheSpecifiedSizesAreSmall) {
+  for (std::size_t size = 0; size <= 3 * kPageSize; ++size) {
+    const bool small = size <= 3840 || (kClasses48 && size > 4096 && size <= 7168);
+    ASSERT_EQ(is_small(size), small) << size;
+  }
 }
 
 TEST(SizeClasses, EverySizeMapsToTheSmallestClassThatHoldsIt) {
+  std::size_t small_sizes = 0;
   for (std::size_t size = 0; size <= kMaxSmallClass; ++size) {
+    if (!is_small(size)) continue;
+    ++small_sizes;
     const std::size_t bin = bin_index(size);
     ASSERT_LT(bin, kNumBins) << size;
     ASSERT_GE(bin_size(bin), size == 0 ? 1 : size) << size;
     if (bin > 0) {
       ASSERT_LT(bin_size(bin - 1), size) << size;
     }
+    // Never more than the pages a large allocation of the size would take.
+    ASSERT_LE(bin_size(bin), page_ceiling(size == 0 ? 1 : size)) << size;
   }
+  EXPECT_EQ(small_sizes, kClasses48 ? 3841u + 3072u : 3841u);
 }
 
 TEST(RunSizes, AtLeastTwoRegionsAndAtMost2Point4PercentOverhead) {
@@ -53,6 +84,26 @@ TEST(RunSizes, AtLeastTwoRegionsAndAtMost2Point4PercentOverhead) {
     }
   }
 }
+
+#if defined(RUNSEL_CLASSES48)
+// What the 1.6 % rule gives the 5, 6 and 7 KiB classes: a region count whose
+// run tail, beside the header, is the smallest a page multiple allows
+// (1,024, 2,048 and 1,024 bytes).
+TEST(RunSizes, ThePageSizedClassesRuns) {
+  const BinInfo& five = kBinInfo[45];
+  const BinInfo& six = kBinInfo[46];
+  const BinInfo& seven = kBinInfo[47];
+  EXPECT_EQ(five.size, 5120u);
+  EXPECT_EQ(five.run_pages, 19u);
+  EXPECT_EQ(five.nregs, 15u);
+  EXPECT_EQ(six.size, 6144u);
+  EXPECT_EQ(six.run_pages, 32u);
+  EXPECT_EQ(six.nregs, 21u);
+  EXPECT_EQ(seven.size, 7168u);
+  EXPECT_EQ(seven.run_pages, 16u);
+  EXPECT_EQ(seven.nregs, 9u);
+}
+#endif
 
 TEST(RunSizes, PowerOfTwoClassesAreNaturallyAligned) {
   for (const BinInfo& info : kBinInfo) {

@@ -178,7 +178,7 @@ void report(Kind kind, const char* name, std::size_t name_length, const Replay& 
              s.mapped, s.committed, s.allocated, s.waste, s.dirty, s.bookkeeping, s.bin_unused,
              heap_resident);
   json.print(",\n   \"bins\": [");
-  for (int i = 0; i < RUNSEL_NUM_BINS; ++i) {
+  for (size_t i = 0; i < s.bin_count; ++i) {
     const runsel_bin_stats& bin = s.bins[i];
     json.print("%s{\"size\": %zu, \"runs\": %zu, \"nonfull_runs\": %zu, \"regions_in_use\": %zu"
                ", \"unused_bytes\": %zu",
