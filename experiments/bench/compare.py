@@ -370,10 +370,11 @@ def report_markdown(results: Results, summary: dict, args: argparse.Namespace) -
         parts[2] += " " + busy
     memory = memory_table(summary, names, args.baseline)
     if memory:
-        parts += ["", "Resident memory of the whole process at the end of the mixed loop, "
-                  "working set still live (median over rounds; only the first 32 bytes of "
-                  "each block are written, so untouched pages of large blocks are not "
-                  "resident).", "", memory]
+        parts += ["", "Resident memory of the whole process at the end of the mixed loops and "
+                  "of BM_page_sized, working set still live (median over rounds; the mixed "
+                  "loops write only the first 32 bytes of each block, so untouched pages of "
+                  "large blocks are not resident; BM_page_sized writes every page).", "",
+                  memory]
     return "\n".join(parts) + "\n"
 
 

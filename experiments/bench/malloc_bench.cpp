@@ -1,5 +1,5 @@
-// Allocator micro-benchmark: malloc+free pair cost per size, a seeded browser-like
-// mixed loop (single and 2 threads, with cross-thread frees) and its resident memory,
+// Allocator micro-benchmark: malloc+free pair cost per size, a working set of
+// 4-8 KiB blocks and its resident memory, a seeded browser-like mixed loop (single and 2 threads, with cross-thread frees) and its resident memory,
 // a loop of huge blocks, and producer/consumer threads that free each other's blocks.
 //
 // Deliberately not linked with runsel: the same binary runs under glibc and under any
@@ -101,12 +101,16 @@ struct MixedOp {
 };
 
 constexpr std::size_t kHugeSizes = 64;         // precomputed huge-block sizes, cyclic
+constexpr std::size_t kPageSizedSlots = 2048;  // live blocks in BM_page_sized
+constexpr std::size_t kPageSizedOps = 4096;    // precomputed (slot, size) replacements, cyclic
 constexpr std::size_t kMessageSizes = 4096;    // precomputed producer/consumer sizes
 
 struct Tables {
   std::array<std::uint8_t, kRingSchedule> ring_slot;
   std::array<std::uint32_t, kHugeSizes> huge_size;         // 5-25 MiB, uniform
   std::array<std::uint16_t, kMessageSizes> message_size;  // 16 B - 16 KiB, log-uniform
+  std::array<std::uint16_t, kPageSizedOps> page_sized_size;  // 4,097 - 8,192 B, uniform
+  std::array<std::uint16_t, kPageSizedOps> page_sized_slot;
   std::vector<MixedOp> mixed;  // allocated once, before any benchmark runs
 };
 
@@ -124,6 +128,12 @@ Tables make_tables() {
     const unsigned octave = unsigned(uniform(message_seed, 4, 13));
     size = std::uint16_t(uniform(message_seed, std::uint64_t{1} << octave,
                                  (std::uint64_t{1} << (octave + 1)) - 1));
+  }
+
+  std::uint64_t page_sized_seed = 0x50414745;  // "PAGE"
+  for (std::size_t i = 0; i < kPageSizedOps; ++i) {
+    tables.page_sized_size[i] = std::uint16_t(uniform(page_sized_seed, 4097, 8192));
+    tables.page_sized_slot[i] = std::uint16_t(uniform(page_sized_seed, 0, kPageSizedSlots - 1));
   }
 
   std::uint64_t seed = 0x4d49584544;  // "MIXED"
@@ -347,6 +357,53 @@ void BM_mixed(benchmark::State& state) {
 BENCHMARK(BM_mixed);
 // Real time, so items/s is the two threads' combined throughput.
 BENCHMARK(BM_mixed)->Threads(2)->UseRealTime();
+
+// Blocks of 4,097-8,192 B (a page and a bit: database pages with their headers,
+// I/O buffers): a working set of 2048 live blocks; each iteration replaces one
+// (seeded slot and size) and writes a byte in each of its pages, so every page
+// it spans is resident. rss_bytes and live_bytes as in BM_mixed, after settling
+// to a whole number of passes over the cyclic sequence.
+void BM_page_sized(benchmark::State& state) {
+  state.SetLabel(allocator_identity().name);
+  const auto& sizes = tables().page_sized_size;
+  const auto& slots = tables().page_sized_slot;
+  std::vector<void*> blocks(kPageSizedSlots, nullptr);
+  std::vector<std::size_t> live(kPageSizedSlots, 0);
+  bool intact = true;
+  auto replace = [&](std::size_t slot, std::size_t size) {
+    intact &= free_checked(blocks[slot], std::uint8_t(slot));
+    auto* block = static_cast<std::uint8_t*>(malloc(size));
+    if (block == nullptr) return false;
+    for (std::size_t offset = 0; offset < size; offset += 4096) block[offset] = std::uint8_t(slot);
+    block[size - 1] = 1;
+    blocks[slot] = block;
+    live[slot] = size;
+    return true;
+  };
+  for (std::size_t slot = 0; slot < kPageSizedSlots; ++slot) replace(slot, sizes[slot]);
+  std::size_t step = 0;
+  auto next = [&] {
+    const std::size_t op = step++ % kPageSizedOps;
+    return replace(slots[op], sizes[op]);
+  };
+  for (auto _ : state) {
+    if (!next()) {
+      state.SkipWithError("malloc failed");
+      break;
+    }
+  }
+  while (step == 0 || step % kPageSizedOps != 0) next();  // untimed
+  double live_bytes = 0;
+  for (std::size_t size : live) live_bytes += double(size);
+  state.counters["live_bytes"] = live_bytes;
+  state.counters["rss_bytes"] = resident_bytes();
+  for (std::size_t slot = 0; slot < kPageSizedSlots; ++slot)
+    intact &= free_checked(blocks[slot], std::uint8_t(slot));
+  if (!intact) state.SkipWithError("a block's first byte changed while it was live");
+  state.SetItemsProcessed(state.iterations());
+}
+
+BENCHMARK(BM_page_sized);
 
 // ---------------------------------------------------------------------------
 // Producer/consumer.
