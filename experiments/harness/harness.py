@@ -325,6 +325,9 @@ def main(argv: list[str] | None = None) -> int:
     containers = allocator_discovery.runsel_variants(args.build_dir)
     settings = allocator_discovery.setting_variants(args.build_dir, containers)
     allocators = pick(containers + system + settings, args.allocator, "allocator")
+    workloads = [dataclasses.replace(w, allocators=tuple(a.name for a in allocators
+                                                         if not a.setting))
+                 if w.name == WEBKIT and not w.allocators else w for w in workloads]
     names = [allocator.name for allocator in allocators]
     print(f"harness: {len(workloads)} workloads × {len(allocators)} allocators × "
           f"{args.repeat} repetitions, scale {args.scale}", file=sys.stderr)

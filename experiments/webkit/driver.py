@@ -38,7 +38,7 @@ ALLOCATOR_LIBRARIES = (
     ("jemalloc", re.compile(r"/libjemalloc\.so[.\d]*$")),
     ("mimalloc", re.compile(r"/libmimalloc\.so[.\d]*$")),
     ("tcmalloc", re.compile(r"/libtcmalloc(_minimal)?\.so[.\d]*$")),
-    ("runsel", re.compile(r"/libmalloc(-\w+)?\.so$")),
+    ("runsel", re.compile(r"/libmalloc(-[\w-]+)?\.so(\.[\d.]+)?$")),  # a variant, a counting twin
 )
 SETTLE_SECONDS = 2.0  # after the tabs close, before the last checkpoint
 EXIT_SECONDS = 20.0   # for the web processes to exit once their last view is gone
