@@ -394,6 +394,8 @@ def setup_table(results: dict):
     rows = [["command", results["command"]], ["generated", results["generated"]],
             ["duration", f"{results['duration_seconds']:.0f} s ("
              + ", ".join(f"{name} {seconds:.0f} s"
+                         + (f" ({results['phase_cpu_seconds'][name]:.0f} s CPU)"
+                            if name in results.get("phase_cpu_seconds", {}) else "")
                          for name, seconds in results.get("phase_seconds", {}).items()) + ")"],
             ["machine", f"{machine['cpu']}, {machine['cores']} cores, Linux {machine['kernel']}"],
             ["load average (1 min) at start, end",

@@ -13,6 +13,7 @@ import argparse
 import dataclasses
 import json
 import os
+import resource
 import platform
 import subprocess
 import sys
@@ -249,6 +250,27 @@ def extend_until_resolved(workloads: list, variants: list, valid: list[dict],
     return extra
 
 
+class PhaseClock:
+    """Wall and CPU seconds of each step; CPU counts this process and the runs it waited
+    for, so a loaded machine's report still tells what the steps cost."""
+
+    def __init__(self):
+        self.wall, self.cpu = {}, {}
+        self.started, self.cpu_started = time.monotonic(), self.cpu_now()
+
+    @staticmethod
+    def cpu_now() -> float:
+        return sum(usage.ru_utime + usage.ru_stime for usage in
+                   (resource.getrusage(resource.RUSAGE_SELF),
+                    resource.getrusage(resource.RUSAGE_CHILDREN)))
+
+    def end(self, step: str) -> None:
+        now, cpu = time.monotonic(), self.cpu_now()
+        self.wall[step] = round(now - self.started, 1)
+        self.cpu[step] = round(cpu - self.cpu_started, 1)
+        self.started, self.cpu_started = now, cpu
+
+
 def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--build-dir", type=Path, default=ROOT / "build")
@@ -334,13 +356,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f"harness: allocators: {', '.join(names)}"
           + (f" (not installed: {', '.join(missing)})" if missing else ""), file=sys.stderr)
 
-    phases = {}  # seconds each step took, for the time budget
-    clock = time.monotonic()
+    phases = PhaseClock()  # seconds (wall and CPU) each step took, for the time budget
     valid, discarded = runs.run_interleaved(workloads, allocators, args.repeat, args.scale,
                                             args.seed, args.timeout, not args.aslr)
     variants = [allocator for allocator in allocators if allocator.is_container]
     extra_rounds = extend_until_resolved(workloads, variants, valid, discarded, args)
-    phases["timed runs"], clock = time.monotonic() - clock, time.monotonic()
+    phases.end("timed runs")
     counter, counter_why = runs.choose_counter(args.instructions)
     print(f"harness: instructions: {counter_why}", file=sys.stderr)
     counted_allocators = [allocator for allocator in allocators if not allocator.setting and (
@@ -349,7 +370,7 @@ def main(argv: list[str] | None = None) -> int:
               runs.run_instruction_counts(workloads, counted_allocators, counter,
                                           args.instruction_scale if counter == "callgrind"
                                           else args.scale, args.seed, args.timeout))
-    phases["instruction counts"], clock = time.monotonic() - clock, time.monotonic()
+    phases.end("instruction counts")
     counted = {}
     if args.counters == "auto":
         libraries = counting.counting_libraries(
@@ -357,7 +378,7 @@ def main(argv: list[str] | None = None) -> int:
         counted = counting.run_counting(workloads, libraries, args.scale, args.seed,
                                         args.timeout, not args.aslr,
                                         slow=not args.quick) if libraries else {}
-    phases["counting runs"], clock = time.monotonic() - clock, time.monotonic()
+    phases.end("counting runs")
     summary = metrics.summarize(valid, names, workloads, counts,
                                 allocator_discovery.same_choice_groups(args.build_dir), counted)
     for workload in workloads:  # each trace also replayed exactly, once per container
@@ -378,7 +399,7 @@ def main(argv: list[str] | None = None) -> int:
             except replays.ReplayFailed as failure:
                 summary["checks"].append({"workload": workload.name, "check": "exact replay",
                                           "ok": False, "detail": str(failure)})
-    phases["exact replays"], clock = time.monotonic() - clock, time.monotonic()
+    phases.end("exact replays")
     trim_chunk_maps(summary)
     if any(workload.name == WEBKIT for workload in workloads):
         entry = webkit_exact_replay(args, lambda text: print(f"harness: {text}", file=sys.stderr))
@@ -389,7 +410,7 @@ def main(argv: list[str] | None = None) -> int:
                      "the one that held the pages replayed exactly on every container",
             "detail": entry.get("error") or f"{Path(entry['trace']).name}: "
                       f"{len(entry['allocators'])} containers"})
-        phases["webkit replay"], clock = time.monotonic() - clock, time.monotonic()
+        phases.end("webkit replay")
     results = {
         "schema_version": SCHEMA_VERSION,
         "generated": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
@@ -426,8 +447,9 @@ def main(argv: list[str] | None = None) -> int:
         "discarded": discarded,
         "verdict": verdict.build(summary["workloads"]),
     }
-    phases["statistics"] = time.monotonic() - clock
-    results["phase_seconds"] = {name: round(seconds, 1) for name, seconds in phases.items()}
+    phases.end("statistics")
+    results["phase_seconds"] = phases.wall
+    results["phase_cpu_seconds"] = phases.cpu
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "results.json").write_text(json.dumps(results, indent=1) + "\n")
     markdown, html = runsel_report.write_report(results, args.out)
