@@ -30,10 +30,12 @@ REPORT_DIR = RESULTS_DIR / "report"
 BENCH_PROGRAM = Path("experiments/malloc_bench")  # under the build directory
 BENCH_COMPARE = Path("experiments/bench/compare.py")
 VARIANT_TARGET_PREFIX = "malloc-"  # meson's name for build/libmalloc-<container>.so
+SELECTED_TARGET = "malloc"  # build/libmalloc.so: the container picked at setup
 TRACE_RECORDER_TARGET = "runsel-trace"  # build/tools/librunsel-trace.so
 REPLAYER_TARGET_PREFIX = "runsel-replay-"  # build/tools/runsel-replay-<container>
 COUNTING_TARGET_PREFIX = "malloc-counting-"  # a variant's counting twin (built on demand)
 REFERENCE_VARIANT = "rb_first"  # the others are compared with it
+CI_TEST_SETUP = "ci"  # meson.build's test setup for CI: the fixed seed list
 
 
 class StepFailed(Exception):
@@ -144,10 +146,18 @@ def build(build_dir: Path, outputs: list[Path] | None = None) -> None:
     run(["ninja", "-C", build_dir, *targets])
 
 
+def selected_library(build_dir: Path) -> Path:
+    """The file of build/libmalloc.so (a link to the file named with its version)."""
+    for target in build_targets(build_dir):
+        if target["type"] == "shared library" and target["name"] == SELECTED_TARGET:
+            return root_relative(Path(target["filename"][0]))
+    raise StepFailed(f"meson defines no {SELECTED_TARGET} library")
+
+
 def build_libraries(args: argparse.Namespace, extra: list[Path] = ()) -> dict[str, Path]:
     """Builds every variant's library, build/libmalloc.so and `extra`; returns the variants."""
     libraries = variant_libraries(args.build_dir)
-    build(args.build_dir, [*libraries.values(), args.build_dir / "libmalloc.so", *extra])
+    build(args.build_dir, [*libraries.values(), selected_library(args.build_dir), *extra])
     return libraries
 
 
@@ -187,7 +197,7 @@ def command_report(args: argparse.Namespace) -> int:
     configure(args.build_dir, requested_options(args))
     programs = workload_programs(args.build_dir)
     if not programs:
-        raise StepFailed(f"meson defines no {WORKLOAD_PREFIX}* programs: is -Dbenchmarks=false?")
+        raise StepFailed(f"meson defines no {WORKLOAD_PREFIX}* programs: is -Dbenchmarks=disabled?")
     build_libraries(args, extra=programs + counting_libraries(args.build_dir)
                     + trace_tools(args.build_dir))
     return run([sys.executable, HARNESS, *harness_arguments(args)], check=False)
@@ -217,10 +227,8 @@ class TestBuild:
     """One build directory that `runsel test` configures, builds and tests."""
     name: str
     options: dict[str, str]  # meson options on top of the command line's
-    env: dict[str, str] = field(default_factory=dict)  # for meson test
     setup_env: dict[str, str] = field(default_factory=dict)  # for meson setup (CXX)
     suites: tuple[str, ...] = ()  # always these suites (default: every suite, or --suite)
-    timeout_multiplier: int = 1
 
     def directory(self, main_dir: Path) -> Path:
         return main_dir if self.name == "main" else main_dir.with_name(f"{main_dir.name}-{self.name}")
@@ -228,7 +236,9 @@ class TestBuild:
 
 # The builds `runsel test` runs, in this order. The extra ones live beside the
 # main build directory (build-tsan, ...) and leave out the benchmarks and the
-# harness, which measure rather than check.
+# harness, which measure rather than check. Each runs meson's `ci` test setup
+# (meson.build): the fixed seed list, and each build's sanitizer options and
+# timeouts.
 #   tsan     ThreadSanitizer. Its runtime owns the process's malloc, so only the
 #            threaded stress test runs, against the instrumented allocator core
 #            linked in under renamed entry points (tests/hardening/meson.build).
@@ -238,17 +248,13 @@ class TestBuild:
 #            operation inside the allocator, plus the tests' runsel_check() calls.
 #   fuzz     clang and libFuzzer: the API fuzzer driven by coverage of the
 #            allocator, in a checked build (a smoke run per container).
-NO_BENCHMARKS = {"benchmarks": "false"}
+NO_BENCHMARKS = {"benchmarks": "disabled"}
 TEST_BUILDS = {
     "main": TestBuild("main", {}),
-    "tsan": TestBuild("tsan", {**NO_BENCHMARKS, "b_sanitize": "thread"},
-                      env={"TSAN_OPTIONS": "halt_on_error=1 second_deadlock_stack=1"},
-                      suites=("tsan",), timeout_multiplier=2),
+    "tsan": TestBuild("tsan", {**NO_BENCHMARKS, "b_sanitize": "thread"}, suites=("tsan",)),
     "ubsan": TestBuild("ubsan", {**NO_BENCHMARKS, "b_sanitize": "undefined",
-                                 "cpp_args": "-fno-sanitize-recover=undefined"},
-                       env={"UBSAN_OPTIONS": "print_stacktrace=1:halt_on_error=1"},
-                       timeout_multiplier=3),
-    "checked": TestBuild("checked", {**NO_BENCHMARKS, "checked": "true"}, timeout_multiplier=3),
+                                 "cpp_args": "-fno-sanitize-recover=undefined"}),
+    "checked": TestBuild("checked", {**NO_BENCHMARKS, "checked": "true"}),
     "fuzz": TestBuild("fuzz", {**NO_BENCHMARKS, "checked": "true", "fuzzing": "true"},
                       setup_env={"CXX": "clang++"}, suites=("fuzz",)),
 }
@@ -293,9 +299,9 @@ def run_test_build(spec: TestBuild, args: argparse.Namespace) -> dict:
     (build_dir / "meson-logs" / "testlog.json").unlink(missing_ok=True)
     suites = spec.suites or tuple(args.suite)
     code = run(["meson", "test", "-C", build_dir, "--no-rebuild", "--print-errorlogs",
-                "--timeout-multiplier", str(spec.timeout_multiplier),
+                "--setup", CI_TEST_SETUP,
                 *[part for suite in suites for part in ("--suite", suite)], *args.meson_args],
-               check=False, env_changes=spec.env)
+               check=False)
     counts = count_test_results(build_dir) or {}
     outcome.update(counts)
     if code != 0 and not counts.get("failed"):
@@ -339,7 +345,7 @@ def command_bench(args: argparse.Namespace) -> int:
     configure(args.build_dir, requested_options(args))
     if not defines_output(args.build_dir, program):
         raise StepFailed(f"meson defines no {program}: it needs libbenchmark-dev (and "
-                         "-Dbenchmarks=true); see build/meson-logs/meson-log.txt")
+                         "-Dbenchmarks=auto or enabled); see build/meson-logs/meson-log.txt")
     libraries = build_libraries(args, extra=[program])
     RESULTS_DIR.mkdir(exist_ok=True)
     preloads = [part for name, path in libraries.items()

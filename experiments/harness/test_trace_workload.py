@@ -32,8 +32,9 @@ sys.path.insert(0, str(HERE))
 
 import replays  # noqa: E402
 import runs  # noqa: E402
-from allocators import built_same_choice_groups, runsel_variants, system_allocators  # noqa: E402
-from test_harness import Failures, check_agreement, check_allocators, check_numbers  # noqa: E402
+from allocators import runsel_variants, same_choice_groups  # noqa: E402
+from test_harness import (SYSTEM_ALLOCATORS, Failures, check_agreement,  # noqa: E402
+                          check_allocators, check_numbers, container_names)
 
 PYTHON = "/usr/bin/python3"  # the interpreter itself (a pyenv shim would fork a shell)
 PROGRAM = """
@@ -96,7 +97,7 @@ def check_exact_replays(build_dir: Path, trace: Path, variants: list[str], recor
         failures.expect(bins and sum(b["picks"] for b in bins) >= sum(b["runs_created"]
                                                                      for b in bins) > 0,
                         f"{name}: pick counters {pair['counters']}")
-    for group in built_same_choice_groups(build_dir, variants):
+    for group in same_choice_groups(build_dir):
         picked = [[(b["size"], b["picks"], b["runs_created"])
                    for b in pairs[name]["counters"]["bins"]]
                   for name in group
@@ -151,8 +152,7 @@ def main() -> int:
     parser.add_argument("--build-dir", type=Path, required=True)
     args = parser.parse_args()
     build_dir = args.build_dir.resolve()
-    variants = [allocator.name for allocator in runsel_variants(build_dir)]
-    expected = variants + [allocator.name for allocator in system_allocators()[0]]
+    expected = container_names(build_dir) + list(SYSTEM_ALLOCATORS)  # not the harness's discovery
     failures = Failures()
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="runsel-harness-trace-") as scratch_name:
@@ -183,7 +183,7 @@ def main() -> int:
         failures.expect(name in results["summary"], f"{name} missing from the summary")
         check_allocators(results, expected, failures)
         check_numbers(results, failures)
-        groups = built_same_choice_groups(build_dir, variants)
+        groups = same_choice_groups(build_dir)
         check_agreement(results, groups, failures)
         for allocator, pair in results["summary"].get(name, {}).get("allocators", {}).items():
             replay = pair.get("replay") or {}
@@ -198,7 +198,7 @@ def main() -> int:
         failures.expect(len(agreed) == len(groups) and all(check["ok"] for check in agreed),
                         f"agreement checks {agreed} for the groups {groups}")
         failures.expect((out / "report.md").read_text().count(name) > 0, "report.md lacks it")
-        check_exact_replays(build_dir, trace, variants, records, failures)
+        check_exact_replays(build_dir, trace, container_names(build_dir), records, failures)
         check_live_cost(build_dir, failures)
         check_perf_parsing(failures)
     for failure in failures:

@@ -16,7 +16,10 @@
 
 namespace {
 
+using runsel_test::first_mismatch;
+using runsel_test::fill_pattern;
 using runsel_test::kChunk;
+using runsel_test::kNoMismatch;
 using runsel_test::kPage;
 using runsel_test::opaque;
 using runsel_test::snapshot;
@@ -53,21 +56,6 @@ std::vector<size_t> class_sizes() {
 
 bool aligned(const void* p, size_t alignment) {
   return reinterpret_cast<uintptr_t>(p) % alignment == 0;
-}
-
-unsigned char pattern_byte(uint64_t seed, size_t i) {
-  return static_cast<unsigned char>(seed * 0x9E3779B97F4A7C15ull + i * 131 + (i >> 9));
-}
-void fill(void* p, size_t n, uint64_t seed) {
-  auto* bytes = static_cast<unsigned char*>(p);
-  for (size_t i = 0; i < n; ++i) bytes[i] = pattern_byte(seed, i);
-}
-// Index of the first byte that differs from the pattern, or n.
-size_t first_mismatch(const void* p, size_t n, uint64_t seed) {
-  const auto* bytes = static_cast<const unsigned char*>(p);
-  for (size_t i = 0; i < n; ++i)
-    if (bytes[i] != pattern_byte(seed, i)) return i;
-  return n;
 }
 
 // realloc that the contract says must not move; returns the block either way.
@@ -294,8 +282,8 @@ TEST(Api, ReallocKeepsContentsAcrossSmallLargeHugeAndBack) {
     ASSERT_NE(q, nullptr) << size;
     EXPECT_EQ(malloc_usable_size(q), runsel_good_size(size));
     size_t kept = old_size < size ? old_size : size;
-    ASSERT_EQ(first_mismatch(q, kept, seed), kept) << old_size << " -> " << size;
-    fill(q, size, ++seed);
+    ASSERT_EQ(first_mismatch(q, kept, seed), kNoMismatch) << old_size << " -> " << size;
+    fill_pattern(q, 0, size, ++seed);
     p = q;
     old_size = size;
   }
@@ -304,31 +292,31 @@ TEST(Api, ReallocKeepsContentsAcrossSmallLargeHugeAndBack) {
 
 TEST(Api, ReallocWithinASmallClassStaysInPlace) {
   void* p = opaque(malloc(17));
-  fill(p, 17, 5);
+  fill_pattern(p, 0, 17, 5);
   p = expect_in_place(p, 32);
   p = expect_in_place(p, 20);
-  EXPECT_EQ(first_mismatch(p, 17, 5), 17u);
+  EXPECT_EQ(first_mismatch(p, 17, 5), kNoMismatch);
   free(p);
 }
 
 TEST(Api, ReallocOfSmallToAnotherClassMovesAndKeepsContents) {
   void* a = opaque(malloc(64));
   void* b = opaque(malloc(64));
-  fill(a, 64, 7);
+  fill_pattern(a, 0, 64, 7);
   void* moved = opaque(realloc(a, 2000));
   ASSERT_NE(moved, nullptr);
   EXPECT_EQ(malloc_usable_size(moved), 2048u);
-  EXPECT_EQ(first_mismatch(moved, 64, 7), 64u);
+  EXPECT_EQ(first_mismatch(moved, 64, 7), kNoMismatch);
   free(moved);
   free(b);
 }
 
 TEST(Api, LargeReallocShrinksAndGrowsInPlace) {
   void* p = opaque(malloc(256 * 1024));
-  fill(p, 256 * 1024, 9);
+  fill_pattern(p, 0, 256 * 1024, 9);
   p = expect_in_place(p, 64 * 1024);  // a large shrink is always in place
   EXPECT_EQ(malloc_usable_size(p), 64u * 1024);
-  EXPECT_EQ(first_mismatch(p, 64 * 1024, 9), 64u * 1024);
+  EXPECT_EQ(first_mismatch(p, 64 * 1024, 9), kNoMismatch);
   free(p);
 
   // Grow in place needs free pages right after the block: find two adjacent
@@ -343,12 +331,12 @@ TEST(Api, LargeReallocShrinksAndGrowsInPlace) {
       keep.push_back(second);
       continue;
     }
-    fill(first, 64 * 1024, 11);
+    fill_pattern(first, 0, 64 * 1024, 11);
     free(second);
     void* grown = opaque(realloc(opaque(first), 300 * 1024));
     EXPECT_EQ(grown, first) << "the pages after the block were free";
     EXPECT_EQ(malloc_usable_size(grown), 300u * 1024);
-    EXPECT_EQ(first_mismatch(grown, 64 * 1024, 11), 64u * 1024);
+    EXPECT_EQ(first_mismatch(grown, 64 * 1024, 11), kNoMismatch);
     free(grown);
     grew = true;
   }
@@ -358,15 +346,15 @@ TEST(Api, LargeReallocShrinksAndGrowsInPlace) {
 
 TEST(Api, HugeReallocWithinTheSameChunkCountStaysInPlace) {
   void* p = opaque(malloc(1500000));
-  fill(p, 1500000, 13);
+  fill_pattern(p, 0, 1500000, 13);
   p = expect_in_place(p, 2 * kChunk);
   EXPECT_EQ(malloc_usable_size(p), 2 * kChunk);
   p = expect_in_place(p, 1200000);
   EXPECT_EQ(malloc_usable_size(p), round_up(1200000, kPage));
-  EXPECT_EQ(first_mismatch(p, 1200000, 13), 1200000u);
+  EXPECT_EQ(first_mismatch(p, 1200000, 13), kNoMismatch);
   void* bigger = opaque(realloc(opaque(p), 3 * kChunk + 1));
   ASSERT_NE(bigger, nullptr);
-  EXPECT_EQ(first_mismatch(bigger, 1200000, 13), 1200000u);
+  EXPECT_EQ(first_mismatch(bigger, 1200000, 13), kNoMismatch);
   free(bigger);
 }
 
@@ -401,14 +389,14 @@ TEST(Api, ZeroSizesNullPointersAndRealloc0) {
 TEST(Api, FailedReallocLeavesTheBlockIntact) {
   for (size_t size : {100, 50000, 3000000}) {
     void* p = opaque(malloc(size));
-    fill(p, size, 17);
+    fill_pattern(p, 0, size, 17);
     for (size_t n : {SIZE_MAX, kTooBig, size_t{1} << 62}) {
       errno = 0;
       EXPECT_EQ(realloc(opaque(p), opaque(n)), nullptr) << size << " -> " << n;
       EXPECT_EQ(errno, ENOMEM);
     }
     EXPECT_EQ(malloc_usable_size(p), runsel_good_size(size));
-    EXPECT_EQ(first_mismatch(p, size, 17), size);
+    EXPECT_EQ(first_mismatch(p, size, 17), kNoMismatch);
     free(p);
   }
 }
@@ -417,18 +405,18 @@ TEST(Api, Reallocarray) {
   void* p = opaque(reallocarray(nullptr, 4, 8));
   ASSERT_NE(p, nullptr);
   EXPECT_EQ(malloc_usable_size(p), 32u);
-  fill(p, 32, 19);
+  fill_pattern(p, 0, 32, 19);
   void* q = opaque(reallocarray(p, 1000, 10));
   ASSERT_NE(q, nullptr);
   EXPECT_EQ(malloc_usable_size(q), runsel_good_size(10000));
-  EXPECT_EQ(first_mismatch(q, 32, 19), 32u);
+  EXPECT_EQ(first_mismatch(q, 32, 19), kNoMismatch);
   errno = 0;
   EXPECT_EQ(reallocarray(opaque(q), opaque(SIZE_MAX / 2), 3), nullptr);
   EXPECT_EQ(errno, ENOMEM);
   errno = 0;
   EXPECT_EQ(reallocarray(opaque(q), opaque(size_t{1} << 32), size_t{1} << 31), nullptr);
   EXPECT_EQ(errno, ENOMEM);
-  EXPECT_EQ(first_mismatch(q, 32, 19), 32u) << "a failed reallocarray leaves the block valid";
+  EXPECT_EQ(first_mismatch(q, 32, 19), kNoMismatch) << "a failed reallocarray leaves the block valid";
   free(q);
 }
 

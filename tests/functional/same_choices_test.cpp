@@ -17,24 +17,15 @@
 #include <vector>
 
 #include "runsel.h"
+#include "support/seeds.h"
 
 namespace {
 
 constexpr size_t kChunk = size_t{1} << 20;
 constexpr size_t kSlots = 16384;
 
-// splitmix64: the same sequence on every platform and library.
-struct Random {
-  uint64_t state;
-  uint64_t next() {
-    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  size_t below(size_t n) { return static_cast<size_t>(next() % n); }
-  size_t between(size_t low, size_t high) { return low + below(high - low + 1); }
-};
+// splitmix64 (support/seeds.h): the same sequence on every platform and library.
+using runsel_test::Random;
 
 // Browser-like sizes: mostly small, some large, a few huge.
 size_t pick_size(Random& random) {

@@ -19,7 +19,6 @@
 
 namespace {
 
-using runsel_test::env_number;
 using runsel_test::kMiB;
 using runsel_test::kPage;
 using runsel_test::opaque;
@@ -112,8 +111,7 @@ bool marked(const Block& b) {
 }
 
 void RunRandomWorkload(uint64_t seed, size_t steps) {
-  SCOPED_TRACE("seed " + std::to_string(seed) +
-               " (replay with RUNSEL_TEST_SEED=" + std::to_string(seed) + ")");
+  SCOPED_TRACE(runsel_test::replay_hint(seed));
   std::vector<Block> live;
   live.reserve(4096);
   const runsel_stats_t start = snapshot();
@@ -167,12 +165,8 @@ void RunRandomWorkload(uint64_t seed, size_t steps) {
 }
 
 TEST(Stats, IdentityHoldsAfterSeededRandomWorkloads) {
-  size_t steps = 40000 * env_number("RUNSEL_STRESS", 1);
-  if (getenv("RUNSEL_TEST_SEED")) {
-    RunRandomWorkload(env_number("RUNSEL_TEST_SEED", 1), steps);
-    return;
-  }
-  for (uint64_t seed : {1, 2, 3}) {
+  const size_t steps = 40000;
+  for (uint64_t seed : runsel_test::test_seeds(3)) {
     RunRandomWorkload(seed, steps);
     if (HasFatalFailure()) return;
   }

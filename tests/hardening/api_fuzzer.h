@@ -346,7 +346,7 @@ class Fuzzer {
   bool verify(const Block& b, std::string* error) {
     size_t bad = first_mismatch(b.p, b.usable, b.key);
     counts_.verified_bytes += b.usable;
-    if (bad == SIZE_MAX) return true;
+    if (bad == kNoMismatch) return true;
     char text[200];
     snprintf(text, sizeof text, "block %p (%s of %zu, usable %zu) corrupted at byte %zu", b.p,
              b.made_by, b.size, b.usable, bad);
@@ -397,7 +397,7 @@ class Fuzzer {
     if (kept) {
       // Only the prefix the old block and the new size share is promised.
       size_t bad = first_mismatch(q, kept, slot.key);
-      if (bad != SIZE_MAX) {
+      if (bad != kNoMismatch) {
         *error = std::string(name) + " lost byte " + std::to_string(bad) + " of " +
                  std::to_string(kept) + " kept bytes";
         slot = Block{};  // the old pointer is gone either way

@@ -123,7 +123,7 @@ class Worker {
 
   bool verify(const Parcel& parcel, const char* when) {
     size_t bad = first_mismatch(parcel.p, parcel.size, parcel.key);
-    if (bad == SIZE_MAX) return true;
+    if (bad == kNoMismatch) return true;
     char text[200];
     snprintf(text, sizeof text, "thread %zu: block %p of %zu corrupted at byte %zu (%s)", index_,
              parcel.p, parcel.size, bad, when);

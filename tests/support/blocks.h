@@ -42,7 +42,10 @@ inline void fill_pattern(void* block, size_t begin, size_t end, uint64_t key) {
   for (; i < end; ++i) bytes[i] = pattern_byte(key, i);
 }
 
-// Offset of the first wrong byte among the first `end`, or SIZE_MAX.
+// first_mismatch's answer when every byte is as filled.
+constexpr size_t kNoMismatch = SIZE_MAX;
+
+// Offset of the first wrong byte among the first `end`, or kNoMismatch.
 inline size_t first_mismatch(const void* block, size_t end, uint64_t key) {
   const unsigned char* bytes = static_cast<const unsigned char*>(block);
   size_t i = 0;
@@ -53,7 +56,7 @@ inline size_t first_mismatch(const void* block, size_t end, uint64_t key) {
   }
   for (; i < end; ++i)
     if (bytes[i] != pattern_byte(key, i)) return i;
-  return SIZE_MAX;
+  return kNoMismatch;
 }
 
 }  // namespace runsel_test

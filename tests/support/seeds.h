@@ -1,10 +1,15 @@
 // Seeds, random numbers and scale for runsel's randomized tests.
-// A test prints its seed on failure; RUNSEL_TEST_SEED=<n> replays it, and
-// RUNSEL_STRESS=<k> multiplies its operation count (CI runs k = 1).
+// By default each randomized test takes fresh seeds (different every run:
+// exploration). RUNSEL_TEST_SEEDS=fixed takes the fixed list 1..count instead,
+// so a run can be repeated exactly: CI runs that list (meson test --setup ci,
+// which tools/runsel test uses). A test prints its seed on failure, and
+// RUNSEL_TEST_SEED=<n> replays that one seed. RUNSEL_STRESS=<k> multiplies the
+// number of seeds or operations (CI runs k = 1).
 #pragma once
 
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <chrono>
 #include <cstddef>
@@ -33,18 +38,35 @@ inline std::optional<uint64_t> replayed_seed() {
   return std::nullopt;
 }
 
-// RUNSEL_TEST_SEED if set, otherwise a fresh one from the clock.
-inline uint64_t test_seed() {
-  if (std::optional<uint64_t> seed = replayed_seed()) return *seed;
-  return static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) *
-         0x9E3779B97F4A7C15ull;
+// True when RUNSEL_TEST_SEEDS=fixed asks for the fixed seed list.
+inline bool fixed_seeds() {
+  const char* value = getenv("RUNSEL_TEST_SEEDS");
+  return value && strcmp(value, "fixed") == 0;
 }
 
-// Seeds 1..count*RUNSEL_STRESS, or just RUNSEL_TEST_SEED when it is set.
+// A seed nobody chose: the clock, mixed, plus `index`. A loop's fresh seeds are
+// consecutive, like the fixed ones, so a test that varies its case with seed % n
+// still meets every case.
+inline uint64_t fresh_seed(uint64_t index = 0) {
+  static const uint64_t base =
+      static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) *
+      0x9E3779B97F4A7C15ull;
+  return base + index;
+}
+
+// One seed: RUNSEL_TEST_SEED if set, 1 under RUNSEL_TEST_SEEDS=fixed, else a fresh one.
+inline uint64_t test_seed() {
+  if (std::optional<uint64_t> seed = replayed_seed()) return *seed;
+  return fixed_seeds() ? 1 : fresh_seed();
+}
+
+// count * RUNSEL_STRESS seeds: 1, 2, ... under RUNSEL_TEST_SEEDS=fixed, fresh
+// ones otherwise; just RUNSEL_TEST_SEED when it is set.
 inline std::vector<uint64_t> test_seeds(uint64_t count) {
   if (std::optional<uint64_t> seed = replayed_seed()) return {*seed};
   std::vector<uint64_t> seeds;
-  for (uint64_t seed = 1; seed <= count * stress_factor(); ++seed) seeds.push_back(seed);
+  for (uint64_t i = 0; i < count * stress_factor(); ++i)
+    seeds.push_back(fixed_seeds() ? i + 1 : fresh_seed(i));
   return seeds;
 }
 
@@ -66,6 +88,7 @@ struct Random {
   explicit Random(uint64_t seed) : state(seed) {}
   uint64_t next() { return splitmix(state); }
   uint64_t below(uint64_t n) { return n ? next() % n : 0; }
+  uint64_t between(uint64_t low, uint64_t high) { return low + below(high - low + 1); }
   bool one_in(uint64_t n) { return below(n) == 0; }
 };
 

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "logalloc.h"
+#include "support/seeds.h"
 #include "trace_format.h"
 
 namespace {
@@ -837,11 +838,10 @@ std::string mutate(Bytes& bytes, std::mt19937_64& rng) {
 }
 
 TEST_F(TraceTest, MutatedTracesAreRejectedWithTheirOffsetOrReplayed) {
-  const char* seed_text = std::getenv("RUNSEL_TRACE_SEED");
   const char* count_text = std::getenv("RUNSEL_TRACE_MUTATIONS");
-  std::uint64_t seed = seed_text ? std::strtoull(seed_text, nullptr, 10) : 20261122;
+  const std::uint64_t seed = runsel_test::test_seed();
   int mutations = count_text ? std::atoi(count_text) : 60;
-  SCOPED_TRACE("replay with RUNSEL_TRACE_SEED=" + std::to_string(seed));
+  SCOPED_TRACE(runsel_test::replay_hint(seed));
 
   fs::path trace = record_python({"-c", "x = {str(i): [i] * (i % 40) for i in range(3000)}"}, dir_);
   Bytes original = read_bytes(trace);

@@ -7,6 +7,7 @@
 #include <random>
 
 #include "arena/purge.h"
+#include "support/seeds.h"
 
 namespace runsel {
 namespace {
@@ -27,13 +28,9 @@ TEST(Decay, FreshPagesStayAndOldOnesGoLinearly) {
 }
 
 TEST(Decay, SeededSchedulesNeverKeepMoreThanDirtyAndOnlyDecreaseWhenIdle) {
-  const std::uint64_t seed = std::getenv("RUNSEL_TEST_SEED")
-                                 ? std::strtoull(std::getenv("RUNSEL_TEST_SEED"), nullptr, 10)
-                                 : 1;
-  for (std::uint64_t s = seed; s < seed + 20; ++s) {
-    SCOPED_TRACE("seed " + std::to_string(s) +
-                 " (replay with RUNSEL_TEST_SEED=" + std::to_string(s) + ")");
-    std::mt19937_64 rng(s);
+  for (const std::uint64_t seed : runsel_test::test_seeds(20)) {
+    SCOPED_TRACE(runsel_test::replay_hint(seed));
+    std::mt19937_64 rng(seed);
     DirtyDecay decay;
     std::uint64_t now = 1;
     std::size_t dirty = 0;
