@@ -18,10 +18,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "trace"))
-import runsel_trace_cli  # noqa: E402  (tools/trace/: the trace and replay subcommands)
-
 ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT / "tools" / "trace"), str(ROOT / "experiments" / "harness")]
+import allocators as shared  # noqa: E402  (the Python tools' shared module; standard library only)
+import runsel_trace_cli  # noqa: E402  (tools/trace/: the trace and replay subcommands)
+from allocators import (COUNTING_TARGET_PREFIX, REFERENCE as REFERENCE_VARIANT,  # noqa: E402
+                        build_targets, positive, targets_named)
 BUILD_DIR = Path("build")
 RESULTS_DIR = Path("results")
 HARNESS = Path("experiments/harness/harness.py")
@@ -29,12 +31,9 @@ WORKLOAD_PREFIX = "workload_"  # meson's name for build/experiments/workload_<na
 REPORT_DIR = RESULTS_DIR / "report"
 BENCH_PROGRAM = Path("experiments/malloc_bench")  # under the build directory
 BENCH_COMPARE = Path("experiments/bench/compare.py")
-VARIANT_TARGET_PREFIX = "malloc-"  # meson's name for build/libmalloc-<container>.so
 SELECTED_TARGET = "malloc"  # build/libmalloc.so: the container picked at setup
 TRACE_RECORDER_TARGET = "runsel-trace"  # build/tools/librunsel-trace.so
 REPLAYER_TARGET_PREFIX = "runsel-replay-"  # build/tools/runsel-replay-<container>
-COUNTING_TARGET_PREFIX = "malloc-counting-"  # a variant's counting twin (built on demand)
-REFERENCE_VARIANT = "rb_first"  # the others are compared with it
 CI_TEST_SETUP = "ci"  # meson.build's test setup for CI: the fixed seed list
 
 
@@ -117,10 +116,6 @@ def configure(build_dir: Path, options: dict[str, str],
         print(f"# {build_dir}/ is configured (run_container={current.get('run_container')})")
 
 
-def build_targets(build_dir: Path) -> list[dict]:
-    return capture_json(["meson", "introspect", str(build_dir), "--targets"])
-
-
 def defines_output(build_dir: Path, output: Path) -> bool:
     wanted = output.resolve()
     return any(Path(name).resolve() == wanted
@@ -129,14 +124,10 @@ def defines_output(build_dir: Path, output: Path) -> bool:
 
 def variant_libraries(build_dir: Path) -> dict[str, Path]:
     """Every container's library, {container: build/libmalloc-<container>.so}, reference first."""
-    libraries = {}
-    for target in build_targets(build_dir):
-        if target["type"] == "shared library" and target["name"].startswith(VARIANT_TARGET_PREFIX) \
-                and not target["name"].startswith(COUNTING_TARGET_PREFIX):
-            container = target["name"][len(VARIANT_TARGET_PREFIX) :]
-            libraries[container] = root_relative(Path(target["filename"][0]))
+    libraries = {name: root_relative(path)
+                 for name, path in shared.variant_files(build_targets(build_dir)).items()}
     if not libraries:
-        raise StepFailed(f"meson defines no {VARIANT_TARGET_PREFIX}<container> library")
+        raise StepFailed(f"meson defines no {shared.VARIANT_TARGET_PREFIX}<container> library")
     return dict(sorted(libraries.items(), key=lambda item: item[0] != REFERENCE_VARIANT))
 
 
@@ -166,8 +157,8 @@ def build_libraries(args: argparse.Namespace, extra: list[Path] = ()) -> dict[st
 
 def workload_programs(build_dir: Path) -> list[Path]:
     """The harness's workload executables (meson targets workload_<name>)."""
-    return [root_relative(Path(target["filename"][0])) for target in build_targets(build_dir)
-            if target["type"] == "executable" and target["name"].startswith(WORKLOAD_PREFIX)]
+    return [root_relative(path) for path in
+            targets_named(build_targets(build_dir), WORKLOAD_PREFIX, "executable").values()]
 
 
 def harness_arguments(args: argparse.Namespace) -> list[str]:
@@ -214,9 +205,9 @@ def trace_tools(build_dir: Path) -> list[Path]:
 def counting_libraries(build_dir: Path) -> list[Path]:
     """Each variant's counting twin (build/libmalloc-counting-<container>.so), built
     only for the report: the harness runs each workload once under each."""
-    return [root_relative(Path(target["filename"][0])) for target in build_targets(build_dir)
-            if target["type"] == "shared library"
-            and target["name"].startswith(COUNTING_TARGET_PREFIX)]
+    return [root_relative(path) for path in
+            targets_named(build_targets(build_dir), COUNTING_TARGET_PREFIX,
+                          "shared library").values()]
 
 
 # --- test -------------------------------------------------------------------------------
@@ -383,31 +374,38 @@ def parser() -> argparse.ArgumentParser:
                     "containers. Installs what is missing, configures and builds with "
                     "meson, then runs the job.")
     commands = main.add_subparsers(dest="command", metavar="COMMAND")
-    shared = [build_options()]
+    shared_options = [build_options()]
+    presets = shared.harness_presets()  # harness.py's DEFAULT and QUICK
+    default, quick = presets["DEFAULT"], presets["QUICK"]
 
     report = commands.add_parser(
-        "report", parents=shared,
+        "report", parents=shared_options,
         help="the main job: every workload under every allocator, one report",
         description="Builds every runsel variant and the workloads (experiments/workloads), "
                     "then runs each workload under each variant, glibc, jemalloc, mimalloc and "
                     "tcmalloc (LD_PRELOAD), interleaved and repeated; proves which allocator "
                     "served every run; counts instructions (perf, else callgrind). Writes "
                     f"{REPORT_DIR}/report.html (self-contained), report.md and results.json. "
-                    "About 10 minutes on 2 cores; --quick about 1.")
+                    "How long it takes: README.md, Quick start.")
     report.add_argument("--quick", action="store_true",
-                        help="about a minute: 3 repetitions at scale 0.1")
+                        help=f"a short run: {quick['repeat']} repetitions at scale "
+                             f"{quick['scale']:g}")
     report.add_argument("--out", type=Path, default=REPORT_DIR, metavar="DIR",
                         help="output directory (default: %(default)s)")
-    report.add_argument("--repeat", type=int, metavar="N",
-                        help="runs per workload and allocator (default: 21, quick: 3)")
-    report.add_argument("--scale", type=float, metavar="X",
-                        help="workload size (default: 1.0, quick: 0.1)")
+    report.add_argument("--repeat", type=positive(int), metavar="N",
+                        help="runs per workload and allocator, at least 1 (default: "
+                             f"{default['repeat']}, quick: {quick['repeat']})")
+    report.add_argument("--scale", type=positive(float), metavar="X",
+                        help=f"workload size, above 0 (default: {default['scale']:g}, "
+                             f"quick: {quick['scale']:g})")
     report.add_argument("--seed", type=int, metavar="N", help="workload seed (default: 1)")
     report.add_argument("--instructions", choices=("auto", "perf", "callgrind", "off"),
                         default="auto", help="instruction counts: perf stat where the machine "
                         "has counters, else valgrind's callgrind (default: auto)")
-    report.add_argument("--instruction-scale", type=float, metavar="X",
-                        help="workload size under callgrind (default: 0.05, quick: 0.01)")
+    report.add_argument("--instruction-scale", type=positive(float), metavar="X",
+                        help="workload size under callgrind (default: "
+                             f"{default['instruction_scale']:g}, quick: "
+                             f"{quick['instruction_scale']:g})")
     report.add_argument("--workload", action="append", default=[], metavar="NAME",
                         help="only this workload (repeatable)")
     report.add_argument("--allocator", action="append", default=[], metavar="NAME",
@@ -416,18 +414,22 @@ def parser() -> argparse.ArgumentParser:
     report.add_argument("--trace", action="append", default=[], type=Path, metavar="PATH",
                         help="also replay this recorded trace (runsel trace -- CMD) as workload "
                              "replay:<file name> under every allocator (repeatable)")
-    report.add_argument("--webkit-pages", type=int, metavar="N",
-                        help="pages each webkit run loads (default: 2; the recorded run 4)")
-    report.add_argument("--webkit-repeat", type=int, metavar="N",
-                        help="rounds of the webkit workload (default: 5, the other allocators 1; quick: 1)")
-    report.add_argument("--timeout", type=float, metavar="SECONDS", help="per run (default: 600)")
+    report.add_argument("--webkit-pages", type=positive(int), metavar="N",
+                        help=f"pages each webkit run loads (default: {default['webkit_pages']}; "
+                             f"the recorded run {default['webkit_record_pages']})")
+    report.add_argument("--webkit-repeat", type=positive(int), metavar="N",
+                        help="rounds of the webkit workload (default: "
+                             f"{default['webkit_repeat']}, the other allocators "
+                             f"{default['webkit_peer_repeat']}; quick: {quick['webkit_repeat']})")
+    report.add_argument("--timeout", type=positive(float), metavar="SECONDS",
+                        help="per run (default: the harness's)")
     report.add_argument("--aslr", action="store_true",
                         help="keep address-space randomisation (default: off via setarch -R, "
                              "so runs of a variant choose alike)")
     report.set_defaults(handler=command_report)
 
     test = commands.add_parser(
-        "test", parents=shared,
+        "test", parents=shared_options,
         help="build, then run every test: main build, TSan, UBSan, checked, fuzz (meson test)",
         description="Builds and runs meson test --print-errorlogs in each build: the main one "
                     f"({BUILD_DIR}/), then ThreadSanitizer, UndefinedBehaviorSanitizer, "
@@ -446,14 +448,14 @@ def parser() -> argparse.ArgumentParser:
     test.set_defaults(handler=command_test)
 
     bench = commands.add_parser(
-        "bench", parents=shared, help="build, then compare malloc_bench: glibc vs every variant",
+        "bench", parents=shared_options, help="build, then compare malloc_bench: glibc vs every variant",
         description=f"Builds {BUILD_DIR / BENCH_PROGRAM} and every variant, then runs "
                     f"{BENCH_COMPARE}. Writes {RESULTS_DIR}/bench.json and {RESULTS_DIR}/bench.md.")
     bench.add_argument("compare_args", nargs="*", metavar="ARG",
                        help=f"more {BENCH_COMPARE} arguments (after --)")
     bench.set_defaults(handler=command_bench)
 
-    runsel_trace_cli.add_commands(commands, shared, sys.modules[__name__])
+    runsel_trace_cli.add_commands(commands, shared_options, sys.modules[__name__])
     return main
 
 

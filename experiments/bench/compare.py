@@ -3,18 +3,18 @@
 
 Round by round, every allocator runs the same benchmark binary in turn (glibc without
 LD_PRELOAD, the others with it: A B C A B C ...), so slow drifts of the machine hit all
-of them alike. Each run must prove which allocator served malloc, or the comparison
-stops. Prints Markdown tables (median ns/op, ratio to the baseline with a 95 %
-confidence interval, resident memory of the mixed loop) and can write the raw results
-as JSON. Python 3.11 standard library only.
+of them alike (and each round starts one allocator later). Each run must prove which
+allocator served malloc, or the comparison stops. Prints Markdown tables (median ns/op,
+the paired difference to the baseline with a 95 % confidence interval, resident memory
+of the mixed loop) and can write the raw results as JSON. Shares the harness's module
+(experiments/harness/allocators.py) and its statistics (comparisons.py, scipy: re-runs
+itself under Debian's python3 when this interpreter lacks it).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import random
 import statistics
 import subprocess
 import sys
@@ -23,7 +23,15 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "harness"))
+import allocators  # noqa: E402  (standard library only)
+
+allocators.ensure_libraries({"numpy": "python3-numpy", "scipy": "python3-scipy"}, "compare.py")
+import comparisons  # noqa: E402
+from allocators import Allocator, measured_environment, round_order  # noqa: E402
+
 GLIBC = "glibc"
+RUNSEL_FILE_PREFIX = "lib" + allocators.VARIANT_TARGET_PREFIX  # libmalloc-<container>.so
 CLOCK_TEXT = {
     "auto": "CPU time of the benchmark thread, except for /real_time benchmarks: wall time "
             "divided by the operations of all threads",
@@ -31,25 +39,15 @@ CLOCK_TEXT = {
     "real": "wall-clock time (divided by the operations of all threads)",
 }
 TIME_UNIT_NS = {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9}
-CI_METHOD = ("95 % CI: percentile bootstrap of the ratio of medians, resampling rounds "
-             "with replacement, paired by round ({resamples} resamples, seed {seed})")
+CI_METHOD = ("Difference: the 20 % trimmed mean of the per-round log ratios to the baseline, "
+             "in percent (rounds are paired: each runs every allocator); 95 % CI: "
+             "scipy.stats.bootstrap, paired, BCa (percentile where BCa degenerates), "
+             "{resamples} resamples, seed {seed} "
+             "(experiments/harness/comparisons.py)")
 
 
 class RunRejected(Exception):
     """A run that failed or cannot prove which allocator it used."""
-
-
-@dataclass
-class Allocator:
-    name: str
-    preload: Path | None  # None: the system allocator, no LD_PRELOAD
-
-    def environment(self) -> dict[str, str]:
-        env = dict(os.environ)
-        env.pop("LD_PRELOAD", None)
-        if self.preload is not None:
-            env["LD_PRELOAD"] = str(self.preload)
-        return env
 
 
 @dataclass
@@ -81,7 +79,7 @@ def parse_preload(spec: str) -> Allocator:
     library = Path(path).resolve()
     if not library.is_file():
         raise argparse.ArgumentTypeError(f"--preload {name}: no such file {path}")
-    return Allocator(name, library)
+    return Allocator(name, library.name.startswith(RUNSEL_FILE_PREFIX), library)
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -101,15 +99,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--no-glibc", action="store_true",
                         help="leave out the run without LD_PRELOAD")
     parser.add_argument("--baseline", default=GLIBC,
-                        help="allocator the ratios are relative to (default: glibc, or the "
+                        help="allocator the differences are relative to (default: glibc, or the "
                              "first --preload with --no-glibc)")
     parser.add_argument("--out", type=Path, default=None, help="write raw results as JSON")
-    parser.add_argument("--resamples", type=int, default=10000,
-                        help="bootstrap resamples (default: %(default)s)")
     parser.add_argument("--seed", type=int, default=1, help="bootstrap seed (default: %(default)s)")
     args = parser.parse_args(argv)
 
-    args.allocators = ([] if args.no_glibc else [Allocator(GLIBC, None)]) + args.preload
+    args.allocators = ([] if args.no_glibc else [Allocator(GLIBC, False, None)]) + args.preload
     names = [a.name for a in args.allocators]
     if len(set(names)) != len(names):
         parser.error(f"allocator names must be distinct: {names}")
@@ -133,8 +129,8 @@ def expected_label(allocator: Allocator) -> str | None:
     if allocator.preload is None:
         return GLIBC
     file_name = allocator.preload.name
-    if file_name.startswith("libmalloc-") and ".so" in file_name:
-        return "runsel:" + file_name[len("libmalloc-"):file_name.index(".so")]
+    if file_name.startswith(RUNSEL_FILE_PREFIX) and ".so" in file_name:
+        return "runsel:" + file_name[len(RUNSEL_FILE_PREFIX):file_name.index(".so")]
     for family in ("jemalloc", "tcmalloc", "mimalloc"):
         if family in file_name:
             return family
@@ -177,7 +173,7 @@ def run_once(args: argparse.Namespace, allocator: Allocator) -> dict:
                    f"--benchmark_out={out.name}", "--benchmark_out_format=json"]
         if args.filter:
             command.append(f"--benchmark_filter={args.filter}")
-        completed = subprocess.run(command, env=allocator.environment(),
+        completed = subprocess.run(command, env=measured_environment(allocator.preload),
                                    capture_output=True, text=True)
         if completed.returncode != 0:
             tail = "\n".join(completed.stderr.strip().splitlines()[-10:])
@@ -228,7 +224,7 @@ def run_interleaved(args: argparse.Namespace) -> Results:
     started = time.monotonic()
     done = 0
     for round_index in range(args.rounds):
-        for allocator in args.allocators:
+        for allocator in round_order(args.allocators, round_index):
             run_started = time.monotonic()
             try:
                 report = run_once(args, allocator)
@@ -250,32 +246,9 @@ def run_interleaved(args: argparse.Namespace) -> Results:
 
 # --------------------------------------------------------------------------- statistics
 
-def percentile(sorted_values: list[float], fraction: float) -> float:
-    """Linear interpolation between closest ranks."""
-    position = fraction * (len(sorted_values) - 1)
-    low = int(position)
-    high = min(low + 1, len(sorted_values) - 1)
-    return sorted_values[low] + (sorted_values[high] - sorted_values[low]) * (position - low)
-
-
-def ratio_with_ci(values: list[float], baseline: list[float], rng: random.Random,
-                  resamples: int) -> tuple[float, float | None, float | None]:
-    """Ratio of medians and its 95 % percentile-bootstrap interval, paired by round."""
-    ratio = statistics.median(values) / statistics.median(baseline)
-    rounds = min(len(values), len(baseline))
-    if rounds < 2:
-        return ratio, None, None
-    ratios = []
-    for _ in range(resamples):
-        picks = [rng.randrange(rounds) for _ in range(rounds)]
-        ratios.append(statistics.median(values[i] for i in picks)
-                      / statistics.median(baseline[i] for i in picks))
-    ratios.sort()
-    return ratio, percentile(ratios, 0.025), percentile(ratios, 0.975)
-
-
-def summarize(results: Results, baseline: str, resamples: int, seed: int) -> dict:
-    rng = random.Random(seed)
+def summarize(results: Results, baseline: str, seed: int) -> dict:
+    """Per benchmark and allocator: the median of each metric over the rounds, and for
+    time and resident memory the paired difference to the baseline (comparisons.py)."""
     summary: dict[str, dict] = {}
     for benchmark in results.benchmarks:
         rows = {}
@@ -288,8 +261,10 @@ def summarize(results: Results, baseline: str, resamples: int, seed: int) -> dic
                     continue
                 row[metric] = statistics.median(values)
                 if base and allocator.name != baseline and metric != "live_bytes":
-                    ratio, low, high = ratio_with_ci(values, base, rng, resamples)
-                    row[metric + "_ratio"] = {"ratio": ratio, "ci_low": low, "ci_high": high}
+                    # values[r] and base[r] ran in round r: a pair.
+                    rounds = min(len(values), len(base))
+                    row[metric + "_vs_baseline"] = comparisons.compare_paired(
+                        values[:rounds], base[:rounds], seed=seed)
             rows[allocator.name] = row
         summary[benchmark] = rows
     return summary
@@ -297,24 +272,25 @@ def summarize(results: Results, baseline: str, resamples: int, seed: int) -> dic
 
 # --------------------------------------------------------------------------- report
 
-def format_ratio(entry: dict | None) -> str:
-    if entry is None:
+def format_difference(entry: dict | None) -> str:
+    """"+1.2 % [-0.4, +2.9]": the paired difference to the baseline and its 95 % CI."""
+    if entry is None or entry["percent"] is None:
         return "–"
-    if entry["ci_low"] is None:
-        return f"{entry['ratio']:.2f}"
-    return f"{entry['ratio']:.2f} [{entry['ci_low']:.2f}, {entry['ci_high']:.2f}]"
+    if entry["low"] is None:
+        return f"{entry['percent']:+.1f} % ({entry['outcome']})"
+    return f"{entry['percent']:+.1f} % [{entry['low']:+.1f}, {entry['high']:+.1f}]"
 
 
 def speed_table(summary: dict, names: list[str], baseline: str) -> str:
     others = [name for name in names if name != baseline]
     header = (["benchmark"] + [f"{name} ns/op" for name in names]
-              + [f"{name}/{baseline}" for name in others])
+              + [f"{name} vs {baseline}" for name in others])
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for benchmark, rows in summary.items():
         cells = [f"`{benchmark}`"]
         cells += [f"{rows[name]['ns_per_op']:.1f}" if "ns_per_op" in rows.get(name, {}) else "–"
                   for name in names]
-        cells += [format_ratio(rows.get(name, {}).get("ns_per_op_ratio")) for name in others]
+        cells += [format_difference(rows.get(name, {}).get("ns_per_op_vs_baseline")) for name in others]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -322,7 +298,7 @@ def speed_table(summary: dict, names: list[str], baseline: str) -> str:
 def memory_table(summary: dict, names: list[str], baseline: str) -> str:
     others = [name for name in names if name != baseline]
     header = (["benchmark", "live requested MiB"] + [f"{name} RSS MiB" for name in names]
-              + [f"{name}/{baseline}" for name in others])
+              + [f"{name} vs {baseline}" for name in others])
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     mib = 1024.0 * 1024.0
     for benchmark, rows in summary.items():
@@ -332,7 +308,7 @@ def memory_table(summary: dict, names: list[str], baseline: str) -> str:
         cells = [f"`{benchmark}`", f"{live / mib:.1f}" if live is not None else "–"]
         cells += [f"{rows[name]['rss_bytes'] / mib:.1f}" if "rss_bytes" in rows.get(name, {})
                   else "–" for name in names]
-        cells += [format_ratio(rows.get(name, {}).get("rss_bytes_ratio")) for name in others]
+        cells += [format_difference(rows.get(name, {}).get("rss_bytes_vs_baseline")) for name in others]
         lines.append("| " + " | ".join(cells) + " |")
     if len(lines) == 2:
         return ""
@@ -360,8 +336,8 @@ def report_markdown(results: Results, summary: dict, args: argparse.Namespace) -
         f"{context.get('num_cpus', '?')} CPUs, host {context.get('host_name', '?')}. "
         f"Time: median over rounds of ns per operation (one malloc+free pair), "
         f"{CLOCK_TEXT[args.clock]}. "
-        f"Ratios: median of the allocator / median of {args.baseline}, below 1 is faster or "
-        "smaller. " + CI_METHOD.format(resamples=args.resamples, seed=args.seed) + ".",
+        f"Against {args.baseline}: below 0 is faster or smaller. "
+        + CI_METHOD.format(resamples=comparisons.RESAMPLES, seed=args.seed) + ".",
         "",
         speed_table(summary, names, args.baseline),
     ]
@@ -386,7 +362,7 @@ def write_raw(path: Path, results: Results, summary: dict, args: argparse.Namesp
         "clock": args.clock,
         "filter": args.filter,
         "baseline": args.baseline,
-        "ci_method": CI_METHOD.format(resamples=args.resamples, seed=args.seed),
+        "ci_method": CI_METHOD.format(resamples=comparisons.RESAMPLES, seed=args.seed),
         "allocators": [{"name": a.name, "preload": str(a.preload or "")}
                        for a in results.allocators],
         "samples": results.samples,
@@ -399,7 +375,7 @@ def write_raw(path: Path, results: Results, summary: dict, args: argparse.Namesp
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
     results = run_interleaved(args)
-    summary = summarize(results, args.baseline, args.resamples, args.seed)
+    summary = summarize(results, args.baseline, args.seed)
     print(report_markdown(results, summary, args), end="")
     if args.out is not None:
         write_raw(args.out, results, summary, args)

@@ -1,4 +1,8 @@
-"""Which allocators the harness compares, and how a run proves which one served it.
+"""What runsel's Python tools share (the harness, experiments/bench/compare.py,
+tools/runsel): which allocators to compare and how a run proves which one served it,
+what the build defines (meson introspection), the order of interleaved rounds, the
+harness's run presets, and the checks of numeric options. Standard library only, so
+tools/runsel can import it on a fresh machine.
 
 runsel's variants are discovered from the build (meson's malloc-<container> libraries),
 never listed by hand; the system allocators are found with ldconfig.
@@ -6,13 +10,20 @@ never listed by hand; the system allocators are found with ldconfig.
 
 from __future__ import annotations
 
+import argparse
+import ast
+import importlib.util
 import json
 import os
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+HERE = Path(__file__).resolve().parent
 REFERENCE = "rb_first"  # every runsel variant's time is compared with it
+HARNESS = HERE / "harness.py"  # holds the run presets, DEFAULT and QUICK
+SYSTEM_PYTHON = "/usr/bin/python3"  # Debian's, where python3-matplotlib, -scipy, -tabulate install
 VARIANT_TARGET_PREFIX = "malloc-"
 COUNTING_TARGET_PREFIX = "malloc-counting-"  # a variant's counting twin, not a variant
 # (allocator, shared object ldconfig knows it by). glibc needs no preload.
@@ -84,18 +95,33 @@ def is_setting(name: str) -> bool:
     return SETTING_SEPARATOR in name
 
 
+def build_targets(build_dir: Path) -> list[dict]:
+    """Every target the meson build defines (meson introspect --targets); raises
+    OSError, subprocess.CalledProcessError or ValueError when it cannot say."""
+    return json.loads(subprocess.run(["meson", "introspect", str(build_dir), "--targets"],
+                                     check=True, capture_output=True, text=True).stdout)
+
+
+def targets_named(targets: list[dict], prefix: str, kind: str) -> dict[str, Path]:
+    """{name without prefix: file} of the targets of this kind ("shared library",
+    "executable") whose name starts with prefix, in meson's order."""
+    return {target["name"][len(prefix):]: Path(target["filename"][0]) for target in targets
+            if target["type"] == kind and target["name"].startswith(prefix)}
+
+
+def variant_files(targets: list[dict]) -> dict[str, Path]:
+    """{container: its library} for every runsel variant among the targets (meson's
+    malloc-<container>; the counting twins malloc-counting-<container> are not variants)."""
+    return {name: path for name, path in
+            targets_named(targets, VARIANT_TARGET_PREFIX, "shared library").items()
+            if not (VARIANT_TARGET_PREFIX + name).startswith(COUNTING_TARGET_PREFIX)}
+
+
 def runsel_variants(build_dir: Path) -> list[Allocator]:
     """Every container library the build defines, rb_first first, then meson's order."""
     try:
-        targets = json.loads(subprocess.run(
-            ["meson", "introspect", str(build_dir), "--targets"],
-            check=True, capture_output=True, text=True).stdout)
-        found = {target["name"][len(VARIANT_TARGET_PREFIX):]: Path(target["filename"][0])
-                 for target in targets
-                 if target["type"] == "shared library"
-                 and target["name"].startswith(VARIANT_TARGET_PREFIX)
-                 and not target["name"].startswith(COUNTING_TARGET_PREFIX)}
-    except (OSError, subprocess.CalledProcessError, json.JSONDecodeError):
+        found = variant_files(build_targets(build_dir))
+    except (OSError, subprocess.CalledProcessError, ValueError):
         found = {path.name[len("lib" + VARIANT_TARGET_PREFIX):-len(".so")]: path
                  for path in sorted(build_dir.glob(f"lib{VARIANT_TARGET_PREFIX}*.so"))
                  if not path.name.startswith("lib" + COUNTING_TARGET_PREFIX)}
@@ -150,13 +176,6 @@ def same_choice_groups(build_dir: Path) -> list[list[str]]:
     return [names for names in groups.values() if len(names) > 1]
 
 
-def built_same_choice_groups(build_dir: Path, variants: list[str]) -> list[list[str]]:
-    """same_choice_groups, keeping the built variants (groups left with two or more)."""
-    groups = [[name for name in group if name in variants]
-              for group in same_choice_groups(build_dir)]
-    return [group for group in groups if len(group) > 1]
-
-
 def system_library(soname: str) -> Path | None:
     """The path ldconfig knows `soname` by, or None when it is not installed."""
     try:
@@ -197,3 +216,51 @@ def identity_problem(allocator: Allocator, reported: dict) -> str | None:
         if Path(provider).resolve() != allocator.preload.resolve():
             return f"malloc comes from {provider}, not {allocator.preload}"
     return None
+
+
+def round_order(allocators: list, round_index: int) -> list:
+    """The allocators of an interleaved round (A B C, then B C A, ...): every round runs
+    each once, so slow drifts of the machine hit all alike, and each round starts one
+    later so that none always runs first."""
+    shift = round_index % max(1, len(allocators))
+    return allocators[shift:] + allocators[:shift]
+
+
+def positive(kind):
+    """An argparse type: a number of `kind` above 0 (0 would not be a run at all, and must
+    not quietly become a preset)."""
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if not value > 0:
+            raise argparse.ArgumentTypeError(f"must be above 0, not {text}")
+        return value
+    parse.__name__ = kind.__name__
+    return parse
+
+
+def harness_presets() -> dict[str, dict]:
+    """harness.py's run presets, {"DEFAULT": {...}, "QUICK": {...}}, read from its source
+    without running it (it needs scipy and matplotlib; tools/runsel's help must not)."""
+    presets = {}
+    for node in ast.parse(HARNESS.read_text()).body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and \
+                isinstance(node.targets[0], ast.Name) and node.targets[0].id in ("DEFAULT", "QUICK"):
+            presets[node.targets[0].id] = ast.literal_eval(node.value)
+    return presets
+
+
+def ensure_libraries(libraries: dict[str, str], who: str) -> None:
+    """Re-runs the current script under Debian's python3 when this interpreter lacks one
+    of `libraries` ({module: Debian package}); exits naming the packages when that one
+    lacks them too."""
+    missing = [name for name in libraries if importlib.util.find_spec(name) is None]
+    if not missing:
+        return
+    if os.path.realpath(sys.executable) != os.path.realpath(SYSTEM_PYTHON) and \
+            os.path.exists(SYSTEM_PYTHON):
+        os.execv(SYSTEM_PYTHON, [SYSTEM_PYTHON, sys.argv[0], *sys.argv[1:]])
+    sys.exit(f"{who}: missing {', '.join(missing)} (Debian: apt-get install "
+             f"{' '.join(libraries[name] for name in missing)})")

@@ -6,7 +6,6 @@ whether the workload gave the containers anything to choose between.
 
 from __future__ import annotations
 
-import json
 import subprocess
 from pathlib import Path
 
@@ -20,13 +19,11 @@ HISTOGRAMS = ("nonfull_at_pick", "picked_fullness")
 def counting_libraries(build_dir: Path, variants: list[str]) -> dict[str, Path]:
     """{variant: its counting library} for those the build defines and has built."""
     try:
-        targets = json.loads(subprocess.run(["meson", "introspect", str(build_dir), "--targets"],
-                                            check=True, capture_output=True, text=True).stdout)
-    except (OSError, subprocess.CalledProcessError, json.JSONDecodeError):
+        targets = allocator_discovery.build_targets(build_dir)
+    except (OSError, subprocess.CalledProcessError, ValueError):
         return {}
-    prefix = allocator_discovery.COUNTING_TARGET_PREFIX
-    found = {target["name"][len(prefix):]: Path(target["filename"][0]) for target in targets
-             if target["type"] == "shared library" and target["name"].startswith(prefix)}
+    found = allocator_discovery.targets_named(targets, allocator_discovery.COUNTING_TARGET_PREFIX,
+                                              "shared library")
     return {name: found[name] for name in variants if name in found and found[name].exists()}
 
 

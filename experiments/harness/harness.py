@@ -22,29 +22,15 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
-SYSTEM_PYTHON = "/usr/bin/python3"  # Debian's, where python3-matplotlib, -scipy, -tabulate install
 LIBRARIES = {"matplotlib": "python3-matplotlib", "scipy": "python3-scipy",
-             "tabulate": "python3-tabulate"}
+             "tabulate": "python3-tabulate"}  # {module: Debian package} the report needs
 
-
-def ensure_libraries() -> None:
-    """Re-runs this script under Debian's python3 when this interpreter lacks one of
-    the libraries the report needs."""
-    import importlib.util
-    missing = [name for name in LIBRARIES if importlib.util.find_spec(name) is None]
-    if not missing:
-        return
-    if os.path.realpath(sys.executable) != os.path.realpath(SYSTEM_PYTHON) and \
-            os.path.exists(SYSTEM_PYTHON):
-        os.execv(SYSTEM_PYTHON, [SYSTEM_PYTHON, __file__, *sys.argv[1:]])
-    sys.exit(f"harness: missing {', '.join(missing)} (Debian: apt-get install "
-             f"{' '.join(LIBRARIES[name] for name in missing)})")
-
-
-ensure_libraries()
 sys.path[:0] = [str(HERE), str(ROOT / "tools")]
+import allocators as allocator_discovery  # noqa: E402  (standard library only)
 
-import allocators as allocator_discovery  # noqa: E402
+# Under Debian's python3 when this interpreter lacks one of LIBRARIES.
+allocator_discovery.ensure_libraries(LIBRARIES, "harness")
+
 import comparisons  # noqa: E402
 import counting  # noqa: E402
 import metrics  # noqa: E402
@@ -52,7 +38,7 @@ import replays  # noqa: E402
 import runs  # noqa: E402
 import runsel_report  # noqa: E402
 import verdict  # noqa: E402
-from allocators import REFERENCE  # noqa: E402
+from allocators import REFERENCE, SYSTEM_PYTHON, positive  # noqa: E402
 
 WORKLOAD_PREFIX = "workload_"
 REPLAY = "replay"  # workload_replay needs a trace: one replay:<name> workload per --trace
@@ -82,11 +68,8 @@ SCHEMA_VERSION = 2  # results.json's layout: experiments/README.md, "results.jso
 
 def discover_workloads(build_dir: Path) -> list[runs.Workload]:
     """The workload programs the build defines, in meson's order."""
-    targets = json.loads(subprocess.run(["meson", "introspect", str(build_dir), "--targets"],
-                                        check=True, capture_output=True, text=True).stdout)
-    found = [runs.Workload(target["name"][len(WORKLOAD_PREFIX):], Path(target["filename"][0]))
-             for target in targets
-             if target["type"] == "executable" and target["name"].startswith(WORKLOAD_PREFIX)]
+    found = [runs.Workload(name, program) for name, program in allocator_discovery.targets_named(
+        allocator_discovery.build_targets(build_dir), WORKLOAD_PREFIX, "executable").items()]
     missing = [workload.program for workload in found if not workload.program.exists()]
     if missing:
         sys.exit(f"harness: not built: {', '.join(map(str, missing))} (run ninja -C {build_dir})")
@@ -196,20 +179,6 @@ def trim_chunk_maps(summary: dict) -> None:
         for name, pair in workload["allocators"].items():
             if name not in KEEP_CHUNK_MAPS:
                 pair["chunk_maps"] = {}
-
-
-def positive(kind):
-    """An argparse type: a number of `kind` above 0 (0 would not be a run at all)."""
-    def parse(text: str):
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-        if not value > 0:
-            raise argparse.ArgumentTypeError(f"must be above 0, not {text}")
-        return value
-    parse.__name__ = kind.__name__
-    return parse
 
 
 def half_width_now(valid: list[dict], workload: str, variant: str) -> float:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import cost as callgrind_cost
-from allocators import Allocator, identity_problem
+from allocators import Allocator, identity_problem, round_order
 
 
 @dataclass(frozen=True)
@@ -108,9 +108,8 @@ def run_interleaved(workloads: list[Workload], allocators: list[Allocator], repe
     valid, discarded = [], []
     for repetition in range(first_round, first_round + repeat):
         for workload in workloads:
-            taking_part = workload.runs_under(allocators, repetition)
-            shift = repetition % max(1, len(taking_part))
-            for allocator in taking_part[shift:] + taking_part[:shift]:
+            for allocator in round_order(workload.runs_under(allocators, repetition),
+                                         repetition):
                 result = run_once(workload, allocator, scale, seed, timeout, prefix)
                 record = {"workload": workload.name, "allocator": allocator.name,
                           "repetition": repetition}
