@@ -357,6 +357,17 @@ def command_bench(args: argparse.Namespace) -> int:
 # --- command line -----------------------------------------------------------------------
 
 
+class PresetText(dict):
+    """A harness preset for help text: numbers as %g, "?" for what could not be read."""
+
+    def __missing__(self, key: str) -> str:
+        return "?"
+
+    def __getitem__(self, key: str) -> str:
+        value = super().__getitem__(key) if key in self else self.__missing__(key)
+        return format(value, "g") if isinstance(value, float) else str(value)
+
+
 def build_options() -> argparse.ArgumentParser:
     """Options shared by every subcommand that builds."""
     options = argparse.ArgumentParser(add_help=False)
@@ -375,8 +386,8 @@ def parser() -> argparse.ArgumentParser:
                     "meson, then runs the job.")
     commands = main.add_subparsers(dest="command", metavar="COMMAND")
     shared_options = [build_options()]
-    presets = shared.harness_presets()  # harness.py's DEFAULT and QUICK
-    default, quick = presets["DEFAULT"], presets["QUICK"]
+    presets = shared.harness_presets()  # harness.py's DEFAULT and QUICK, as text
+    default, quick = (PresetText(presets["DEFAULT"]), PresetText(presets["QUICK"]))
 
     report = commands.add_parser(
         "report", parents=shared_options,
@@ -389,23 +400,23 @@ def parser() -> argparse.ArgumentParser:
                     "How long it takes: README.md, Quick start.")
     report.add_argument("--quick", action="store_true",
                         help=f"a short run: {quick['repeat']} repetitions at scale "
-                             f"{quick['scale']:g}")
+                             f"{quick['scale']}")
     report.add_argument("--out", type=Path, default=REPORT_DIR, metavar="DIR",
                         help="output directory (default: %(default)s)")
     report.add_argument("--repeat", type=positive(int), metavar="N",
                         help="runs per workload and allocator, at least 1 (default: "
                              f"{default['repeat']}, quick: {quick['repeat']})")
     report.add_argument("--scale", type=positive(float), metavar="X",
-                        help=f"workload size, above 0 (default: {default['scale']:g}, "
-                             f"quick: {quick['scale']:g})")
+                        help=f"workload size, above 0 (default: {default['scale']}, "
+                             f"quick: {quick['scale']})")
     report.add_argument("--seed", type=int, metavar="N", help="workload seed (default: 1)")
     report.add_argument("--instructions", choices=("auto", "perf", "callgrind", "off"),
                         default="auto", help="instruction counts: perf stat where the machine "
                         "has counters, else valgrind's callgrind (default: auto)")
     report.add_argument("--instruction-scale", type=positive(float), metavar="X",
                         help="workload size under callgrind (default: "
-                             f"{default['instruction_scale']:g}, quick: "
-                             f"{quick['instruction_scale']:g})")
+                             f"{default['instruction_scale']}, quick: "
+                             f"{quick['instruction_scale']})")
     report.add_argument("--workload", action="append", default=[], metavar="NAME",
                         help="only this workload (repeatable)")
     report.add_argument("--allocator", action="append", default=[], metavar="NAME",

@@ -243,13 +243,38 @@ def positive(kind):
 
 def harness_presets() -> dict[str, dict]:
     """harness.py's run presets, {"DEFAULT": {...}, "QUICK": {...}}, read from its source
-    without running it (it needs scipy and matplotlib; tools/runsel's help must not)."""
-    presets = {}
+    without running it (it needs scipy and matplotlib; tools/runsel's help must not). A
+    value that is not a literal, or a constant assigned before, is left out."""
+    known: dict[str, object] = {}
     for node in ast.parse(HARNESS.read_text()).body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and \
-                isinstance(node.targets[0], ast.Name) and node.targets[0].id in ("DEFAULT", "QUICK"):
-            presets[node.targets[0].id] = ast.literal_eval(node.value)
-    return presets
+                isinstance(node.targets[0], ast.Name):
+            value = _constant(node.value, known)
+            if value is not _UNKNOWN:
+                known[node.targets[0].id] = value
+    return {name: known.get(name, {}) for name in ("DEFAULT", "QUICK")}
+
+
+_UNKNOWN = object()
+
+
+def _constant(node: ast.expr, known: dict[str, object]) -> object:
+    """The value of a literal, of a name in `known`, or of a dict of those (entries whose
+    value is neither are left out); _UNKNOWN otherwise."""
+    if isinstance(node, ast.Name):
+        return known.get(node.id, _UNKNOWN)
+    if isinstance(node, ast.Dict):
+        entries = {}
+        for key, value in zip(node.keys, node.values):
+            key, value = (_constant(key, known) if key is not None else _UNKNOWN,
+                          _constant(value, known))
+            if key is not _UNKNOWN and value is not _UNKNOWN:
+                entries[key] = value
+        return entries
+    try:
+        return ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return _UNKNOWN
 
 
 def ensure_libraries(libraries: dict[str, str], who: str) -> None:

@@ -224,5 +224,17 @@ class VerdictFromData(unittest.TestCase):
         self.assertIn("A linked list (lifo) is partly", self.built["paragraph"])
 
 
+
+class Presets(unittest.TestCase):
+    """tools/runsel's help reads harness.py's presets from its source (it cannot import the
+    harness on a fresh machine): what it reads must be what the harness runs with."""
+
+    def test_presets_read_from_the_source_are_the_harness_presets(self):
+        import allocators
+        import harness
+        read = allocators.harness_presets()
+        self.assertEqual(read["DEFAULT"], harness.DEFAULT)
+        self.assertEqual(read["QUICK"], harness.QUICK)
+
 if __name__ == "__main__":
     unittest.main(verbosity=1)
