@@ -85,8 +85,7 @@ def is_configured(build_dir: Path) -> bool:
 
 
 def current_options(build_dir: Path) -> dict[str, str]:
-    options = capture_json(["meson", "introspect", str(build_dir), "--buildoptions"])
-    return {option["name"]: option_text(option["value"]) for option in options}
+    return {name: option_text(value) for name, value in shared.build_options(build_dir).items()}
 
 
 def option_text(value) -> str:
