@@ -23,7 +23,7 @@ sys.path[:0] = [str(ROOT / "tools" / "trace"), str(ROOT / "experiments" / "harne
 import allocators as shared  # noqa: E402  (the Python tools' shared module; standard library only)
 import runsel_trace_cli  # noqa: E402  (tools/trace/: the trace and replay subcommands)
 from allocators import (COUNTING_TARGET_PREFIX, REFERENCE as REFERENCE_VARIANT,  # noqa: E402
-                        build_targets, positive, targets_named)
+                        SETTING_TARGET_PREFIX, build_targets, positive, targets_named)
 BUILD_DIR = Path("build")
 RESULTS_DIR = Path("results")
 HARNESS = Path("experiments/harness/harness.py")
@@ -188,7 +188,7 @@ def command_report(args: argparse.Namespace) -> int:
     programs = workload_programs(args.build_dir)
     if not programs:
         raise StepFailed(f"meson defines no {WORKLOAD_PREFIX}* programs: is -Dbenchmarks=disabled?")
-    build_libraries(args, extra=programs + counting_libraries(args.build_dir)
+    build_libraries(args, extra=programs + report_libraries(args.build_dir)
                     + trace_tools(args.build_dir))
     return run([sys.executable, HARNESS, *harness_arguments(args)], check=False)
 
@@ -201,12 +201,13 @@ def trace_tools(build_dir: Path) -> list[Path]:
             or target["name"].startswith(REPLAYER_TARGET_PREFIX)]
 
 
-def counting_libraries(build_dir: Path) -> list[Path]:
-    """Each variant's counting twin (build/libmalloc-counting-<container>.so), built
-    only for the report: the harness runs each workload once under each."""
-    return [root_relative(path) for path in
-            targets_named(build_targets(build_dir), COUNTING_TARGET_PREFIX,
-                          "shared library").values()]
+def report_libraries(build_dir: Path) -> list[Path]:
+    """Each variant's counting twin (build/libmalloc-counting-<container>.so: the harness
+    runs each workload once under each) and each build option's library
+    (build/libsetting-<setting>-<container>.so: timed like the variants)."""
+    targets = build_targets(build_dir)
+    return [root_relative(path) for prefix in (COUNTING_TARGET_PREFIX, SETTING_TARGET_PREFIX)
+            for path in targets_named(targets, prefix, "shared library").values()]
 
 
 # --- test -------------------------------------------------------------------------------
