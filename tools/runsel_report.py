@@ -149,8 +149,9 @@ def published_table(results: dict):
             "Ours: sp3 ↔ time of churn and of live webkit; base ↔ memory of steady_state; "
             "tp6 ↔ memory of page_load and of webkit. Refuted: our interval lies below half "
             "the published effect (or on the other side of 0). Confirmed: otherwise, when it "
-            "lies on the published side of 0. A published figure below {rules['negligible_published_percent']}"
-            f" % claims no change: confirmed when ours lies within "
+            "lies on the published side of 0. A published figure below "
+            f"{rules['negligible_published_percent']} % claims no change: confirmed when ours "
+            "lies within "
             f"±{rules['equivalence_margin_percent']} %, refuted when wholly outside. Otherwise "
             "not resolvable.\n\n" + results["verdict"]["paragraph"])
     return "Bug 1857133 beside ours", headers, rows, note

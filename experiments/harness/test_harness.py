@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import subprocess
 import sys
 import tempfile
@@ -45,6 +46,9 @@ def check_files(out: Path, failures: Failures) -> None:
     for name in ("results.json", "report.md", "report.html", *PICTURES):
         failures.expect((out / name).is_file() and (out / name).stat().st_size > 0,
                         f"{name} missing or empty")
+    markdown = (out / "report.md").read_text() if (out / "report.md").exists() else ""
+    placeholders = re.findall(r"\{\w+(?:\[[^\]]*\])*\}", markdown)  # an f-string without its f
+    failures.expect(not placeholders, f"report.md holds unformatted text: {placeholders[:3]}")
     page = (out / "report.html").read_text() if (out / "report.html").exists() else ""
     failures.expect(page.count("data:image/png;base64,") >= len(PICTURES),
                     "report.html does not embed every picture")
@@ -168,6 +172,9 @@ def check_verdict_leads(out: Path, failures: Failures) -> None:
     sections = [line for line in markdown.splitlines() if line.startswith("## ")]
     failures.expect(sections[:2] == ["## Verdict", "## Bug 1857133 beside ours"],
                     f"report.md does not open with the verdict: {sections[:3]}")
+    markdown = (out / "report.md").read_text() if (out / "report.md").exists() else ""
+    placeholders = re.findall(r"\{\w+(?:\[[^\]]*\])*\}", markdown)  # an f-string without its f
+    failures.expect(not placeholders, f"report.md holds unformatted text: {placeholders[:3]}")
     page = (out / "report.html").read_text() if (out / "report.html").exists() else ""
     failures.expect(0 <= page.find("<h2>Verdict</h2>") < page.find("<h2>Summary</h2>"),
                     "report.html does not open with the verdict")
