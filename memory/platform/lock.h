@@ -3,10 +3,10 @@
 // and resettable in a forked child. A thread that asks again for a lock it
 // holds (malloc called from a signal handler that interrupted malloc) aborts
 // with one line instead of waiting for itself forever. While the process has
-// a single thread the lock skips its atomic read-modify-writes (a plain load
-// and store instead): nobody else can contend, and no thread can start while
-// runsel holds a lock; a lock found taken then can only be a re-entry, which
-// the slow path reports.
+// a single thread the lock is a plain load and store of its state, with no
+// owner bookkeeping: nobody else can contend, and no thread can start while
+// runsel holds a lock, so a lock found taken can only be this thread's, held
+// by the code a signal handler interrupted: a re-entry, reported at once.
 #pragma once
 
 #include <atomic>
@@ -52,13 +52,18 @@ class RUNSEL_CAPABILITY("mutex") Lock {
   Lock& operator=(const Lock&) = delete;
 
   void lock() RUNSEL_ACQUIRE() {
+    if (os::single_threaded()) {
+      // A signal between the load and the store finds the lock free and
+      // leaves it free when its handler returns.
+      if (state_.load(std::memory_order_relaxed) != kFree) os::fatal_lock_reentered();
+      state_.store(kLocked, std::memory_order_relaxed);
+      return;
+    }
     const Lock* outer = lock_detail::t_acquiring;
     lock_detail::t_acquiring = this;
     std::uint32_t expected = kFree;
-    if (os::single_threaded() && state_.load(std::memory_order_relaxed) == kFree) {
-      state_.store(kLocked, std::memory_order_relaxed);
-    } else if (!state_.compare_exchange_strong(expected, kLocked, std::memory_order_acquire,
-                                               std::memory_order_relaxed)) {
+    if (!state_.compare_exchange_strong(expected, kLocked, std::memory_order_acquire,
+                                        std::memory_order_relaxed)) {
       lock_slow(outer);
     }
     owner_.store(&lock_detail::t_self, std::memory_order_relaxed);
@@ -66,14 +71,18 @@ class RUNSEL_CAPABILITY("mutex") Lock {
   }
 
   void unlock() RUNSEL_RELEASE() {
+    if (os::single_threaded()) {
+      // Taken while the process had threads (it has one again)? Then it has an owner.
+      owner_.store(nullptr, std::memory_order_relaxed);
+      state_.store(kFree, std::memory_order_relaxed);
+      return;
+    }
     // Between clearing the owner and freeing the state the lock is held by
     // nobody's name: a signal arriving there must still count as a re-entry.
     const Lock* outer = lock_detail::t_acquiring;
     lock_detail::t_acquiring = this;
     owner_.store(nullptr, std::memory_order_relaxed);
-    if (os::single_threaded()) {
-      state_.store(kFree, std::memory_order_relaxed);
-    } else if (state_.exchange(kFree, std::memory_order_release) == kContended) {
+    if (state_.exchange(kFree, std::memory_order_release) == kContended) {
       os::futex_wake_one(word());
     }
     lock_detail::t_acquiring = outer;
