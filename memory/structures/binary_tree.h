@@ -2,10 +2,10 @@
 // are left, right and a parent pointer with one spare bit (the colour, or the
 // rank parity), its root, cached minimum and size, and the parts that do not
 // depend on how it is balanced: walks, lookups, linking a new leaf,
-// unlinking a node, rotations.
+// unlinking a node, rotations, and check()'s walk (each tree adds its rule).
 //
 // Complexity: next() and previous() amortised O(1); first_not_below() and
-// the descent of link_leaf() O(height).
+// the descent of link_leaf() O(height); check_walk() O(n).
 #pragma once
 
 #include <concepts>
@@ -83,6 +83,84 @@ class BinaryTree {
   static bool fail(const char** why, const char* reason) {
     *why = reason;
     return false;
+  }
+
+  // Depth bound of a valid red-black (2 log2 n + 2) or weak-AVL (2 log2 n + 1)
+  // tree in a 64-bit address space: check()'s walk keeps at most this many
+  // pending nodes.
+  static constexpr int kMaxDepth = 130;
+
+  // check()'s walk, whatever the balancing: verifies what every search tree
+  // holds (an empty tree is empty, the root has no parent, every child links
+  // back to its parent, exactly size() nodes are reachable, no path is deeper
+  // than kMaxDepth, the in-order nodes strictly increase and the first is the
+  // cached minimum) and the balance rule, folded bottom-up: `missing` is the
+  // figure of a missing child, and rule(node, left, right, &figure, why)
+  // derives a node's figure (a black height, a rank) from its children's,
+  // or returns fail(why, ...). On the first violation sets *why (if why is
+  // not null) and returns false. Safe on corrupted trees: the walk stops
+  // after size() nodes.
+  template <class Rule>
+  bool check_walk(const char** why, int missing, Rule rule) const {
+    const char* ignored;
+    if (why == nullptr) why = &ignored;
+    if (root_ == nullptr) {
+      if (size_ != 0) return fail(why, "root is null but size() is not zero");
+      if (first_ != nullptr) return fail(why, "cached first is set in an empty tree");
+      return true;
+    }
+    if (parent_of(root_) != nullptr) return fail(why, "root has a parent");
+
+    // Pre-order on the way down (links, count, depth), in-order between a
+    // node's subtrees (the order), post-order on the way up (the rule). Each
+    // stack entry is a node whose subtrees are not finished.
+    struct Pending {
+      Node* node;
+      int stage;  // 0: left subtree next, 1: right subtree next
+      int left;   // the left child's figure, once known
+    };
+    Pending stack[kMaxDepth];
+    int top = 0;
+    std::size_t count = 0;
+    Node* previous = nullptr;
+    Node* node = root_;
+    int finished = missing;  // figure of the subtree just completed
+    for (;;) {
+      if (node != nullptr) {
+        if (++count > size_) return fail(why, "more nodes reachable than size()");
+        for (int dir = kLeft; dir <= kRight; ++dir) {
+          Node* kid = child(node, dir);
+          if (kid != nullptr && parent_of(kid) != node) {
+            return fail(why, "child's parent pointer is wrong");
+          }
+        }
+        if (top == kMaxDepth) return fail(why, "tree deeper than kMaxDepth");
+        stack[top++] = {node, 0, missing};
+        node = left(node);
+        continue;
+      }
+      // An empty subtree, or a finished one, was just left: hand its figure
+      // to the node above.
+      if (top == 0) break;
+      Pending& above = stack[top - 1];
+      if ((above.stage == 0 ? left(above.node) : right(above.node)) == nullptr) finished = missing;
+      if (above.stage == 0) {
+        above.left = finished;
+        if (previous == nullptr) {
+          if (first_ != above.node) return fail(why, "cached first is not the minimum");
+        } else if (!Rep::less(previous, above.node)) {
+          return fail(why, "in-order nodes not strictly increasing");
+        }
+        previous = above.node;
+        above.stage = 1;
+        node = right(above.node);
+        continue;
+      }
+      if (!rule(above.node, above.left, finished, &finished, why)) return false;
+      --top;
+    }
+    if (count != size_) return fail(why, "fewer nodes reachable than size()");
+    return true;
   }
 
   // Links `node` as a leaf where the order puts it, its bit set to `leaf_bit`;

@@ -9,10 +9,6 @@
 // previous() are amortised O(1); first_not_below() is O(log n); check() is O(n).
 #pragma once
 
-#include <concepts>
-#include <cstddef>
-#include <cstdint>
-
 #include "structures/binary_tree.h"
 #include "structures/rb_links.h"
 
@@ -29,9 +25,6 @@ class RbTree : public BinaryTree<Node, Rep, RbLinks<Node>> {
   using Base = BinaryTree<Node, Rep, RbLinks<Node>>;
 
  public:
-  // Depth bound for any valid tree in a 64-bit address space (2*log2(n)+2).
-  static constexpr int kMaxDepth = 128;
-
   void insert(Node* node) {
     this->link_leaf(node, /*leaf_bit=*/true);  // red
     repair_after_insert(node);
@@ -47,82 +40,34 @@ class RbTree : public BinaryTree<Node, Rep, RbLinks<Node>> {
     if (removed_black) repair_after_erase(hole, hole_parent);
   }
 
-  // Verifies every invariant; on the first violation sets *why and returns
-  // false. Safe on corrupted trees: the walk stops after size() nodes.
+  // Verifies every invariant (BinaryTree::check_walk's, and the colours: the
+  // root is black, no red node has a red child, and below each node every
+  // path to a missing child meets as many black nodes); on the first
+  // violation sets *why and returns false. Safe on corrupted trees.
   bool check(const char** why) const {
-    const char* ignored;
-    if (why == nullptr) why = &ignored;
-    if (root_ == nullptr) {
-      if (size_ != 0) return fail(why, "root is null but size() is not zero");
-      if (first_ != nullptr) return fail(why, "cached first is set in an empty tree");
-      return true;
-    }
-    if (parent_of(root_) != nullptr) return fail(why, "root has a parent");
-    if (is_red(root_)) return fail(why, "root is red");
-
-    // One in-order walk; the explicit stack holds the ancestors not yet
-    // visited, so it never holds more than the tree's depth.
-    struct Pending {
-      Node* node;
-      int blacks;  // black nodes from the root down to and including `node`
-    };
-    Pending stack[kMaxDepth];
-    int top = 0;
-    std::size_t count = 0;
-    int black_height = -1;
-    Node* previous = nullptr;
-    Node* node = root_;
-    int blacks = 1;
-    for (;;) {
-      while (node != nullptr) {
-        if (++count > size_) return fail(why, "more nodes reachable than size()");
-        for (int dir = kLeft; dir <= kRight; ++dir) {
-          Node* kid = child(node, dir);
-          if (kid == nullptr) {
-            if (black_height < 0) black_height = blacks;
-            if (blacks != black_height) return fail(why, "black heights differ");
-          } else if (parent_of(kid) != node) {
-            return fail(why, "child's parent pointer is wrong");
-          } else if (is_red(node) && is_red(kid)) {
-            return fail(why, "red node has a red child");
-          }
-        }
-        if (top == kMaxDepth) return fail(why, "tree deeper than kMaxDepth");
-        stack[top++] = {node, blacks};
-        node = left(node);
-        if (node != nullptr && !is_red(node)) ++blacks;
-      }
-      if (top == 0) break;
-      const Pending visited = stack[--top];
-      if (previous == nullptr) {
-        if (first_ != visited.node) return fail(why, "cached first is not the minimum");
-      } else if (!Rep::less(previous, visited.node)) {
-        return fail(why, "in-order nodes not strictly increasing");
-      }
-      previous = visited.node;
-      node = right(visited.node);
-      blacks = visited.blacks + (node != nullptr && !is_red(node) ? 1 : 0);
-    }
-    if (count != size_) return fail(why, "fewer nodes reachable than size()");
-    return true;
+    return this->check_walk(why, /*missing=*/0, &RbTree::colour_rule);
   }
 
  private:
-  using Base::child;
-  using Base::fail;
-  using Base::first_;
-  using Base::kLeft;
-  using Base::kRight;
-  using Base::left;
-  using Base::parent_of;
-  using Base::right;
-  using Base::root_;
-  using Base::rotate;
-  using Base::size_;
+  using Base::child, Base::fail, Base::kLeft, Base::kRight, Base::left, Base::parent_of;
+  using Base::right, Base::root_, Base::rotate;
 
   // Null leaves count as black.
   static bool is_red(Node* node) { return node != nullptr && Base::bit(node); }
   static void set_red(Node* node, bool red) { Base::set_bit(node, red); }
+
+  // check()'s rule at `node`, whose subtrees have these black heights (the
+  // black nodes on a path down to a missing child); sets node's own.
+  static bool colour_rule(Node* node, int left_blacks, int right_blacks, int* blacks,
+                          const char** why) {
+    if (parent_of(node) == nullptr && is_red(node)) return fail(why, "root is red");
+    if (left_blacks != right_blacks) return fail(why, "black heights differ");
+    if (is_red(node) && (is_red(left(node)) || is_red(right(node)))) {
+      return fail(why, "red node has a red child");
+    }
+    *blacks = left_blacks + (is_red(node) ? 0 : 1);
+    return true;
+  }
 
   // `node` is red; its parent may be red too. Push the violation upward.
   void repair_after_insert(Node* node) {

@@ -17,10 +17,6 @@
 // it is erased); next() amortised O(1); check() O(n).
 #pragma once
 
-#include <concepts>
-#include <cstddef>
-#include <cstdint>
-
 #include "structures/binary_tree.h"
 #include "structures/wavl_links.h"
 
@@ -37,9 +33,6 @@ class WavlTree : public BinaryTree<Node, Rep, WavlLinks<Node>> {
   using Base = BinaryTree<Node, Rep, WavlLinks<Node>>;
 
  public:
-  // Depth bound for any valid tree in a 64-bit address space (2*log2(n)+1).
-  static constexpr int kMaxDepth = 130;
-
   void insert(Node* node) {
     this->link_leaf(node, /*leaf_bit=*/false);  // a leaf: rank 0
     repair_after_insert(node);
@@ -56,96 +49,18 @@ class WavlTree : public BinaryTree<Node, Rep, WavlLinks<Node>> {
     repair_after_erase(hole, hole_parent, unlinked_was_two_child);
   }
 
-  // Verifies every invariant; on the first violation sets *why and returns
-  // false. Safe on corrupted trees: the walk stops after size() nodes.
-  // The rank rule is checked by deriving each node's rank from each of its
-  // two children (child rank + 1 or 2 by parity): both must give the same
-  // rank, and a leaf's must be 0.
+  // Verifies every invariant (BinaryTree::check_walk's, and the rank rule);
+  // on the first violation sets *why and returns false. Safe on corrupted
+  // trees. The rank rule is checked by deriving each node's rank from each of
+  // its two children (child rank + 1 or 2 by parity): both must give the
+  // same rank, and a leaf's must be 0.
   bool check(const char** why) const {
-    const char* ignored;
-    if (why == nullptr) why = &ignored;
-    if (root_ == nullptr) {
-      if (size_ != 0) return fail(why, "root is null but size() is not zero");
-      if (first_ != nullptr) return fail(why, "cached first is set in an empty tree");
-      return true;
-    }
-    if (parent_of(root_) != nullptr) return fail(why, "root has a parent");
-
-    // One walk: pre-order on the way down (links, count, depth), in-order
-    // between a node's subtrees (the order), post-order on the way up
-    // (ranks). Each stack entry is a node whose subtrees are not finished.
-    struct Pending {
-      Node* node;
-      int stage;      // 0: left subtree next, 1: right subtree next
-      int left_rank;  // rank of the left child (-1 when absent)
-    };
-    Pending stack[kMaxDepth];
-    int top = 0;
-    std::size_t count = 0;
-    Node* previous = nullptr;
-    Node* node = root_;
-    int finished_rank = -1;  // rank of the subtree just completed
-    for (;;) {
-      if (node != nullptr) {
-        if (++count > size_) return fail(why, "more nodes reachable than size()");
-        for (int dir = kLeft; dir <= kRight; ++dir) {
-          Node* kid = child(node, dir);
-          if (kid != nullptr && parent_of(kid) != node) {
-            return fail(why, "child's parent pointer is wrong");
-          }
-        }
-        if (top == kMaxDepth) return fail(why, "tree deeper than kMaxDepth");
-        stack[top++] = {node, 0, -1};
-        node = left(node);
-        continue;
-      }
-      // An empty subtree, or a finished one, was just left: hand its rank
-      // to the node above.
-      if (top == 0) break;
-      Pending& above = stack[top - 1];
-      Node* kid = above.stage == 0 ? left(above.node) : right(above.node);
-      if (kid == nullptr) finished_rank = -1;
-      if (above.stage == 0) {
-        above.left_rank = finished_rank;
-        if (previous == nullptr) {
-          if (first_ != above.node) return fail(why, "cached first is not the minimum");
-        } else if (!Rep::less(previous, above.node)) {
-          return fail(why, "in-order nodes not strictly increasing");
-        }
-        previous = above.node;
-        above.stage = 1;
-        node = right(above.node);
-        continue;
-      }
-      Node* done = above.node;
-      const int from_left = above.left_rank + step_to(left(done), done);
-      const int from_right = finished_rank + step_to(right(done), done);
-      if (from_left != from_right) {
-        return fail(why, "rank rule: a rank difference is not 1 or 2");
-      }
-      if (left(done) == nullptr && right(done) == nullptr && from_left != 0) {
-        return fail(why, "rank rule: a leaf's rank is not 0");
-      }
-      finished_rank = from_left;
-      --top;
-    }
-    if (count != size_) return fail(why, "fewer nodes reachable than size()");
-    return true;
+    return this->check_walk(why, /*missing=*/-1, &WavlTree::rank_rule);
   }
 
  private:
-  using Base::child;
-  using Base::fail;
-  using Base::first_;
-  using Base::kLeft;
-  using Base::kRight;
-  using Base::left;
-  using Base::links;
-  using Base::parent_of;
-  using Base::right;
-  using Base::root_;
-  using Base::rotate;
-  using Base::size_;
+  using Base::child, Base::fail, Base::kLeft, Base::kRight, Base::left, Base::links;
+  using Base::parent_of, Base::right, Base::root_, Base::rotate;
 
   // A missing child has rank -1: odd.
   static bool parity(Node* node) { return node == nullptr || Base::bit(node); }
@@ -154,6 +69,20 @@ class WavlTree : public BinaryTree<Node, Rep, WavlLinks<Node>> {
   // For a child whose difference is known to be 1 or 2.
   static bool difference_is_two(Node* kid, Node* parent) { return parity(kid) == parity(parent); }
   static int step_to(Node* kid, Node* parent) { return difference_is_two(kid, parent) ? 2 : 1; }
+
+  // check()'s rule at `node`, whose children have these ranks (-1: missing):
+  // the rank it gets from each child must agree, and a leaf's must be 0.
+  static bool rank_rule(Node* node, int left_rank, int right_rank, int* rank,
+                        const char** why) {
+    const int from_left = left_rank + step_to(left(node), node);
+    const int from_right = right_rank + step_to(right(node), node);
+    if (from_left != from_right) return fail(why, "rank rule: a rank difference is not 1 or 2");
+    if (left(node) == nullptr && right(node) == nullptr && from_left != 0) {
+      return fail(why, "rank rule: a leaf's rank is not 0");
+    }
+    *rank = from_left;
+    return true;
+  }
 
   // `node` has just gained a rank (a new leaf counts as promoted from -1),
   // so its difference to its parent dropped from 1 or 2 to 0 or 1: equal
