@@ -19,6 +19,7 @@
 
 #include <concepts>
 #include <cstddef>
+#include <cstdint>
 
 #include "platform/assert.h"
 #include "structures/pairing_links.h"
@@ -49,19 +50,24 @@ struct PairingTrees {
   // Melds two tree roots (their own prev and next are ignored): the higher
   // becomes the leftmost child of the lower, which is returned. The winner's
   // prev and next are left as they were; callers set them.
+  // Which of the two wins is a coin toss for random addresses, so the choice
+  // is made with selects, not a branch the processor would mispredict half the
+  // time.
   static Node* meld(Node* a, Node* b) {
-    if (Rep::less(b, a)) {
-      Node* swap = a;
-      a = b;
-      b = swap;
-    }
-    PairingLinks<Node>& top = links(a);
-    PairingLinks<Node>& below = links(b);
-    below.prev = a;
-    below.next = top.child;
-    if (top.child != nullptr) links(top.child).prev = b;
-    top.child = b;
-    return a;
+    // Swap a and b when b wins: mask is all ones then, zero otherwise.
+    const std::uintptr_t mask = std::uintptr_t{0} - std::uintptr_t{Rep::less(b, a)};
+    const std::uintptr_t swap =
+        (reinterpret_cast<std::uintptr_t>(a) ^ reinterpret_cast<std::uintptr_t>(b)) & mask;
+    Node* winner = reinterpret_cast<Node*>(reinterpret_cast<std::uintptr_t>(a) ^ swap);
+    Node* loser = reinterpret_cast<Node*>(reinterpret_cast<std::uintptr_t>(b) ^ swap);
+    PairingLinks<Node>& top = links(winner);
+    PairingLinks<Node>& below = links(loser);
+    Node* old_child = top.child;
+    below.prev = winner;
+    below.next = old_child;
+    if (old_child != nullptr) links(old_child).prev = loser;
+    top.child = loser;
+    return winner;
   }
 
   // Two-pass pairing of the sibling list starting at `first`, iteratively:
