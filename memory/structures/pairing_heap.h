@@ -165,59 +165,18 @@ struct PairingTrees {
   }
 };
 
-template <class Node, class Rep>
-requires PairingRep<Rep, Node>
-class PairingHeap {
- public:
-  void insert(Node* node) {
-    Trees::init(node);
-    root_ = root_ == nullptr ? node : Trees::meld(root_, node);
-    ++size_;
-  }
-
-  void erase(Node* node) {
-    --size_;
-    if (node == root_) {
-      root_ = Trees::pair_up(Trees::links(node).child);
-      return;
-    }
-    Trees::unlink(node);
-    // Its children, paired into one heap, hang below the root again: every
-    // one of them is above the root.
-    if (Node* orphans = Trees::pair_up(Trees::links(node).child)) {
-      root_ = Trees::meld(root_, orphans);
-    }
-  }
-
-  Node* first() const { return root_; }
-  std::size_t size() const { return size_; }
-
-  // Invariants: the root has no siblings and no parent; the tree below it is
-  // a heap (check_tree); exactly size() nodes are reachable.
-  bool check(const char** why) const {
-    const char* ignored;
-    if (why == nullptr) why = &ignored;
-    if (root_ == nullptr) {
-      return size_ == 0 ? true : Trees::fail(why, "root is null but size() is not zero");
-    }
-    if (Trees::links(root_).prev != nullptr || Trees::links(root_).next != nullptr) {
-      return Trees::fail(why, "the root has a parent or a sibling");
-    }
-    std::size_t count = 0;
-    if (!Trees::check_tree(root_, size_, &count, why)) return false;
-    return count == size_ ? true : Trees::fail(why, "fewer nodes reachable than size()");
-  }
-
- private:
-  using Trees = PairingTrees<Node, Rep>;
-
-  Node* root_ = nullptr;  // the minimum; prev and next are null
-  std::size_t size_ = 0;
+// Where a heap puts a tree that is above its root: an insert above the root,
+// or the paired children of an erased node that was not the root.
+enum class PairingInserts {
+  kEager,  // the root's leftmost child at once
+  kLazy,   // the front of the root's aux list, melded there a little at a time
 };
 
-template <class Node, class Rep>
+// Both heaps: the root is the minimum after every call, its prev is null and
+// its `next` is the aux list (always empty in the eager heap).
+template <class Node, class Rep, PairingInserts kInserts>
 requires PairingRep<Rep, Node>
-class LazyPairingHeap {
+class BasicPairingHeap {
  public:
   void insert(Node* node) {
     Trees::init(node);
@@ -227,17 +186,18 @@ class LazyPairingHeap {
       return;
     }
     if (Rep::less(node, root_)) {
-      // The old root, its aux list now its siblings, goes below the new one.
+      // The old root, with its aux list, becomes the new root's only child
+      // (the list its siblings).
       Trees::links(node).child = root_;
       Trees::links(root_).prev = node;
       root_ = node;
       appended_ = 0;
       return;
     }
-    push_aux(node);
-    ++appended_;
-    for (std::size_t carries = appended_; (carries & 1) == 0; carries >>= 1) {
-      if (!meld_front_pair()) break;
+    if constexpr (kInserts == PairingInserts::kEager) {
+      adopt(node);
+    } else {
+      append(node);
     }
   }
 
@@ -245,23 +205,30 @@ class LazyPairingHeap {
     --size_;
     if (node == root_) {
       Node* kids = Trees::pair_up(Trees::links(node).child);
-      Node* aux = Trees::pair_up(Trees::links(node).next);
+      Node* aux = Trees::pair_up(Trees::links(node).next);  // null when eager
       root_ = kids == nullptr ? aux : aux == nullptr ? kids : Trees::meld(kids, aux);
       appended_ = 0;
       return;
     }
     Trees::unlink(node);
-    // Its children are above it, so above the root: they join the aux list.
-    if (Node* orphans = Trees::pair_up(Trees::links(node).child)) push_aux(orphans);
+    // Its children are above it, so above the root.
+    if (Node* orphans = Trees::pair_up(Trees::links(node).child)) {
+      if constexpr (kInserts == PairingInserts::kEager) {
+        adopt(orphans);
+      } else {
+        push_aux(orphans);
+      }
+    }
   }
 
   Node* first() const { return root_; }
   std::size_t size() const { return size_; }
 
-  // Invariants: the root has no parent; its `next` chain (the aux list) is
-  // doubly linked from the root, and every tree on it is above the root, so
-  // the root is the minimum; the root's tree and every aux tree are heaps
-  // (check_tree); exactly size() nodes are reachable.
+  // Invariants: the root has no parent; its `next` chain (the aux list,
+  // empty in the eager heap) is doubly linked from the root, and every tree
+  // on it is above the root, so the root is the minimum; the root's tree and
+  // every aux tree are heaps (check_tree); exactly size() nodes are
+  // reachable.
   bool check(const char** why) const {
     const char* ignored;
     if (why == nullptr) why = &ignored;
@@ -269,6 +236,9 @@ class LazyPairingHeap {
       return size_ == 0 ? true : Trees::fail(why, "root is null but size() is not zero");
     }
     if (Trees::links(root_).prev != nullptr) return Trees::fail(why, "the root has a parent");
+    if (kInserts == PairingInserts::kEager && Trees::links(root_).next != nullptr) {
+      return Trees::fail(why, "the root of an eager heap has a sibling");
+    }
     std::size_t count = 0;
     Node* previous = nullptr;
     for (Node* top = root_; top != nullptr; top = Trees::links(top).next) {
@@ -287,6 +257,16 @@ class LazyPairingHeap {
  private:
   using Trees = PairingTrees<Node, Rep>;
 
+  // Makes a tree above the root the root's leftmost child.
+  void adopt(Node* top) {
+    PairingLinks<Node>& own = Trees::links(top);
+    PairingLinks<Node>& root = Trees::links(root_);
+    own.prev = root_;
+    own.next = root.child;
+    if (root.child != nullptr) Trees::links(root.child).prev = top;
+    root.child = top;
+  }
+
   // Puts a tree at the front of the aux list.
   void push_aux(Node* top) {
     PairingLinks<Node>& own = Trees::links(top);
@@ -297,26 +277,48 @@ class LazyPairingHeap {
     root.next = top;
   }
 
-  // Melds the first two trees of the aux list into one, in front; false if
-  // there were not two.
-  bool meld_front_pair() {
-    Node* a = Trees::links(root_).next;
-    if (a == nullptr) return false;
-    Node* b = Trees::links(a).next;
-    if (b == nullptr) return false;
-    Node* rest = Trees::links(b).next;
-    Node* merged = Trees::meld(a, b);
-    PairingLinks<Node>& own = Trees::links(merged);
-    own.prev = root_;
-    own.next = rest;
-    if (rest != nullptr) Trees::links(rest).prev = merged;
-    Trees::links(root_).next = merged;
-    return true;
+  // Appends an inserted node to the aux list as a binary counter: the k-th
+  // append melds the list's front pair ctz(k) times, so the list holds about
+  // log2 k trees of doubling sizes, and every meld is on headers just
+  // touched. The first of those melds takes the new node and the old front
+  // directly, without linking the node in first.
+  void append(Node* node) {
+    ++appended_;
+    Node* front = Trees::links(root_).next;
+    if ((appended_ & 1) != 0 || front == nullptr) {
+      push_aux(node);
+      return;
+    }
+    Node* rest = Trees::links(front).next;
+    Node* merged = Trees::meld(node, front);
+    link_front(merged, rest);
+    for (std::size_t carries = appended_ >> 1; (carries & 1) == 0; carries >>= 1) {
+      Node* second = Trees::links(merged).next;
+      if (second == nullptr) break;
+      rest = Trees::links(second).next;
+      merged = Trees::meld(merged, second);
+      link_front(merged, rest);
+    }
   }
 
-  Node* root_ = nullptr;  // the minimum; prev is null, next the aux list
+  // Makes `top` the aux list's front, followed by `rest`.
+  void link_front(Node* top, Node* rest) {
+    PairingLinks<Node>& own = Trees::links(top);
+    own.prev = root_;
+    own.next = rest;
+    if (rest != nullptr) Trees::links(rest).prev = top;
+    Trees::links(root_).next = top;
+  }
+
+  Node* root_ = nullptr;
   std::size_t size_ = 0;
-  std::size_t appended_ = 0;  // trees appended since the aux list was last empty
+  std::size_t appended_ = 0;  // lazy: appends since the aux list was last empty
 };
+
+template <class Node, class Rep>
+using PairingHeap = BasicPairingHeap<Node, Rep, PairingInserts::kEager>;
+
+template <class Node, class Rep>
+using LazyPairingHeap = BasicPairingHeap<Node, Rep, PairingInserts::kLazy>;
 
 }  // namespace runsel
