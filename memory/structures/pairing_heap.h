@@ -20,6 +20,7 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "platform/assert.h"
 #include "structures/pairing_links.h"
@@ -191,7 +192,7 @@ class BasicPairingHeap {
       Trees::links(node).child = root_;
       Trees::links(root_).prev = node;
       root_ = node;
-      appended_ = 0;
+      restart_count();
       return;
     }
     if constexpr (kInserts == PairingInserts::kEager) {
@@ -207,7 +208,7 @@ class BasicPairingHeap {
       Node* kids = Trees::pair_up(Trees::links(node).child);
       Node* aux = Trees::pair_up(Trees::links(node).next);  // null when eager
       root_ = kids == nullptr ? aux : aux == nullptr ? kids : Trees::meld(kids, aux);
-      appended_ = 0;
+      restart_count();
       return;
     }
     Trees::unlink(node);
@@ -310,9 +311,18 @@ class BasicPairingHeap {
     Trees::links(root_).next = top;
   }
 
+  void restart_count() {
+    if constexpr (kInserts == PairingInserts::kLazy) appended_ = 0;
+  }
+
+  struct NoCount {};
+
   Node* root_ = nullptr;
   std::size_t size_ = 0;
-  std::size_t appended_ = 0;  // lazy: appends since the aux list was last empty
+  // Lazy: appends since the aux list was last empty. The eager heap has no
+  // count and stays two words.
+  [[no_unique_address]] std::conditional_t<kInserts == PairingInserts::kLazy, std::size_t, NoCount>
+      appended_{};
 };
 
 template <class Node, class Rep>
