@@ -10,7 +10,9 @@
 // insert (a binary counter: after the k-th append it melds the front pair
 // ctz(k) times, so the list holds about log2 k trees of doubling sizes), and
 // pairs the list up only when the root leaves. An insert that is below the
-// root becomes the root at once, the old root and its list beneath it.
+// root becomes the root at once, the old root and its list beneath it. Both
+// are one BasicPairingHeap, which differ only in where a tree above the root
+// goes.
 // Complexity (both): insert O(1) (amortised for the lazy heap's melds);
 // first() O(1); erase of the root amortised O(log n); erase of another node
 // O(1) to unlink plus the pairing of its own children; check() O(n). Every
