@@ -49,12 +49,11 @@ def totals(bins: list[dict]) -> dict:
 
 
 def run_counting(workloads: list[runs.Workload], libraries: dict[str, Path], scale: float,
-                 seed: int, timeout: float, fixed_layout: bool, slow: bool = True) -> dict:
+                 seed: int, timeout: float, fixed_layout: bool) -> dict:
     """{workload: {variant: {"bins": [...], "total": {...}} or {"error": ...}}}, for the
-    variants each workload runs under; `slow` False skips the workloads too slow for
-    instruction counts (webkit)."""
-    chosen = [workload for workload in workloads
-              if workload.kind == "live" and (slow or workload.counted)]
+    variants each workload runs under, except the workloads too slow for instruction
+    counts (webkit: the exact replay of its trace counts its picks on every container)."""
+    chosen = [workload for workload in workloads if workload.kind == "live" and workload.counted]
     counted: dict = {workload.name: {} for workload in chosen}
     plan = [(workload, variant, library) for workload in chosen
             for variant, library in libraries.items()

@@ -45,23 +45,29 @@ REPLAY = "replay"  # workload_replay needs a trace: one replay:<name> workload p
 WEBKIT = "webkit"  # a browser engine: experiments/webkit/driver.py under Debian's python3
 WEBKIT_DRIVER = ROOT / "experiments" / "webkit" / "driver.py"
 WEBKIT_REPLAY = "webkit replay"  # its web process's trace, replayed exactly per container
-# Run lengths. A webkit run takes seconds per page, so it runs fewer rounds and pages than
-# the others (the other allocators in its first rounds only). extend: seconds of extra rounds
-# for the workloads whose time comparisons are still wider than the target after `repeat`
-# rounds. --quick exists so that CI exercises every step in a minute or two: its webkit
-# runs and its callgrind counts (about a second of valgrind start-up each) cover these only.
-# peer_repeat: the rounds the peers and the settings (rb_first@purge:NAME, ...) take part in;
-# the containers, which the verdict compares to 2 %, take part in every round.
+# Run lengths, for a default report of about 20 minutes on 2 cores. The containers, which
+# the verdict compares to 2 %, take part in every round (repeat, then up to `extend`
+# seconds of extra rounds for the comparisons still wider than that); the peers and the
+# settings (rb_first@purge:NAME, ...) in the first peer_repeat rounds. A webkit run costs
+# seconds of start-up and page loads and its time cannot resolve a container to 2 %
+# anyway, so it runs live under the containers of bug 1857133 (webkit_allocators; the
+# peers in its first round) while its trace is replayed exactly on every container.
+# --quick exists so that CI exercises every step in a minute or two: its webkit runs and
+# replays and its callgrind counts (about a second of valgrind start-up each) cover its
+# anchors only.
 QUICK_ANCHORS = ("rb_first", "lifo", "jemalloc")
-DEFAULT = {"repeat": 21, "scale": 1.0, "instruction_scale": 0.05, "extend": 180,
+BUG_1857133 = ("rb_first", "rb_root", "lifo", "array_heap")  # experiments/harness/verdict.py
+PEERS = ("glibc", "jemalloc", "mimalloc", "tcmalloc")
+DEFAULT = {"repeat": 15, "scale": 1.0, "instruction_scale": 0.05, "extend": 90,
            "webkit_pages": 2, "webkit_repeat": 5, "webkit_peer_repeat": 1,
-           "webkit_allocators": (), "webkit_record_pages": 4, "webkit_cost_records": 200_000,
-           "counted_allocators": (), "peer_repeat": 11}
+           "webkit_allocators": BUG_1857133 + PEERS, "webkit_replay_allocators": (),
+           "webkit_record_pages": 4, "webkit_cost_records": 100_000,
+           "counted_allocators": (), "peer_repeat": 7}
 QUICK = {"repeat": 5, "scale": 0.05, "instruction_scale": 0.01, "extend": 0,
          "webkit_pages": 2, "webkit_repeat": 1, "webkit_peer_repeat": 1,
-         "webkit_allocators": QUICK_ANCHORS, "webkit_record_pages": 2,
-         "webkit_cost_records": 50_000, "counted_allocators": QUICK_ANCHORS,
-         "peer_repeat": None}
+         "webkit_allocators": QUICK_ANCHORS, "webkit_replay_allocators": QUICK_ANCHORS,
+         "webkit_record_pages": 2, "webkit_cost_records": 50_000,
+         "counted_allocators": QUICK_ANCHORS, "peer_repeat": None}
 KEEP_CHUNK_MAPS = ("rb_first", "lifo")  # the occupancy pictures compare these two
 SCHEMA_VERSION = 2  # results.json's layout: experiments/README.md, "results.json"
 
@@ -123,7 +129,7 @@ def webkit_exact_replay(args: argparse.Namespace, progress) -> dict:
     try:
         traces = record.record(args.build_dir, out, args.webkit_record_pages)
         trace = traces[0]["path"]  # the largest: the process that held the pages
-        containers = [name for name in args.allocator or args.webkit_allocators
+        containers = [name for name in args.allocator or args.webkit_replay_allocators
                       if name in replays.replayers(args.build_dir)] or None
         entry = replays.exact_replay_summary(trace, args.build_dir, family="webkit",
                                              label="webkit replay", containers=containers,
@@ -290,6 +296,7 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     args.webkit_pages = args.webkit_pages or preset["webkit_pages"]
     args.webkit_repeat = min(args.repeat, args.webkit_repeat or preset["webkit_repeat"])
     args.webkit_allocators = () if args.allocator else preset["webkit_allocators"]
+    args.webkit_replay_allocators = () if args.allocator else preset["webkit_replay_allocators"]
     args.webkit_cost_records = preset["webkit_cost_records"]
     args.webkit_record_pages = max(args.webkit_pages, preset["webkit_record_pages"])
     args.webkit_peer_repeat = preset["webkit_peer_repeat"]
@@ -345,8 +352,7 @@ def main(argv: list[str] | None = None) -> int:
         libraries = counting.counting_libraries(
             args.build_dir, [allocator.name for allocator in variants])
         counted = counting.run_counting(workloads, libraries, args.scale, args.seed,
-                                        args.timeout, not args.aslr,
-                                        slow=not args.quick) if libraries else {}
+                                        args.timeout, not args.aslr) if libraries else {}
     phases.end("counting runs")
     summary = metrics.summarize(valid, names, workloads, counts,
                                 allocator_discovery.same_choice_groups(args.build_dir), counted)
@@ -397,7 +403,9 @@ def main(argv: list[str] | None = None) -> int:
                                 "peer_repeat": min(args.webkit_repeat, args.webkit_peer_repeat),
                                 "record_pages": args.webkit_record_pages,
                                 "cost_records": args.webkit_cost_records,
-                                "allocators": list(args.webkit_allocators) or "all"},
+                                "allocators": list(args.webkit_allocators) or "all",
+                                "replay_allocators": list(args.webkit_replay_allocators)
+                                or "all"},
                      "instructions_how": counter_why,
                      "instructions_allocators": list(args.counted_allocators) or "all",
                      "instruction_scale": args.instruction_scale if counter == "callgrind"

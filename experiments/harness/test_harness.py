@@ -259,8 +259,8 @@ def check_threads_compare_like_with_like(results: dict, failures: Failures) -> N
 def check_counters(results: dict, failures: Failures) -> None:
     """One counting run per workload and variant, and counters that add up."""
     for workload, data in live(results).items():
-        if data.get("family") == "webkit" and results["settings"]["quick"]:
-            continue  # --quick leaves the browser out of the counting runs
+        if data.get("family") == "webkit":
+            continue  # the browser's picks are counted on its trace's replay
         for name, pair in data["allocators"].items():
             if not pair["identity"].startswith("runsel:") or "@" in name:  # peers, settings
                 failures.expect(pair.get("counters") is None, f"{workload} × {name}: counters")
