@@ -251,9 +251,14 @@ TEST_BUILDS = {
 }
 
 
+def test_log(build_dir: Path) -> Path:
+    """meson test's JSON log under the CI test setup (meson names it after the setup)."""
+    return build_dir / "meson-logs" / f"testlog-{CI_TEST_SETUP}.json"
+
+
 def count_test_results(build_dir: Path) -> dict[str, int] | None:
     """Counts meson's per-test results from its log (None when there is no log)."""
-    log = build_dir / "meson-logs" / "testlog.json"
+    log = test_log(build_dir)
     if not log.exists():
         return None
     counts = {"passed": 0, "failed": 0, "skipped": 0}
@@ -287,7 +292,7 @@ def run_test_build(spec: TestBuild, args: argparse.Namespace) -> dict:
         outcome["error"] = f"build failed: {failure}"
         outcome["seconds"] = time.monotonic() - started
         return outcome
-    (build_dir / "meson-logs" / "testlog.json").unlink(missing_ok=True)
+    test_log(build_dir).unlink(missing_ok=True)
     suites = spec.suites or tuple(args.suite)
     code = run(["meson", "test", "-C", build_dir, "--no-rebuild", "--print-errorlogs",
                 "--setup", CI_TEST_SETUP,

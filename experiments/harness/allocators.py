@@ -259,10 +259,18 @@ _UNKNOWN = object()
 
 
 def _constant(node: ast.expr, known: dict[str, object]) -> object:
-    """The value of a literal, of a name in `known`, or of a dict of those (entries whose
-    value is neither are left out); _UNKNOWN otherwise."""
+    """The value of a literal, of a name in `known`, of a sum of those, or of a dict of
+    those (entries whose value is none of these are left out); _UNKNOWN otherwise."""
     if isinstance(node, ast.Name):
         return known.get(node.id, _UNKNOWN)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):  # ANCHORS + PEERS
+        left, right = _constant(node.left, known), _constant(node.right, known)
+        if left is _UNKNOWN or right is _UNKNOWN:
+            return _UNKNOWN
+        try:
+            return left + right
+        except TypeError:
+            return _UNKNOWN
     if isinstance(node, ast.Dict):
         entries = {}
         for key, value in zip(node.keys, node.values):
