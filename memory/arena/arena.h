@@ -60,7 +60,7 @@ inline std::uint32_t RunHookAccess::regions(const Run* run) { return run->bin->r
 
 // Orders free page runs by (size, address) for best-fit with lowest address.
 struct FreeRunOrder {
-  static RbLinks<PageMapEntry>& links(PageMapEntry* e) { return e->avail; }
+  static TreeLinks<PageMapEntry>& links(PageMapEntry* e) { return e->avail; }
   static bool less(const PageMapEntry* a, const PageMapEntry* b) {
     std::size_t sa = a->size_bytes(), sb = b->size_bytes();
     if (sa != sb) return sa < sb;

@@ -17,7 +17,7 @@
 #include <cstdint>
 
 #include "arena/layout.h"
-#include "structures/rb_links.h"
+#include "structures/tree_links.h"
 
 namespace runsel {
 
@@ -32,7 +32,7 @@ enum PageBits : std::uintptr_t {
 
 struct PageMapEntry {
   union {
-    RbLinks<PageMapEntry> avail;  // free run heads: links in the arena's best-fit tree
+    TreeLinks<PageMapEntry> avail;  // free run heads: links in the arena's best-fit tree
     std::uint64_t run_serial;     // small run heads: the run's serial number in its bin
   };
   std::uintptr_t bits;

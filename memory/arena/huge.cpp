@@ -21,7 +21,7 @@ namespace runsel::huge {
 namespace {
 
 struct Node {
-  RbLinks<Node> links;
+  TreeLinks<Node> links;
   char* address;
   std::size_t mapped;      // chunk multiple
   std::size_t usable;      // page multiple <= resident; 0 while cached
@@ -31,7 +31,7 @@ struct Node {
 };
 
 struct ByAddress {
-  static RbLinks<Node>& links(Node* n) { return n->links; }
+  static TreeLinks<Node>& links(Node* n) { return n->links; }
   static bool less(const Node* a, const Node* b) { return a->address < b->address; }
 };
 

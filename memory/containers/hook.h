@@ -7,8 +7,7 @@
 #include <cstdint>
 
 #include "structures/pairing_links.h"
-#include "structures/rb_links.h"
-#include "structures/wavl_links.h"
+#include "structures/tree_links.h"
 
 namespace runsel {
 
@@ -33,8 +32,7 @@ struct BucketLinks {
 // arena/run.h). Every variant keeps them alike.
 template <class Node>
 union ContainerHook {
-  RbLinks<Node> rb;
-  WavlLinks<Node> wavl;
+  TreeLinks<Node> tree;  // rb_first, rb_root, sorted_by_free, wavl
   ListLinks<Node> list;
   BucketLinks<Node> buckets;
   PairingLinks<Node> pairing;

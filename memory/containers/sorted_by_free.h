@@ -23,7 +23,7 @@
 #include "containers/address_order.h"
 #include "containers/container.h"
 #include "containers/hook.h"
-#include "structures/rb_links.h"
+#include "structures/tree_links.h"
 #include "structures/rb_tree.h"
 
 namespace runsel {
@@ -63,7 +63,7 @@ class SortedByFreeRuns {
 
  private:
   struct ByFree {
-    static RbLinks<Node>& links(Node* run) { return HookOf::hook(run).rb; }
+    static TreeLinks<Node>& links(Node* run) { return HookOf::hook(run).tree; }
     static bool less(const Node* a, const Node* b) {
       const std::uint32_t free_a = HookOf::free_regions(a);
       const std::uint32_t free_b = HookOf::free_regions(b);

@@ -19,7 +19,7 @@
 #include "containers/container.h"
 #include "containers/first_of.h"
 #include "containers/hook.h"
-#include "structures/wavl_links.h"
+#include "structures/tree_links.h"
 #include "structures/wavl_tree.h"
 
 namespace runsel {
@@ -28,7 +28,7 @@ namespace runsel {
 // template signature the same for every container.
 template <class Node, class HookOf, class Metadata>
 requires HookAccess<HookOf, Node>
-class WavlRuns : public FirstOf<Node, WavlTree<Node, RunAddressWavlOrder<Node, HookOf>>> {
+class WavlRuns : public FirstOf<Node, WavlTree<Node, RunAddressOrder<Node, HookOf>>> {
  public:
   // For tests: the tree's root.
   Node* root() const { return this->structure_.root(); }

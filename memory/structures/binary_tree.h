@@ -1,8 +1,19 @@
 // What RbTree and WavlTree share: an intrusive binary search tree whose links
 // are left, right and a parent pointer with one spare bit (the colour, or the
-// rank parity), its root, cached minimum and size, and the parts that do not
-// depend on how it is balanced: walks, lookups, linking a new leaf,
-// unlinking a node, rotations, and check()'s walk (each tree adds its rule).
+// rank parity), its root, cached minimum and size, and everything that does
+// not depend on how it is balanced: insert() and erase() (linking a new leaf,
+// unlinking a node), walks, lookups, rotations, and check()'s walk. The tree
+// that derives from it (`Tree`, passed in so the calls bind statically)
+// supplies only its balancing:
+//   kNewLeafBit                  the bit a new leaf gets;
+//   repair_after_insert(node)    rebalances after `node` was linked as a leaf;
+//   erase_debt(unlinked)         what taking out `unlinked` (the node erase()
+//                                unlinks physically, see node_to_unlink) owes
+//                                the balance, read before it is unlinked;
+//   repair_after_erase(hole, hole_parent, debt)
+//                                pays it, from where the node was unlinked;
+//   kMissingFigure, check_rule   check()'s figure of a missing child and its
+//                                rule at each node (see check_walk).
 //
 // Complexity: next() and previous() amortised O(1); first_not_below() and
 // the descent of link_leaf() O(height); check_walk() O(n).
@@ -13,23 +24,42 @@
 #include <cstdint>
 
 #include "platform/assert.h"
+#include "structures/tree_links.h"
 
 namespace runsel {
 
-// Rep::links(node) gives the node's embedded Links (with left, right and
-// parent_word()); Rep::less is a strict total order (two distinct nodes never
-// compare equal). A Rep may also define static on_rotate() (tests count
+// Rep::links(node) gives the node's embedded TreeLinks; Rep::less is a
+// strict total order (two distinct nodes never compare equal). A Rep may also define static on_rotate() (tests count
 // rotations with it; it costs nothing when absent).
-template <class Rep, class Node, class Links>
+template <class Rep, class Node>
 concept TreeRep = requires(Node* node, const Node* a, const Node* b) {
-  { Rep::links(node) } -> std::same_as<Links&>;
+  { Rep::links(node) } -> std::same_as<TreeLinks<Node>&>;
   { Rep::less(a, b) } -> std::same_as<bool>;
 };
 
-template <class Node, class Rep, class Links>
-requires TreeRep<Rep, Node, Links>
+template <class Tree, class Node, class Rep>
+requires TreeRep<Rep, Node>
 class BinaryTree {
  public:
+  void insert(Node* node) {
+    link_leaf(node, Tree::kNewLeafBit);
+    static_cast<Tree*>(this)->repair_after_insert(node);
+  }
+
+  void erase(Node* node) {
+    Node* unlinked = node_to_unlink(node);
+    const bool debt = Tree::erase_debt(unlinked);
+    Node* hole_parent;
+    Node* hole = unlink(node, unlinked, &hole_parent);
+    static_cast<Tree*>(this)->repair_after_erase(hole, hole_parent, debt);
+  }
+
+  // Verifies every invariant (check_walk's, and the tree's own rule); on the
+  // first violation sets *why and returns false. Safe on corrupted trees.
+  bool check(const char** why) const {
+    return check_walk(why, Tree::kMissingFigure, &Tree::check_rule);
+  }
+
   Node* root() const { return root_; }
   Node* first() const { return first_; }
   std::size_t size() const { return size_; }
@@ -62,7 +92,7 @@ class BinaryTree {
   static constexpr int kRight = 1;
   static constexpr std::uintptr_t kBit = 1;
 
-  static Links& links(Node* node) { return Rep::links(node); }
+  static TreeLinks<Node>& links(Node* node) { return Rep::links(node); }
   static Node*& child(Node* node, int dir) {
     return dir == kLeft ? links(node).left : links(node).right;
   }
@@ -176,7 +206,7 @@ class BinaryTree {
       if (dir == kRight) is_new_minimum = false;
       cursor = child(cursor, dir);
     }
-    Links& own = links(node);
+    TreeLinks<Node>& own = links(node);
     own.left = nullptr;
     own.right = nullptr;
     own.parent_word() = reinterpret_cast<std::uintptr_t>(parent) | (leaf_bit ? kBit : 0);

@@ -261,23 +261,19 @@ class BasicPairingHeap {
   using Trees = PairingTrees<Node, Rep>;
 
   // Makes a tree above the root the root's leftmost child.
-  void adopt(Node* top) {
-    PairingLinks<Node>& own = Trees::links(top);
-    PairingLinks<Node>& root = Trees::links(root_);
-    own.prev = root_;
-    own.next = root.child;
-    if (root.child != nullptr) Trees::links(root.child).prev = top;
-    root.child = top;
-  }
+  void adopt(Node* top) { push_front(top, Trees::links(root_).child); }
 
   // Puts a tree at the front of the aux list.
-  void push_aux(Node* top) {
+  void push_aux(Node* top) { push_front(top, Trees::links(root_).next); }
+
+  // Links `top` in front of one of the root's lists (`head`: its child list
+  // or its aux list); in both, the first element's prev link is the root.
+  void push_front(Node* top, Node*& head) {
     PairingLinks<Node>& own = Trees::links(top);
-    PairingLinks<Node>& root = Trees::links(root_);
     own.prev = root_;
-    own.next = root.next;
-    if (root.next != nullptr) Trees::links(root.next).prev = top;
-    root.next = top;
+    own.next = head;
+    if (head != nullptr) Trees::links(head).prev = top;
+    head = top;
   }
 
   // Appends an inserted node to the aux list as a binary counter: the k-th

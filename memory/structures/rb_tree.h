@@ -1,7 +1,8 @@
-// Intrusive red-black tree over nodes that embed RbLinks<Node>; the order and
-// the place of the links come from a representation type Rep (see RbRep).
-// What does not depend on the balancing (walks, lookups, linking and
-// unlinking, rotations) is BinaryTree's, shared with WavlTree.
+// Intrusive red-black tree over nodes that embed TreeLinks<Node>; the order and
+// the place of the links come from a representation type Rep (see TreeRep).
+// What does not depend on the balancing (insert() and erase() but their
+// repairs, walks, lookups, rotations, check() but its rule) is BinaryTree's,
+// shared with WavlTree.
 //
 // Complexity: insert and erase are O(log n), iterative, and never allocate;
 // first() is O(1) (the minimum is cached and repaired on insert/erase, which
@@ -10,56 +11,37 @@
 #pragma once
 
 #include "structures/binary_tree.h"
-#include "structures/rb_links.h"
 
 namespace runsel {
 
-// Rep::links(node) gives the node's embedded links; Rep::less is a strict total
-// order (two distinct nodes never compare equal).
-template <class Rep, class Node>
-concept RbRep = TreeRep<Rep, Node, RbLinks<Node>>;
-
+// Rep must satisfy TreeRep (BinaryTree requires it).
 template <class Node, class Rep>
-requires RbRep<Rep, Node>
-class RbTree : public BinaryTree<Node, Rep, RbLinks<Node>> {
-  using Base = BinaryTree<Node, Rep, RbLinks<Node>>;
+class RbTree : public BinaryTree<RbTree<Node, Rep>, Node, Rep> {
+  using Base = BinaryTree<RbTree<Node, Rep>, Node, Rep>;
+  friend Base;
 
- public:
-  void insert(Node* node) {
-    this->link_leaf(node, /*leaf_bit=*/true);  // red
-    repair_after_insert(node);
-  }
-
-  void erase(Node* node) {
-    // If the node physically unlinked was black, the path through `hole`
-    // (which takes its place) lacks a black.
-    Node* unlinked = Base::node_to_unlink(node);
-    const bool removed_black = !is_red(unlinked);
-    Node* hole_parent;
-    Node* hole = this->unlink(node, unlinked, &hole_parent);
-    if (removed_black) repair_after_erase(hole, hole_parent);
-  }
-
-  // Verifies every invariant (BinaryTree::check_walk's, and the colours: the
-  // root is black, no red node has a red child, and below each node every
-  // path to a missing child meets as many black nodes); on the first
-  // violation sets *why and returns false. Safe on corrupted trees.
-  bool check(const char** why) const {
-    return this->check_walk(why, /*missing=*/0, &RbTree::colour_rule);
-  }
-
- private:
   using Base::child, Base::fail, Base::kLeft, Base::kRight, Base::left, Base::parent_of;
   using Base::right, Base::root_, Base::rotate;
+
+  // A new leaf is red.
+  static constexpr bool kNewLeafBit = true;
+
+  // If the node unlinked physically was black, the path through the hole
+  // (which takes its place) lacks a black.
+  static bool erase_debt(Node* unlinked) { return !is_red(unlinked); }
+
+  // check()'s rule: the root is black, no red node has a red child, and below
+  // each node every path to a missing child meets as many black nodes.
+  static constexpr int kMissingFigure = 0;
 
   // Null leaves count as black.
   static bool is_red(Node* node) { return node != nullptr && Base::bit(node); }
   static void set_red(Node* node, bool red) { Base::set_bit(node, red); }
 
-  // check()'s rule at `node`, whose subtrees have these black heights (the
-  // black nodes on a path down to a missing child); sets node's own.
-  static bool colour_rule(Node* node, int left_blacks, int right_blacks, int* blacks,
-                          const char** why) {
+  // The rule at `node`, whose subtrees have these black heights (the black
+  // nodes on a path down to a missing child); sets node's own.
+  static bool check_rule(Node* node, int left_blacks, int right_blacks, int* blacks,
+                         const char** why) {
     if (parent_of(node) == nullptr && is_red(node)) return fail(why, "root is red");
     if (left_blacks != right_blacks) return fail(why, "black heights differ");
     if (is_red(node) && (is_red(left(node)) || is_red(right(node)))) {
@@ -99,8 +81,10 @@ class RbTree : public BinaryTree<Node, Rep, RbLinks<Node>> {
     }
   }
 
-  // Paths through `node` (possibly null, child of `parent`) lack one black.
-  void repair_after_erase(Node* node, Node* parent) {
+  // If `lacks_black`, paths through `node` (possibly null, child of
+  // `parent`) lack one black.
+  void repair_after_erase(Node* node, Node* parent, bool lacks_black) {
+    if (!lacks_black) return;
     while (node != root_ && !is_red(node)) {
       // The sibling exists: its side has black height of at least one.
       const int side = node == left(parent) ? kLeft : kRight;

@@ -1,7 +1,8 @@
-// Intrusive weak-AVL (WAVL) tree over nodes that embed WavlLinks<Node>; the
+// Intrusive weak-AVL (WAVL) tree over nodes that embed TreeLinks<Node>; the
 // order and the place of the links come from a representation type Rep (see
 // WavlRep), as for RbTree, and so does what does not depend on the balancing
-// (BinaryTree: walks, lookups, linking and unlinking, rotations).
+// (BinaryTree: insert() and erase() but their repairs, walks, lookups,
+// rotations, check() but its rule).
 //
 // Rank rule (Haeupler, Sen and Tarjan, "Rank-balanced trees"): every node has
 // a rank, a missing child has rank -1, every rank difference between a
@@ -18,49 +19,31 @@
 #pragma once
 
 #include "structures/binary_tree.h"
-#include "structures/wavl_links.h"
 
 namespace runsel {
 
-// Rep::links(node) gives the node's embedded links; Rep::less is a strict
-// total order. A Rep may also define static on_rotate() (see BinaryTree).
-template <class Rep, class Node>
-concept WavlRep = TreeRep<Rep, Node, WavlLinks<Node>>;
-
+// Rep must satisfy TreeRep (BinaryTree requires it).
 template <class Node, class Rep>
-requires WavlRep<Rep, Node>
-class WavlTree : public BinaryTree<Node, Rep, WavlLinks<Node>> {
-  using Base = BinaryTree<Node, Rep, WavlLinks<Node>>;
+class WavlTree : public BinaryTree<WavlTree<Node, Rep>, Node, Rep> {
+  using Base = BinaryTree<WavlTree<Node, Rep>, Node, Rep>;
+  friend Base;
 
- public:
-  void insert(Node* node) {
-    this->link_leaf(node, /*leaf_bit=*/false);  // a leaf: rank 0
-    repair_after_insert(node);
-  }
-
-  void erase(Node* node) {
-    // If the node physically unlinked was a 2-child, its child (one rank
-    // further down) arrives in its place as a 3-child.
-    Node* unlinked = Base::node_to_unlink(node);
-    const bool unlinked_was_two_child =
-        parent_of(unlinked) != nullptr && difference_is_two(unlinked, parent_of(unlinked));
-    Node* hole_parent;
-    Node* hole = this->unlink(node, unlinked, &hole_parent);
-    repair_after_erase(hole, hole_parent, unlinked_was_two_child);
-  }
-
-  // Verifies every invariant (BinaryTree::check_walk's, and the rank rule);
-  // on the first violation sets *why and returns false. Safe on corrupted
-  // trees. The rank rule is checked by deriving each node's rank from each of
-  // its two children (child rank + 1 or 2 by parity): both must give the
-  // same rank, and a leaf's must be 0.
-  bool check(const char** why) const {
-    return this->check_walk(why, /*missing=*/-1, &WavlTree::rank_rule);
-  }
-
- private:
   using Base::child, Base::fail, Base::kLeft, Base::kRight, Base::left, Base::links;
   using Base::parent_of, Base::right, Base::root_, Base::rotate;
+
+  // A new leaf has rank 0: even.
+  static constexpr bool kNewLeafBit = false;
+
+  // If the node unlinked physically was a 2-child, its child (one rank
+  // further down) arrives in its place as a 3-child.
+  static bool erase_debt(Node* unlinked) {
+    return parent_of(unlinked) != nullptr && difference_is_two(unlinked, parent_of(unlinked));
+  }
+
+  // check()'s rule is the rank rule, checked by deriving each node's rank
+  // from each of its two children (child rank + 1 or 2 by parity): both must
+  // give the same rank, and a leaf's must be 0. A missing child has rank -1.
+  static constexpr int kMissingFigure = -1;
 
   // A missing child has rank -1: odd.
   static bool parity(Node* node) { return node == nullptr || Base::bit(node); }
@@ -70,10 +53,10 @@ class WavlTree : public BinaryTree<Node, Rep, WavlLinks<Node>> {
   static bool difference_is_two(Node* kid, Node* parent) { return parity(kid) == parity(parent); }
   static int step_to(Node* kid, Node* parent) { return difference_is_two(kid, parent) ? 2 : 1; }
 
-  // check()'s rule at `node`, whose children have these ranks (-1: missing):
-  // the rank it gets from each child must agree, and a leaf's must be 0.
-  static bool rank_rule(Node* node, int left_rank, int right_rank, int* rank,
-                        const char** why) {
+  // The rule at `node`, whose children have these ranks (-1: missing): the
+  // rank it gets from each child must agree, and a leaf's must be 0.
+  static bool check_rule(Node* node, int left_rank, int right_rank, int* rank,
+                         const char** why) {
     const int from_left = left_rank + step_to(left(node), node);
     const int from_right = right_rank + step_to(right(node), node);
     if (from_left != from_right) return fail(why, "rank rule: a rank difference is not 1 or 2");

@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "structures/tree_links.h"
 #include "support/seeds.h"
 
 namespace runsel_test {
@@ -32,9 +33,8 @@ inline std::size_t tree_max_size_for(std::uint64_t seed) {
   return 1 + seed % 97;
 }
 
-template <template <class> class LinksOf>
 struct TreeTestNode {
-  LinksOf<TreeTestNode> links;
+  runsel::TreeLinks<TreeTestNode> links;
   std::uint64_t key;
   std::uint32_t id;    // tie-break for equal keys, like (size, address)
   std::uint32_t slot;  // index in members or outsiders

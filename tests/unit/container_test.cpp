@@ -505,9 +505,9 @@ void corrupt(typename Case::Set& set, std::vector<Run>& runs, int variant) {
   Run* pick = set.pick();
   if constexpr (std::is_same_v<Set, RbFirstCase::Set> || std::is_same_v<Set, RbRootCase::Set> ||
                 std::is_same_v<Set, SortedByFreeCase::Set>) {
-    RbLinks<Run>& root = RunHook::hook(set.root()).rb;
+    TreeLinks<Run>& root = RunHook::hook(set.root()).tree;
     if (variant == 0) {
-      root.parent_and_color |= 1;  // a red root
+      root.parent_and_bit |= 1;  // a red root
     } else {
       std::swap(root.left, root.right);  // in-order no longer rises
     }
@@ -544,13 +544,13 @@ void corrupt(typename Case::Set& set, std::vector<Run>& runs, int variant) {
     if (variant == 0) {
       Run* leaf = set.root();
       for (;;) {
-        WavlLinks<Run>& links = RunHook::hook(leaf).wavl;
+        TreeLinks<Run>& links = RunHook::hook(leaf).tree;
         if (links.left == nullptr && links.right == nullptr) break;
         leaf = links.left != nullptr ? links.left : links.right;
       }
-      RunHook::hook(leaf).wavl.parent_and_parity ^= 1;  // a leaf of rank 1
+      RunHook::hook(leaf).tree.parent_and_bit ^= 1;  // a leaf of rank 1
     } else {
-      WavlLinks<Run>& root = RunHook::hook(set.root()).wavl;
+      TreeLinks<Run>& root = RunHook::hook(set.root()).tree;
       std::swap(root.left, root.right);  // in-order no longer rises
     }
   } else if constexpr (std::is_same_v<Set, FullestFirstCase::Set>) {

@@ -16,14 +16,14 @@ namespace runsel {
 namespace {
 
 using runsel_test::run_tree_differential;
-using TestNode = runsel_test::TreeTestNode<RbLinks>;
+using TestNode = runsel_test::TreeTestNode;
 using ByKey = runsel_test::ByKeyOrder<TestNode>;
 using ByAddress = runsel_test::ByAddressOrder<TestNode>;
 using runsel_test::ByKeyModel;
 using ByAddressModel = std::less<const TestNode*>;
 
-static_assert(RbRep<ByKey, TestNode>);
-static_assert(RbRep<ByAddress, TestNode>);
+static_assert(TreeRep<ByKey, TestNode>);
+static_assert(TreeRep<ByAddress, TestNode>);
 
 // The tree lives in constinit globals in the allocator.
 constinit RbTree<TestNode, ByKey> g_constinit_tree;
@@ -55,7 +55,7 @@ class RbTreeCorruption : public ::testing::Test {
 
   TestNode* find_node(bool want_red, bool want_leaf) {
     for (TestNode* node = tree_.first(); node != nullptr; node = tree_.next(node)) {
-      const bool red = node->links.parent_and_color & 1;
+      const bool red = node->links.parent_and_bit & 1;
       const bool leaf = node->links.left == nullptr && node->links.right == nullptr;
       if (red == want_red && leaf == want_leaf && node != tree_.root()) return node;
     }
@@ -67,14 +67,14 @@ class RbTreeCorruption : public ::testing::Test {
 };
 
 TEST_F(RbTreeCorruption, RedRoot) {
-  tree_.root()->links.parent_and_color |= 1;
+  tree_.root()->links.parent_and_bit |= 1;
   expect_check_fails("red root");
 }
 
 TEST_F(RbTreeCorruption, FlippedColour) {
   TestNode* red_leaf = find_node(/*want_red=*/true, /*want_leaf=*/true);
   ASSERT_NE(red_leaf, nullptr);
-  red_leaf->links.parent_and_color ^= 1;  // now black: black heights differ
+  red_leaf->links.parent_and_bit ^= 1;  // now black: black heights differ
   expect_check_fails("red leaf turned black");
 }
 
@@ -82,8 +82,8 @@ TEST_F(RbTreeCorruption, RedChildOfRed) {
   TestNode* red_leaf = find_node(/*want_red=*/true, /*want_leaf=*/true);
   ASSERT_NE(red_leaf, nullptr);
   TestNode* parent =
-      reinterpret_cast<TestNode*>(red_leaf->links.parent_and_color & ~std::uintptr_t{1});
-  parent->links.parent_and_color |= 1;
+      reinterpret_cast<TestNode*>(red_leaf->links.parent_and_bit & ~std::uintptr_t{1});
+  parent->links.parent_and_bit |= 1;
   expect_check_fails("red parent of a red leaf");
 }
 
@@ -91,8 +91,8 @@ TEST_F(RbTreeCorruption, BrokenParentPointer) {
   TestNode* leaf = find_node(/*want_red=*/false, /*want_leaf=*/true);
   if (leaf == nullptr) leaf = find_node(/*want_red=*/true, /*want_leaf=*/true);
   ASSERT_NE(leaf, nullptr);
-  leaf->links.parent_and_color =
-      reinterpret_cast<std::uintptr_t>(tree_.root()) | (leaf->links.parent_and_color & 1);
+  leaf->links.parent_and_bit =
+      reinterpret_cast<std::uintptr_t>(tree_.root()) | (leaf->links.parent_and_bit & 1);
   expect_check_fails("leaf pointing at the root as parent");
 }
 

@@ -20,7 +20,7 @@ namespace runsel {
 namespace {
 
 using runsel_test::run_tree_differential;
-using TestNode = runsel_test::TreeTestNode<WavlLinks>;
+using TestNode = runsel_test::TreeTestNode;
 
 // Rotations since the counter was last reset (the tests are single-threaded).
 std::size_t g_rotations = 0;
@@ -34,8 +34,8 @@ using runsel_test::ByKeyModel;
 using ByAddress = runsel_test::ByAddressOrder<TestNode>;
 using ByAddressModel = std::less<const TestNode*>;
 
-static_assert(WavlRep<ByKey, TestNode>);
-static_assert(WavlRep<ByAddress, TestNode>);
+static_assert(TreeRep<ByKey, TestNode>);
+static_assert(TreeRep<ByAddress, TestNode>);
 
 constinit WavlTree<TestNode, ByKey> g_constinit_tree;
 
@@ -146,7 +146,7 @@ class WavlTreeCorruption : public ::testing::Test {
 TEST_F(WavlTreeCorruption, LeafOfRankOne) {
   TestNode* leaf = a_leaf();
   ASSERT_NE(leaf, nullptr);
-  leaf->links.parent_and_parity ^= 1;
+  leaf->links.parent_and_bit ^= 1;
   expect_check_fails("a leaf's rank parity flipped");
 }
 
@@ -156,7 +156,7 @@ TEST_F(WavlTreeCorruption, RanksDisagree) {
   TestNode* inner = tree_.root()->links.left;
   ASSERT_NE(inner, nullptr);
   ASSERT_TRUE(inner->links.left != nullptr || inner->links.right != nullptr);
-  inner->links.parent_and_parity ^= 1;
+  inner->links.parent_and_bit ^= 1;
   expect_check_fails("an inner node's rank parity flipped");
 }
 
@@ -170,23 +170,23 @@ TEST_F(WavlTreeCorruption, RotationWithoutRankChanges) {
   TestNode* riser = top->links.left;
   ASSERT_NE(riser, nullptr);
   auto parent_word = [](TestNode* parent, TestNode* node) {
-    return reinterpret_cast<std::uintptr_t>(parent) | (node->links.parent_and_parity & 1);
+    return reinterpret_cast<std::uintptr_t>(parent) | (node->links.parent_and_bit & 1);
   };
   top->links.left = riser->links.right;
   if (top->links.left != nullptr)
-    top->links.left->links.parent_and_parity = parent_word(top, top->links.left);
+    top->links.left->links.parent_and_bit = parent_word(top, top->links.left);
   riser->links.right = top;
-  top->links.parent_and_parity = parent_word(riser, top);
+  top->links.parent_and_bit = parent_word(riser, top);
   root->links.left = riser;
-  riser->links.parent_and_parity = parent_word(root, riser);
+  riser->links.parent_and_bit = parent_word(root, riser);
   expect_check_fails("a right rotation without rank changes");
 }
 
 TEST_F(WavlTreeCorruption, BrokenParentPointer) {
   TestNode* leaf = a_leaf();
   ASSERT_NE(leaf, nullptr);
-  leaf->links.parent_and_parity =
-      reinterpret_cast<std::uintptr_t>(tree_.root()) | (leaf->links.parent_and_parity & 1);
+  leaf->links.parent_and_bit =
+      reinterpret_cast<std::uintptr_t>(tree_.root()) | (leaf->links.parent_and_bit & 1);
   expect_check_fails("leaf pointing at the root as parent");
 }
 
