@@ -18,10 +18,13 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT / "tools" / "trace"), str(ROOT / "experiments" / "harness")]
+sys.path[:0] = [str(Path(__file__).resolve().parent.parent / part)
+                for part in ("tools/trace", "experiments/harness")]
 import allocators as shared  # noqa: E402  (the Python tools' shared module; standard library only)
 import runsel_trace_cli  # noqa: E402  (tools/trace/: the trace and replay subcommands)
+from runsel_trace_cli import RECORDER_TARGET, REPLAYER_PREFIX  # noqa: E402
+from build_steps import (ROOT, StepFailed, build, capture_json, configure,  # noqa: E402
+                         requested_options, run, show)
 from allocators import (COUNTING_TARGET_PREFIX, REFERENCE as REFERENCE_VARIANT,  # noqa: E402
                         SETTING_TARGET_PREFIX, build_targets, positive, targets_named)
 BUILD_DIR = Path("build")
@@ -32,87 +35,7 @@ REPORT_DIR = RESULTS_DIR / "report"
 BENCH_PROGRAM = Path("experiments/malloc_bench")  # under the build directory
 BENCH_COMPARE = Path("experiments/bench/compare.py")
 SELECTED_TARGET = "malloc"  # build/libmalloc.so: the container picked at setup
-TRACE_RECORDER_TARGET = "runsel-trace"  # build/tools/librunsel-trace.so
-REPLAYER_TARGET_PREFIX = "runsel-replay-"  # build/tools/runsel-replay-<container>
 CI_TEST_SETUP = "ci"  # meson.build's test setup for CI: the fixed seed list
-
-
-class StepFailed(Exception):
-    """A step could not be done; the message says which and why."""
-
-
-# --- running commands -----------------------------------------------------------------
-
-
-def show(command: list[str], env_changes: dict[str, str] | None = None) -> None:
-    """Prints a command as it could be typed in a shell at the repository root."""
-    prefix = [f"{name}={value}" for name, value in (env_changes or {}).items()]
-    print("+ " + shlex.join(prefix + [str(part) for part in command]), flush=True)
-
-
-def run(command: list[str], check: bool = True,
-        env_changes: dict[str, str] | None = None) -> int:
-    """Shows and runs a command with the terminal as its output; returns its exit code."""
-    show(command, env_changes)
-    env = {**os.environ, **env_changes} if env_changes else None
-    code = subprocess.call([str(part) for part in command], env=env)
-    if check and code != 0:
-        raise StepFailed(f"{shlex.join(str(part) for part in command)} exited with {code}")
-    return code
-
-
-def capture_json(command: list[str]):
-    """Runs a quiet query command (not shown: it changes nothing) and parses its JSON."""
-    output = subprocess.run(command, check=True, capture_output=True, text=True).stdout
-    return json.loads(output)
-
-
-# --- configure and build --------------------------------------------------------------
-
-
-def requested_options(args: argparse.Namespace) -> dict[str, str]:
-    """The meson options asked for on the command line (others keep their value)."""
-    options = {}
-    if getattr(args, "container", None):
-        options["run_container"] = args.container
-    return options
-
-
-def is_configured(build_dir: Path) -> bool:
-    return (build_dir / "build.ninja").exists() and (
-        build_dir / "meson-private" / "coredata.dat"
-    ).exists()
-
-
-def current_options(build_dir: Path) -> dict[str, str]:
-    return {name: option_text(value) for name, value in shared.build_options(build_dir).items()}
-
-
-def option_text(value) -> str:
-    """An option's value as it is written after -Dname= (lists space-separated)."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, list):
-        return " ".join(map(str, value))
-    return str(value)
-
-
-def configure(build_dir: Path, options: dict[str, str],
-              setup_env: dict[str, str] | None = None) -> None:
-    """meson setup on a new build directory (in setup_env, e.g. CXX); --reconfigure when an
-    option changes."""
-    defines = [f"-D{name}={value}" for name, value in options.items()]
-    if not is_configured(build_dir):
-        code = run(["meson", "setup", build_dir, *defines], check=False, env_changes=setup_env)
-        if code != 0:
-            raise StepFailed(f"meson setup {build_dir} failed ({code})")
-        return
-    current = current_options(build_dir)
-    changed = {name: value for name, value in options.items() if current.get(name) != value}
-    if changed:
-        run(["meson", "setup", "--reconfigure", build_dir, *defines])
-    else:
-        print(f"# {build_dir}/ is configured (run_container={current.get('run_container')})")
 
 
 def defines_output(build_dir: Path, output: Path) -> bool:
@@ -128,12 +51,6 @@ def variant_libraries(build_dir: Path) -> dict[str, Path]:
     if not libraries:
         raise StepFailed(f"meson defines no {shared.VARIANT_TARGET_PREFIX}<container> library")
     return dict(sorted(libraries.items(), key=lambda item: item[0] != REFERENCE_VARIANT))
-
-
-def build(build_dir: Path, outputs: list[Path] | None = None) -> None:
-    """ninja on the given outputs (paths under build_dir), or on everything."""
-    targets = [os.path.relpath(path, build_dir) for path in outputs or []]
-    run(["ninja", "-C", build_dir, *targets])
 
 
 def selected_library(build_dir: Path) -> Path:
@@ -197,8 +114,8 @@ def trace_tools(build_dir: Path) -> list[Path]:
     """The recorder and every container's replayer: the report records the webkit
     workload's web processes and replays their traces (and any --trace) exactly."""
     return [root_relative(Path(target["filename"][0])) for target in build_targets(build_dir)
-            if target["name"] == TRACE_RECORDER_TARGET
-            or target["name"].startswith(REPLAYER_TARGET_PREFIX)]
+            if target["name"] == RECORDER_TARGET
+            or target["name"].startswith(REPLAYER_PREFIX)]
 
 
 def report_libraries(build_dir: Path) -> list[Path]:
@@ -471,7 +388,7 @@ def parser() -> argparse.ArgumentParser:
                        help=f"more {BENCH_COMPARE} arguments (after --)")
     bench.set_defaults(handler=command_bench)
 
-    runsel_trace_cli.add_commands(commands, shared_options, sys.modules[__name__])
+    runsel_trace_cli.add_commands(commands, shared_options)
     return main
 
 

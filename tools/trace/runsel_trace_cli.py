@@ -4,9 +4,8 @@
   runsel replay [--every N] [--variant NAME] [--json FILE] TRACE
                                                   replays TRACE on every container, compares
 
-runsel_cli.py registers them with add_commands(); `cli` is that module, whose
-helpers (configure, build, run, show, StepFailed...) these commands use.
-Standard library only.
+runsel_cli.py registers them with add_commands(); they configure, build and show
+their steps with tools/build_steps.py, as runsel_cli does. Standard library only.
 """
 
 from __future__ import annotations
@@ -20,6 +19,9 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
+
+import allocators
+import build_steps as steps
 
 RECORDER_TARGET = "runsel-trace"  # build/tools/librunsel-trace.so
 REPLAYER_PREFIX = "runsel-replay-"  # build/tools/runsel-replay-<container>
@@ -37,36 +39,34 @@ def from_caller(path: str) -> Path:
     return (caller_directory() / path).resolve()
 
 
-def targets_named(cli, build_dir: Path, wanted) -> dict[str, Path]:
-    """{target name: output path} of the build's targets for which wanted(name) holds."""
-    return {target["name"]: Path(target["filename"][0]) for target in cli.build_targets(build_dir)
-            if wanted(target["name"])}
+def target_file(build_dir: Path, name: str, kind: str) -> Path | None:
+    """The file of the build's target called exactly `name` of this kind, if any."""
+    return allocators.targets_named(allocators.build_targets(build_dir), name, kind).get("")
 
 
 # --- trace --------------------------------------------------------------------------------
 
 
-def command_trace(cli, args: argparse.Namespace) -> int:
+def command_trace(args: argparse.Namespace) -> int:
     command = args.command[1:] if args.command[:1] == ["--"] else list(args.command)
     if not command:
-        raise cli.StepFailed("nothing to trace: give a command after --")
-    cli.configure(args.build_dir, cli.requested_options(args))
-    recorder = targets_named(cli, args.build_dir, lambda name: name == RECORDER_TARGET)
-    if not recorder:
-        raise cli.StepFailed(f"meson defines no {RECORDER_TARGET} library (tools/meson.build)")
-    library = next(iter(recorder.values()))
-    cli.build(args.build_dir, [library])
+        raise steps.StepFailed("nothing to trace: give a command after --")
+    steps.configure(args.build_dir, steps.requested_options(args))
+    library = target_file(args.build_dir, RECORDER_TARGET, "shared library")
+    if library is None:
+        raise steps.StepFailed(f"meson defines no {RECORDER_TARGET} library (tools/meson.build)")
+    steps.build(args.build_dir, [library])
 
     if args.output:
         pattern = from_caller(args.output)
     else:
-        pattern = cli.ROOT / TRACES_DIR / (Path(command[0]).name + ".%p")
+        pattern = steps.ROOT / TRACES_DIR / (Path(command[0]).name + ".%p")
     pattern.parent.mkdir(parents=True, exist_ok=True)
     preload = " ".join(filter(None, [str(library.resolve()), os.environ.get("LD_PRELOAD")]))
     changes = {"LD_PRELOAD": preload, "RUNSEL_TRACE": str(pattern)}
     if "PYTHONMALLOC" not in os.environ:  # python's own pools would hide its objects
         changes["PYTHONMALLOC"] = "malloc"
-    cli.show(command, changes)
+    steps.show(command, changes)
     started = time.time()
     child = subprocess.Popen(command, cwd=caller_directory(), env={**os.environ, **changes})
     code = child.wait()
@@ -166,82 +166,81 @@ def comparison(documents: dict[str, dict], reference: str | None) -> str:
     return "\n".join(parts)
 
 
-def replay_on(program: Path, trace: Path, args: argparse.Namespace, cli, scratch: Path) -> dict:
+def replay_on(program: Path, trace: Path, args: argparse.Namespace, scratch: Path) -> dict:
     """Runs one replayer; prints its text; returns its JSON document."""
     figures = scratch / f"{program.name}.json"
     options = (["--every", str(args.every)] if args.every else []) + (
         ["--partial"] if args.partial else [])
     command = [str(program), *options, "--json", str(figures), str(trace)]
-    cli.show(command)
+    steps.show(command)
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode == 2:  # malformed: the same for every container
-        raise cli.StepFailed(done.stderr.strip())
+        raise steps.StepFailed(done.stderr.strip())
     if done.returncode != 0:
-        raise cli.StepFailed(f"{program} exited with {done.returncode}: {done.stderr.strip()}")
+        raise steps.StepFailed(f"{program} exited with {done.returncode}: {done.stderr.strip()}")
     if args.verbose:
         print(done.stdout, end="\n", flush=True)
     return json.loads(figures.read_text())
 
 
-def converter(cli, args: argparse.Namespace) -> Path:
-    found = targets_named(cli, args.build_dir, lambda name: name == CONVERTER_TARGET)
-    if not found:
-        raise cli.StepFailed(f"meson defines no {CONVERTER_TARGET} (tools/meson.build)")
-    program = next(iter(found.values()))
-    cli.build(args.build_dir, [program])
+def converter(args: argparse.Namespace) -> Path:
+    program = target_file(args.build_dir, CONVERTER_TARGET, "executable")
+    if program is None:
+        raise steps.StepFailed(f"meson defines no {CONVERTER_TARGET} (tools/meson.build)")
+    steps.build(args.build_dir, [program])
     return program
 
 
-def convert(cli, command: list[str]) -> None:
-    cli.show(command)
+def convert(command: list[str]) -> None:
+    steps.show(command)
     done = subprocess.run(command, capture_output=True, text=True)
     print(done.stdout, end="", flush=True)
     if done.returncode != 0:
-        raise cli.StepFailed(done.stderr.strip() or f"{command[0]} exited with {done.returncode}")
+        raise steps.StepFailed(done.stderr.strip() or f"{command[0]} exited with {done.returncode}")
 
 
-def command_replay(cli, args: argparse.Namespace) -> int:
+def command_replay(args: argparse.Namespace) -> int:
     trace = from_caller(args.trace)
     if not trace.exists():
-        raise cli.StepFailed(f"no such trace: {trace}")
-    cli.configure(args.build_dir, cli.requested_options(args))
+        raise steps.StepFailed(f"no such trace: {trace}")
+    steps.configure(args.build_dir, steps.requested_options(args))
     with open(trace, "rb") as file:
         is_runsel_trace = file.read(len(TRACE_MAGIC)) == TRACE_MAGIC
     if args.export_logalloc:
         if not is_runsel_trace:
-            raise cli.StepFailed(f"{trace} is not a runsel trace: nothing to export")
-        convert(cli, [str(converter(cli, args)), "to-logalloc", str(trace),
+            raise steps.StepFailed(f"{trace} is not a runsel trace: nothing to export")
+        convert([str(converter(args)), "to-logalloc", str(trace),
                       str(from_caller(args.export_logalloc))])
         return 0
     if is_runsel_trace and args.pid is not None:
-        raise cli.StepFailed("--pid picks a process of a logalloc log; a runsel trace has one")
+        raise steps.StepFailed("--pid picks a process of a logalloc log; a runsel trace has one")
     with tempfile.TemporaryDirectory(prefix="runsel-logalloc-") as scratch:
         if not is_runsel_trace:  # a Mozilla logalloc log, plain or gzip-compressed
             converted = Path(scratch) / (trace.name + ".trace")
-            convert(cli, [str(converter(cli, args)), "from-logalloc",
+            convert([str(converter(args)), "from-logalloc",
                           *(["--pid", str(args.pid)] if args.pid is not None else []),
                           str(trace), str(converted)])
             trace = converted
-        return replay_every_container(cli, args, trace)
+        return replay_every_container(args, trace)
 
 
-def replay_every_container(cli, args: argparse.Namespace, trace: Path) -> int:
-    replayers = {name[len(REPLAYER_PREFIX):]: path for name, path in targets_named(
-        cli, args.build_dir, lambda name: name.startswith(REPLAYER_PREFIX)).items()}
+def replay_every_container(args: argparse.Namespace, trace: Path) -> int:
+    replayers = allocators.targets_named(allocators.build_targets(args.build_dir),
+                                         REPLAYER_PREFIX, "executable")
     if args.variant:
         unknown = set(args.variant) - set(replayers)
         if unknown:
-            raise cli.StepFailed(f"no replayer for: {', '.join(sorted(unknown))}")
+            raise steps.StepFailed(f"no replayer for: {', '.join(sorted(unknown))}")
         replayers = {name: path for name, path in replayers.items() if name in args.variant}
     if not replayers:
-        raise cli.StepFailed(f"meson defines no {REPLAYER_PREFIX}<container> (tools/meson.build)")
-    replayers = dict(sorted(replayers.items(), key=lambda item: item[0] != cli.REFERENCE_VARIANT))
-    cli.build(args.build_dir, list(replayers.values()))
+        raise steps.StepFailed(f"meson defines no {REPLAYER_PREFIX}<container> (tools/meson.build)")
+    replayers = dict(sorted(replayers.items(), key=lambda item: item[0] != allocators.REFERENCE))
+    steps.build(args.build_dir, list(replayers.values()))
 
     with tempfile.TemporaryDirectory(prefix="runsel-replay-") as scratch:
-        documents = {name: replay_on(program, trace, args, cli, Path(scratch))
+        documents = {name: replay_on(program, trace, args, Path(scratch))
                      for name, program in replayers.items()}
-    reference = cli.REFERENCE_VARIANT if cli.REFERENCE_VARIANT in documents else None
+    reference = allocators.REFERENCE if allocators.REFERENCE in documents else None
     first = next(iter(documents.values()))
     print(f"# {trace}: {first['trace']['records']} records, {first['trace']['marks']} marks; "
           f"replayed on {', '.join(documents)}, one thread, no address randomization")
@@ -266,7 +265,7 @@ def replay_every_container(cli, args: argparse.Namespace, trace: Path) -> int:
 # --- registration -------------------------------------------------------------------------
 
 
-def add_commands(commands, parents: list[argparse.ArgumentParser], cli) -> None:
+def add_commands(commands, parents: list[argparse.ArgumentParser]) -> None:
     """Adds `trace` and `replay` to runsel_cli's subcommands."""
     trace = commands.add_parser(
         "trace", parents=parents, help="record a program's allocation calls",
@@ -279,7 +278,7 @@ def add_commands(commands, parents: list[argparse.ArgumentParser], cli) -> None:
                             f"{TRACES_DIR}/<program>.%%p)")
     trace.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD ARG...",
                        help="the program to record and its arguments")
-    trace.set_defaults(handler=lambda args: command_trace(cli, args))
+    trace.set_defaults(handler=lambda args: command_trace(args))
 
     replay = commands.add_parser(
         "replay", parents=parents,
@@ -310,4 +309,4 @@ def add_commands(commands, parents: list[argparse.ArgumentParser], cli) -> None:
                              "(tools/trace/format.md, \"Replay figures\")")
     replay.add_argument("--verbose", action="store_true",
                         help="also print each replayer's own output (stats lines, bin table)")
-    replay.set_defaults(handler=lambda args: command_replay(cli, args))
+    replay.set_defaults(handler=lambda args: command_replay(args))

@@ -1,0 +1,101 @@
+"""What runsel_cli.py and tools/trace/runsel_trace_cli.py share: running a command the
+way the front door shows it ("+ ..." first, so any step can be repeated by hand from the
+repository root), and configuring and building with meson. Standard library only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import subprocess
+from pathlib import Path
+
+import allocators as shared
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class StepFailed(Exception):
+    """A step could not be done; the message says which and why."""
+
+
+# --- running commands -----------------------------------------------------------------
+
+
+def show(command: list[str], env_changes: dict[str, str] | None = None) -> None:
+    """Prints a command as it could be typed in a shell at the repository root."""
+    prefix = [f"{name}={value}" for name, value in (env_changes or {}).items()]
+    print("+ " + shlex.join(prefix + [str(part) for part in command]), flush=True)
+
+
+def run(command: list[str], check: bool = True,
+        env_changes: dict[str, str] | None = None) -> int:
+    """Shows and runs a command with the terminal as its output; returns its exit code."""
+    show(command, env_changes)
+    env = {**os.environ, **env_changes} if env_changes else None
+    code = subprocess.call([str(part) for part in command], env=env)
+    if check and code != 0:
+        raise StepFailed(f"{shlex.join(str(part) for part in command)} exited with {code}")
+    return code
+
+
+def capture_json(command: list[str]):
+    """Runs a quiet query command (not shown: it changes nothing) and parses its JSON."""
+    output = subprocess.run(command, check=True, capture_output=True, text=True).stdout
+    return json.loads(output)
+
+
+# --- configure and build --------------------------------------------------------------
+
+
+def requested_options(args: argparse.Namespace) -> dict[str, str]:
+    """The meson options asked for on the command line (others keep their value)."""
+    options = {}
+    if getattr(args, "container", None):
+        options["run_container"] = args.container
+    return options
+
+
+def is_configured(build_dir: Path) -> bool:
+    return (build_dir / "build.ninja").exists() and (
+        build_dir / "meson-private" / "coredata.dat"
+    ).exists()
+
+
+def current_options(build_dir: Path) -> dict[str, str]:
+    return {name: option_text(value) for name, value in shared.build_options(build_dir).items()}
+
+
+def option_text(value) -> str:
+    """An option's value as it is written after -Dname= (lists space-separated)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return " ".join(map(str, value))
+    return str(value)
+
+
+def configure(build_dir: Path, options: dict[str, str],
+              setup_env: dict[str, str] | None = None) -> None:
+    """meson setup on a new build directory (in setup_env, e.g. CXX); --reconfigure when an
+    option changes."""
+    defines = [f"-D{name}={value}" for name, value in options.items()]
+    if not is_configured(build_dir):
+        code = run(["meson", "setup", build_dir, *defines], check=False, env_changes=setup_env)
+        if code != 0:
+            raise StepFailed(f"meson setup {build_dir} failed ({code})")
+        return
+    current = current_options(build_dir)
+    changed = {name: value for name, value in options.items() if current.get(name) != value}
+    if changed:
+        run(["meson", "setup", "--reconfigure", build_dir, *defines])
+    else:
+        print(f"# {build_dir}/ is configured (run_container={current.get('run_container')})")
+
+
+def build(build_dir: Path, outputs: list[Path] | None = None) -> None:
+    """ninja on the given outputs (paths under build_dir), or on everything."""
+    targets = [os.path.relpath(path, build_dir) for path in outputs or []]
+    run(["ninja", "-C", build_dir, *targets])
