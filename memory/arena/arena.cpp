@@ -397,6 +397,19 @@ bool Arena::resize_large_in_place(Chunk* chunk, void* p, std::size_t old_size,
 
 // ---- pointers, freeing and sizes ------------------------------------------
 
+// A large allocation of `size` bytes at `page` (Arena::free has classified it).
+void Arena::free_large_then_unlock(Chunk* chunk, std::size_t page, std::size_t size) {
+  const std::size_t pages = size >> kPageShift;
+  // Only kept runs left after this free? (free_pages may unmap an empty chunk.)
+  const bool leaves_kept_runs_alone =
+      chunk->kept_pages != 0 && chunk->allocated_pages - pages == chunk->kept_pages;
+  large_allocated_ -= size;
+  ++large_nfree_;
+  free_pages(chunk, page, pages);
+  if (leaves_kept_runs_alone) release_kept_runs_if_idle(chunk);
+  lock.unlock();
+}
+
 std::size_t Arena::usable_size(Chunk* chunk, const void* p, BadPointer* problem) {
   LockGuard guard(lock);
   const PointerClass target = classify(chunk, p);

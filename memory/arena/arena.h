@@ -105,6 +105,9 @@ class Arena {
 
   // Small: `bin` from bin_index(). Returns nullptr when out of memory.
   void* malloc_small(std::size_t bin) RUNSEL_EXCLUDES(lock);
+  // The same while the process has one thread (os::single_threaded()), inline
+  // (small_paths.h): malloc() then pays no call into the arena.
+  void* malloc_small_one_thread(std::size_t bin) RUNSEL_EXCLUDES(lock);
   // Large: `size` a page multiple in (0, kMaxLargeSize]. When `zero`, only the
   // pages that were dirty are cleared (others are fresh or purged: zero).
   void* malloc_large(std::size_t size, bool zero) RUNSEL_EXCLUDES(lock);
@@ -113,6 +116,10 @@ class Arena {
 
   // Frees `p` in `chunk` (owned by this arena). Returns kNone or the problem.
   BadPointer free(Chunk* chunk, void* p) RUNSEL_EXCLUDES(lock);
+  // The same while the process has one thread, inline like
+  // malloc_small_one_thread: only a large free, an emptied run and the
+  // periodic sweep of kept runs are calls.
+  BadPointer free_one_thread(Chunk* chunk, void* p) RUNSEL_EXCLUDES(lock);
   // Usable size of a live pointer, or 0 with *problem set.
   std::size_t usable_size(Chunk* chunk, const void* p, BadPointer* problem) RUNSEL_EXCLUDES(lock);
   // Resizes a large allocation in place; false if the neighbours do not allow it.
@@ -155,6 +162,20 @@ class Arena {
   }
   static const BinInfo& info_of(const Bin& bin) { return *bin.info; }
 
+  // Both forms of malloc_small and free, over `Locking` (small_paths.h).
+  template <class Locking>
+  void* malloc_small_as(std::size_t bin) RUNSEL_EXCLUDES(lock);
+  template <class Locking>
+  BadPointer free_as(Chunk* chunk, void* p) RUNSEL_EXCLUDES(lock);
+  // Their rarer steps, out of line, each the last of its path: an allocation
+  // when the container has no run, a run that has just emptied, the sweep of
+  // kept runs, a large free. Each releases the lock.
+  void* malloc_from_fresh_run_then_unlock(Bin& bin, std::size_t bin_index) RUNSEL_RELEASE(lock);
+  void run_emptied_then_unlock(Bin& bin, Run* run) RUNSEL_RELEASE(lock);
+  void sweep_empty_runs_then_unlock() RUNSEL_RELEASE(lock);
+  void free_large_then_unlock(Chunk* chunk, std::size_t page, std::size_t size)
+      RUNSEL_RELEASE(lock);
+
   Run* new_small_run(std::size_t bin) RUNSEL_REQUIRES(lock);
   void release_small_run(Run* run) RUNSEL_REQUIRES(lock);
   // An emptied run, just erased from its container: kept, or given back.
@@ -175,7 +196,7 @@ class Arena {
     const std::uintptr_t first = reinterpret_cast<std::uintptr_t>(bins_);
     return bin - first < sizeof(bins_) && run->header_intact(run_key_);
   }
-  // The seam: the only calls on a bin's container (bin.cpp), each with its
+  // The seam: the only calls on a bin's container (small_paths.h), each with its
   // cheap assertions, and the container's walker after it in checked builds.
   // pick_run: the run for the next small allocation, whatever the container says.
   Run* pick_run(Bin& bin) RUNSEL_REQUIRES(lock);

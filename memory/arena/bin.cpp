@@ -1,74 +1,8 @@
-// Small allocations: bins, runs and the container seam. The bin is the only
-// code that calls insert / erase / pick / touched on its NonFullRuns.
-#include <cstdlib>
-
-#include "arena/arena.h"
-#include "platform/assert.h"
-#include "platform/os.h"
+// Small allocations: runs, the bins' kept empty runs, and the steps of the
+// small paths (small_paths.h) that are not on every call.
+#include "arena/small_paths.h"
 
 namespace runsel {
-
-void Arena::check_container(const Bin& bin) const {
-  if constexpr (kChecked) {
-    const char* why = nullptr;
-    if (!bin.runs.check(&why)) {
-      static const char kMessage[] = "runsel: checked build: run container invariant broken: ";
-      os::write_all(2, kMessage, sizeof(kMessage) - 1);
-      os::write_all(2, why, __builtin_strlen(why));
-      os::write_all(2, "\n", 1);
-      abort();
-    }
-  } else {
-    (void)bin;
-  }
-}
-
-// ---- the seam ----------------------------------------------------------------
-// A run is in its bin's container exactly when 0 < free_count < nregs (run.h).
-// Each call asserts its side of that, cheaply (the containers assert in their
-// own erase() that the run is a member), and the bin identity: the bin's
-// regions, in use or free, are exactly its runs' regions.
-
-namespace {
-bool bin_identity_holds(const Bin& bin, const BinInfo& info) {
-  return bin.regions_in_use + bin.free_regions == bin.run_count * info.nregs;
-}
-}  // namespace
-
-Run* Arena::pick_run(Bin& bin) {
-  RUNSEL_ASSERT(bin_identity_holds(bin, info_of(bin)));
-  Run* run = bin.runs.pick();
-  RUNSEL_ASSERT(run == nullptr || run->bin == &bin);
-  RUNSEL_ASSERT(run == nullptr || (run->free_count > 0 && run->free_count < info_of(bin).nregs));
-  return run;
-}
-
-void Arena::insert_run(Bin& bin, Run* run) {
-  RUNSEL_ASSERT(bin_identity_holds(bin, info_of(bin)));
-  RUNSEL_ASSERT(run->bin == &bin);
-  RUNSEL_ASSERT(run->free_count > 0 && run->free_count < info_of(bin).nregs);
-  bin.runs.insert(run);
-  check_container(bin);
-}
-
-// `run` has just filled or emptied.
-void Arena::erase_run(Bin& bin, Run* run) {
-  RUNSEL_ASSERT(bin_identity_holds(bin, info_of(bin)));
-  RUNSEL_ASSERT(run->bin == &bin);
-  RUNSEL_ASSERT(run->free_count == 0 || run->free_count == info_of(bin).nregs);
-  RUNSEL_ASSERT(bin.runs.size() > 0);
-  bin.runs.erase(run);
-  check_container(bin);
-}
-
-// An allocation or a free changed the occupancy of `run`, which stays a member.
-void Arena::touched_run(Bin& bin, Run* run) {
-  RUNSEL_ASSERT(bin_identity_holds(bin, info_of(bin)));
-  RUNSEL_ASSERT(run->bin == &bin);
-  RUNSEL_ASSERT(run->free_count > 0 && run->free_count < info_of(bin).nregs);
-  bin.runs.touched(run);
-  check_container(bin);
-}
 
 // ---- runs and regions ----------------------------------------------------------
 
@@ -158,70 +92,41 @@ void Arena::sweep_empty_runs() {
   }
 }
 
-void* Arena::malloc_small(std::size_t bin_index) {
-  const BinInfo& info = kBinInfo[bin_index];
-  LockGuard guard(lock);
-  Bin& bin = bins_[bin_index];
-  Run* run = pick_run(bin);
-  bin.counters.pick(bin.runs.size(), run ? run->free_count : 0, info.nregs);
-  const bool fresh = run == nullptr;
-  if (fresh) {
-    run = take_kept_run(bin);
-    if (run == nullptr) run = new_small_run(bin_index);
-    if (run == nullptr) return nullptr;
+// The container had no run: the bin's kept empty run, else a new one, joins
+// it once it holds the region taken now (a run has at least two regions, so
+// it is not full yet).
+void* Arena::malloc_from_fresh_run_then_unlock(Bin& bin, std::size_t bin_index) {
+  Run* run = take_kept_run(bin);
+  if (run == nullptr) run = new_small_run(bin_index);
+  if (run == nullptr) {
+    lock.unlock();
+    return nullptr;
   }
-  void* region = run->take(info);
+  void* region = run->take(info_of(bin));
   ++bin.regions_in_use;
   --bin.free_regions;
   ++bin.nmalloc;
-  // A fresh run joins the set once it holds a region (a run has at least two
-  // regions, so it is not full yet); a member leaves when it fills.
-  if (fresh) {
-    insert_run(bin, run);
-  } else if (run->free_count == 0) {
-    erase_run(bin, run);
-  } else {
-    touched_run(bin, run);
-  }
+  insert_run(bin, run);
+  lock.unlock();
   return region;
 }
 
-BadPointer Arena::free(Chunk* chunk, void* p) {
-  LockGuard guard(lock);
-  const PointerClass target = classify(chunk, p);
-  if (target.problem != BadPointer::kNone) return target.problem;
-
-  if (target.run == nullptr) {
-    const std::size_t pages = target.large_size >> kPageShift;
-    // Only kept runs left after this free? (free_pages may unmap an empty chunk.)
-    const bool leaves_kept_runs_alone =
-        chunk->kept_pages != 0 && chunk->allocated_pages - pages == chunk->kept_pages;
-    large_allocated_ -= target.large_size;
-    ++large_nfree_;
-    free_pages(chunk, target.page, pages);
-    if (leaves_kept_runs_alone) release_kept_runs_if_idle(chunk);
-    return BadPointer::kNone;
-  }
-
-  Run* run = target.run;
-  Bin& bin = *run->bin;
-  const BinInfo& info = *target.info;
-  const bool was_full = run->free_count == 0;
-  if (!run->give(target.region)) return BadPointer::kDoubleFreeSmall;
-  --bin.regions_in_use;
-  ++bin.free_regions;
-  ++bin.nfree;
-  if (run->free_count == info.nregs) {
-    // Empty: leave the set (a run always has >= 2 regions, so it was in it).
-    erase_run(bin, run);
-    keep_empty_run(bin, run);
-  } else if (was_full) {
-    insert_run(bin, run);
-  } else {
-    touched_run(bin, run);
-  }
+// `run` has just emptied: it leaves the set (a run always has >= 2 regions,
+// so it was in it) and becomes the bin's kept run.
+void Arena::run_emptied_then_unlock(Bin& bin, Run* run) {
+  erase_run(bin, run);
+  keep_empty_run(bin, run);
   if (--frees_until_sweep_ == 0) sweep_empty_runs();
-  return BadPointer::kNone;
+  lock.unlock();
 }
+
+void Arena::sweep_empty_runs_then_unlock() {
+  sweep_empty_runs();
+  lock.unlock();
+}
+
+void* Arena::malloc_small(std::size_t bin_index) { return malloc_small_as<AnyThreadLocking>(bin_index); }
+
+BadPointer Arena::free(Chunk* chunk, void* p) { return free_as<AnyThreadLocking>(chunk, p); }
 
 }  // namespace runsel

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "arena/huge.h"
+#include "arena/small_paths.h"
 #include "frontend/frontend.h"
 #include "runsel.h"
 #include "structures/chunk_registry.h"
@@ -75,13 +76,26 @@ const char* describe(BadPointer problem) {
   fatal_huge(function, p, huge::Problem::kUnknown);
 }
 
-void* allocate(std::size_t size, bool zero) {
+// A failed allocation: sets errno and returns null. Out of line, so that the
+// inline allocate() keeps nothing live for it.
+[[gnu::noinline]] void* out_of_memory() {
+  errno = ENOMEM;
+  return nullptr;
+}
+
+// A small allocation with the any-thread lock, or the first of a thread (which
+// has no arena yet).
+[[gnu::noinline]] void* allocate_small_any_thread(std::size_t size, bool zero) {
+  Arena* arena = thread_arena();
+  void* p = arena ? arena->malloc_small(bin_index(size)) : nullptr;
+  if (p == nullptr) return out_of_memory();
+  if (zero) std::memset(p, 0, bin_size(bin_index(size)));  // the whole usable size
+  return p;
+}
+
+[[gnu::noinline]] void* allocate_beyond_small(std::size_t size, bool zero) {
   void* p;
-  if (is_small(size)) {
-    Arena* arena = thread_arena();
-    p = arena ? arena->malloc_small(bin_index(size)) : nullptr;
-    if (zero && p) std::memset(p, 0, bin_size(bin_index(size)));  // the whole usable size
-  } else if (size <= kMaxLargeSize) {
+  if (size <= kMaxLargeSize) {
     Arena* arena = thread_arena();
     p = arena ? arena->malloc_large(page_ceiling(size), zero) : nullptr;
   } else if (size <= kMaxRequest) {
@@ -89,7 +103,19 @@ void* allocate(std::size_t size, bool zero) {
   } else {
     p = nullptr;
   }
-  if (p == nullptr) errno = ENOMEM;
+  if (p == nullptr) return out_of_memory();
+  return p;
+}
+
+// Inline in every entry point: the common case of malloc (a small size, in
+// the thread's arena, while the process has one thread) then calls nothing.
+[[gnu::always_inline]] inline void* allocate(std::size_t size, bool zero) {
+  if (!is_small(size)) return allocate_beyond_small(size, zero);
+  Arena* arena = t_arena;
+  if (arena == nullptr || !os::single_threaded()) return allocate_small_any_thread(size, zero);
+  void* p = arena->malloc_small_one_thread(bin_index(size));
+  if (p == nullptr) return out_of_memory();
+  if (zero) std::memset(p, 0, bin_size(bin_index(size)));  // the whole usable size
   return p;
 }
 
@@ -138,17 +164,29 @@ void* allocate_aligned(std::size_t alignment, std::size_t size) {
   return p;
 }
 
-void deallocate(void* p, const char* function) {
+// deallocate() of a pointer that is not in an arena chunk: a huge allocation,
+// or a foreign pointer.
+[[gnu::noinline]] void deallocate_outside_arenas(void* p, const char* function, ChunkOwner owner) {
+  if (owner.is_none()) fatal_unregistered(function, p);
+  huge::Problem problem = huge::release(p);
+  if (problem != huge::Problem::kNone) fatal_huge(function, p, problem);
+}
+
+// deallocate() of a pointer in an arena chunk, with the any-thread lock.
+[[gnu::noinline]] void deallocate_any_thread(void* p, const char* function, Chunk* chunk) {
+  BadPointer problem = chunk->arena->free(chunk, p);
+  if (problem != BadPointer::kNone) fatal_bad_pointer(function, p, chunk, problem);
+}
+
+// Inline in free and realloc: the common case of free (a small region while
+// the process has one thread) then calls nothing.
+[[gnu::always_inline]] inline void deallocate(void* p, const char* function) {
   if (p == nullptr) return;
   const ChunkOwner owner = ChunkRegistry::lookup(p);
-  if (owner.is_none()) fatal_unregistered(function, p);
-  if (owner.is_huge()) {
-    huge::Problem problem = huge::release(p);
-    if (problem != huge::Problem::kNone) fatal_huge(function, p, problem);
-    return;
-  }
+  if (!owner.is_arena_chunk()) return deallocate_outside_arenas(p, function, owner);
   Chunk* chunk = owner.as<Chunk>();
-  BadPointer problem = chunk->arena->free(chunk, p);
+  if (!os::single_threaded()) return deallocate_any_thread(p, function, chunk);
+  BadPointer problem = chunk->arena->free_one_thread(chunk, p);
   if (problem != BadPointer::kNone) fatal_bad_pointer(function, p, chunk, problem);
 }
 

@@ -53,10 +53,7 @@ class RUNSEL_CAPABILITY("mutex") Lock {
 
   void lock() RUNSEL_ACQUIRE() {
     if (os::single_threaded()) {
-      // A signal between the load and the store finds the lock free and
-      // leaves it free when its handler returns.
-      if (state_.load(std::memory_order_relaxed) != kFree) os::fatal_lock_reentered();
-      state_.store(kLocked, std::memory_order_relaxed);
+      lock_single_threaded();
       return;
     }
     const Lock* outer = lock_detail::t_acquiring;
@@ -72,9 +69,7 @@ class RUNSEL_CAPABILITY("mutex") Lock {
 
   void unlock() RUNSEL_RELEASE() {
     if (os::single_threaded()) {
-      // Taken while the process had threads (it has one again)? Then it has an owner.
-      owner_.store(nullptr, std::memory_order_relaxed);
-      state_.store(kFree, std::memory_order_relaxed);
+      unlock_single_threaded();
       return;
     }
     // Between clearing the owner and freeing the state the lock is held by
@@ -86,6 +81,21 @@ class RUNSEL_CAPABILITY("mutex") Lock {
       os::futex_wake_one(word());
     }
     lock_detail::t_acquiring = outer;
+  }
+
+  // lock() and unlock() while the process has one thread, for a caller that
+  // has just seen os::single_threaded(): they call nothing but the abort of a
+  // re-entry, so a path that uses them keeps nothing across a call.
+  void lock_single_threaded() RUNSEL_ACQUIRE() {
+    // A signal between the load and the store finds the lock free and
+    // leaves it free when its handler returns.
+    if (state_.load(std::memory_order_relaxed) != kFree) os::fatal_lock_reentered();
+    state_.store(kLocked, std::memory_order_relaxed);
+  }
+  void unlock_single_threaded() RUNSEL_RELEASE() {
+    // Taken while the process had threads (it has one again)? Then it has an owner.
+    owner_.store(nullptr, std::memory_order_relaxed);
+    state_.store(kFree, std::memory_order_relaxed);
   }
 
   // Only for a forked child, where the thread that held the lock is gone.

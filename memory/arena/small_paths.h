@@ -1,0 +1,166 @@
+// The small malloc and free paths and the container seam, inline: every
+// malloc and free of a small size runs them, so the C entry points compile
+// them in and pay no call into the arena. Only the rarer steps are calls: a
+// run for an empty container, an emptied run, the sweep of kept runs
+// (bin.cpp), a large free (arena.cpp). The bin is the only code that calls its
+// container: through the four seam functions here.
+#pragma once
+
+#include <cstdlib>
+
+#include "arena/arena.h"
+#include "platform/assert.h"
+#include "platform/os.h"
+
+namespace runsel {
+
+inline void Arena::check_container(const Bin& bin) const {
+  if constexpr (kChecked) {
+    const char* why = nullptr;
+    if (!bin.runs.check(&why)) {
+      static const char kMessage[] = "runsel: checked build: run container invariant broken: ";
+      os::write_all(2, kMessage, sizeof(kMessage) - 1);
+      os::write_all(2, why, __builtin_strlen(why));
+      os::write_all(2, "\n", 1);
+      abort();
+    }
+  } else {
+    (void)bin;
+  }
+}
+
+// ---- the seam ----------------------------------------------------------------
+// A run is in its bin's container exactly when 0 < free_count < nregs (run.h).
+// Each call asserts its side of that, cheaply (the containers assert in their
+// own erase() that the run is a member), and the bin identity: the bin's
+// regions, in use or free, are exactly its runs' regions.
+
+inline bool bin_identity_holds(const Bin& bin, const BinInfo& info) {
+  return bin.regions_in_use + bin.free_regions == bin.run_count * info.nregs;
+}
+
+inline Run* Arena::pick_run(Bin& bin) {
+  RUNSEL_ASSERT(bin_identity_holds(bin, info_of(bin)));
+  Run* run = bin.runs.pick();
+  RUNSEL_ASSERT(run == nullptr || run->bin == &bin);
+  RUNSEL_ASSERT(run == nullptr || (run->free_count > 0 && run->free_count < info_of(bin).nregs));
+  return run;
+}
+
+inline void Arena::insert_run(Bin& bin, Run* run) {
+  RUNSEL_ASSERT(bin_identity_holds(bin, info_of(bin)));
+  RUNSEL_ASSERT(run->bin == &bin);
+  RUNSEL_ASSERT(run->free_count > 0 && run->free_count < info_of(bin).nregs);
+  bin.runs.insert(run);
+  check_container(bin);
+}
+
+// `run` has just filled or emptied.
+inline void Arena::erase_run(Bin& bin, Run* run) {
+  RUNSEL_ASSERT(bin_identity_holds(bin, info_of(bin)));
+  RUNSEL_ASSERT(run->bin == &bin);
+  RUNSEL_ASSERT(run->free_count == 0 || run->free_count == info_of(bin).nregs);
+  RUNSEL_ASSERT(bin.runs.size() > 0);
+  bin.runs.erase(run);
+  check_container(bin);
+}
+
+// An allocation or a free changed the occupancy of `run`, which stays a member.
+inline void Arena::touched_run(Bin& bin, Run* run) {
+  RUNSEL_ASSERT(bin_identity_holds(bin, info_of(bin)));
+  RUNSEL_ASSERT(run->bin == &bin);
+  RUNSEL_ASSERT(run->free_count > 0 && run->free_count < info_of(bin).nregs);
+  bin.runs.touched(run);
+  check_container(bin);
+}
+
+// ---- malloc and free -----------------------------------------------------------
+// Each is one template over two ways of taking the lock (Locking below). The
+// C entry points run the one-thread form inline while the process has one
+// thread: its common case makes no call, and its rarer steps are calls that
+// end the path, each releasing the lock itself (the *_then_unlock
+// functions), so nothing has to be kept across a call. With threads they
+// call the any-thread form, out of line (bin.cpp).
+
+// The lock while the process has one thread (the caller has checked).
+struct OneThreadLocking {
+  static void acquire(Lock& lock) RUNSEL_ACQUIRE(lock) { lock.lock_single_threaded(); }
+  static void release(Lock& lock) RUNSEL_RELEASE(lock) { lock.unlock_single_threaded(); }
+};
+
+// The lock whatever the number of threads.
+struct AnyThreadLocking {
+  static void acquire(Lock& lock) RUNSEL_ACQUIRE(lock) { lock.lock(); }
+  static void release(Lock& lock) RUNSEL_RELEASE(lock) { lock.unlock(); }
+};
+
+template <class Locking>
+[[gnu::always_inline]] inline void* Arena::malloc_small_as(std::size_t bin_index) {
+  const BinInfo& info = kBinInfo[bin_index];
+  Locking::acquire(lock);
+  Bin& bin = bins_[bin_index];
+  Run* run = pick_run(bin);
+  bin.counters.pick(bin.runs.size(), run ? run->free_count : 0, info.nregs);
+  if (run == nullptr) return malloc_from_fresh_run_then_unlock(bin, bin_index);
+  void* region = run->take(info);
+  ++bin.regions_in_use;
+  --bin.free_regions;
+  ++bin.nmalloc;
+  // A member leaves the set when it fills.
+  if (run->free_count == 0) {
+    erase_run(bin, run);
+  } else {
+    touched_run(bin, run);
+  }
+  Locking::release(lock);
+  return region;
+}
+
+[[gnu::always_inline]] inline void* Arena::malloc_small_one_thread(std::size_t bin_index) {
+  return malloc_small_as<OneThreadLocking>(bin_index);
+}
+
+template <class Locking>
+[[gnu::always_inline]] inline BadPointer Arena::free_as(Chunk* chunk, void* p) {
+  Locking::acquire(lock);
+  const PointerClass target = classify(chunk, p);
+  if (target.problem != BadPointer::kNone) {
+    Locking::release(lock);
+    return target.problem;
+  }
+  if (target.run == nullptr) {
+    free_large_then_unlock(chunk, target.page, target.large_size);
+    return BadPointer::kNone;
+  }
+  Run* run = target.run;
+  Bin& bin = *run->bin;
+  const bool was_full = run->free_count == 0;
+  if (!run->give(target.region)) {
+    Locking::release(lock);
+    return BadPointer::kDoubleFreeSmall;
+  }
+  --bin.regions_in_use;
+  ++bin.free_regions;
+  ++bin.nfree;
+  if (run->free_count == target.info->nregs) {
+    run_emptied_then_unlock(bin, run);
+    return BadPointer::kNone;
+  }
+  if (was_full) {
+    insert_run(bin, run);
+  } else {
+    touched_run(bin, run);
+  }
+  if (--frees_until_sweep_ == 0) {
+    sweep_empty_runs_then_unlock();
+    return BadPointer::kNone;
+  }
+  Locking::release(lock);
+  return BadPointer::kNone;
+}
+
+[[gnu::always_inline]] inline BadPointer Arena::free_one_thread(Chunk* chunk, void* p) {
+  return free_as<OneThreadLocking>(chunk, p);
+}
+
+}  // namespace runsel
