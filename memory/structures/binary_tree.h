@@ -47,6 +47,7 @@ class BinaryTree {
   }
 
   void erase(Node* node) {
+    if (node == first_) return erase_first();
     Node* unlinked = node_to_unlink(node);
     const bool debt = Tree::erase_debt(unlinked);
     Node* hole_parent;
@@ -259,6 +260,28 @@ class BinaryTree {
     set_parent(left(unlinked), unlinked);
     set_bit(unlinked, bit(node));
     return hole;
+  }
+
+  // erase() of the cached minimum, the node the address-ordered containers
+  // erase most (their pick fills first): what the general path does, minus
+  // its search, since the minimum has no left child. It is unlinked itself,
+  // its right child (null, or a leaf in both balanced trees) takes its place
+  // and is its successor; else its parent is.
+  void erase_first() {
+    Node* node = first_;
+    RUNSEL_ASSERT(left(node) == nullptr);
+    const bool debt = Tree::erase_debt(node);
+    Node* parent = parent_of(node);
+    Node* hole = right(node);
+    replace_child(parent, node, hole);
+    first_ = hole != nullptr ? leftmost(hole) : parent;
+    --size_;
+    static_cast<Tree*>(this)->repair_after_erase(hole, parent, debt);
+  }
+
+  static Node* leftmost(Node* node) {
+    while (left(node) != nullptr) node = left(node);
+    return node;
   }
 
   // Puts `replacement` (may be null) where `old` hangs below `parent`.
