@@ -39,18 +39,21 @@ inline bool bin_identity_holds(const Bin& bin, const BinInfo& info) {
   return bin.regions_in_use + bin.free_regions == bin.run_count * info.nregs;
 }
 
+// What a member of `bin`'s container is: one of its runs, neither full nor empty.
+inline bool is_container_run(const Bin& bin, const BinInfo& info, const Run* run) {
+  return run->bin == &bin && run->free_count > 0 && run->free_count < info.nregs;
+}
+
 inline Run* Arena::pick_run(Bin& bin) {
   RUNSEL_ASSERT(bin_identity_holds(bin, info_of(bin)));
   Run* run = bin.runs.pick();
-  RUNSEL_ASSERT(run == nullptr || run->bin == &bin);
-  RUNSEL_ASSERT(run == nullptr || (run->free_count > 0 && run->free_count < info_of(bin).nregs));
+  RUNSEL_ASSERT(run == nullptr || is_container_run(bin, info_of(bin), run));
   return run;
 }
 
 inline void Arena::insert_run(Bin& bin, Run* run) {
   RUNSEL_ASSERT(bin_identity_holds(bin, info_of(bin)));
-  RUNSEL_ASSERT(run->bin == &bin);
-  RUNSEL_ASSERT(run->free_count > 0 && run->free_count < info_of(bin).nregs);
+  RUNSEL_ASSERT(is_container_run(bin, info_of(bin), run));
   bin.runs.insert(run);
   check_container(bin);
 }
@@ -68,8 +71,7 @@ inline void Arena::erase_run(Bin& bin, Run* run) {
 // An allocation or a free changed the occupancy of `run`, which stays a member.
 inline void Arena::touched_run(Bin& bin, Run* run) {
   RUNSEL_ASSERT(bin_identity_holds(bin, info_of(bin)));
-  RUNSEL_ASSERT(run->bin == &bin);
-  RUNSEL_ASSERT(run->free_count > 0 && run->free_count < info_of(bin).nregs);
+  RUNSEL_ASSERT(is_container_run(bin, info_of(bin), run));
   bin.runs.touched(run);
   check_container(bin);
 }

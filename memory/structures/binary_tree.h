@@ -29,8 +29,9 @@
 namespace runsel {
 
 // Rep::links(node) gives the node's embedded TreeLinks; Rep::less is a
-// strict total order (two distinct nodes never compare equal). A Rep may also define static on_rotate() (tests count
-// rotations with it; it costs nothing when absent).
+// strict total order (two distinct nodes never compare equal). A Rep may also
+// define static on_rotate() (tests count rotations with it; it costs nothing
+// when absent).
 template <class Rep, class Node>
 concept TreeRep = requires(Node* node, const Node* a, const Node* b) {
   { Rep::links(node) } -> std::same_as<TreeLinks<Node>&>;
@@ -225,9 +226,7 @@ class BinaryTree {
   // no left child), which then takes node's place and bit.
   static Node* node_to_unlink(Node* node) {
     if (left(node) == nullptr || right(node) == nullptr) return node;
-    Node* successor = right(node);
-    while (left(successor) != nullptr) successor = left(successor);
-    return successor;
+    return leftmost(right(node));
   }
 
   // Takes `node` out of the tree, unlinking `unlinked` (node_to_unlink(node))
