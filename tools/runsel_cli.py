@@ -261,7 +261,13 @@ def command_bench(args: argparse.Namespace) -> int:
                          "-Dbenchmarks=auto or enabled); see build/meson-logs/meson-log.txt")
     libraries = build_libraries(args, extra=[program])
     RESULTS_DIR.mkdir(exist_ok=True)
-    preloads = [part for name, path in libraries.items()
+    # The peers the harness compares with, where installed: the targets judge some
+    # benchmarks against the best of them.
+    peers, missing = shared.system_allocators()
+    if missing:
+        print(f"bench: not installed, left out: {', '.join(missing)}", file=sys.stderr)
+    preloads = [part for name, path in
+                [*libraries.items(), *((peer.name, peer.preload) for peer in peers if peer.preload)]
                 for part in ("--preload", f"{name}={path}")]
     json_path, markdown_path = RESULTS_DIR / "bench.json", RESULTS_DIR / "bench.md"
     command = [sys.executable, BENCH_COMPARE, "--bench", program, *preloads, "--out", json_path,
@@ -381,9 +387,12 @@ def parser() -> argparse.ArgumentParser:
     test.set_defaults(handler=command_test)
 
     bench = commands.add_parser(
-        "bench", parents=shared_options, help="build, then compare malloc_bench: glibc vs every variant",
+        "bench", parents=shared_options,
+        help="build, then compare malloc_bench: glibc vs every variant and the installed peers",
         description=f"Builds {BUILD_DIR / BENCH_PROGRAM} and every variant, then runs "
-                    f"{BENCH_COMPARE}. Writes {RESULTS_DIR}/bench.json and {RESULTS_DIR}/bench.md.")
+                    f"{BENCH_COMPARE} under glibc, every variant and jemalloc, mimalloc and "
+                    f"tcmalloc where installed; ends with the speed targets, judged. Writes "
+                    f"{RESULTS_DIR}/bench.json and {RESULTS_DIR}/bench.md.")
     bench.add_argument("compare_args", nargs="*", metavar="ARG",
                        help=f"more {BENCH_COMPARE} arguments (after --)")
     bench.set_defaults(handler=command_bench)

@@ -322,6 +322,29 @@ def summary_table(results: dict):
     return "Summary", headers, rows, note
 
 
+def targets_table(results: dict):
+    """The speed and memory targets (experiments/harness/targets.py), for the reference
+    container as built and under each of its settings, judged on this run's figures."""
+    judged = results.get("targets") or {"subjects": [], "rows": []}
+    subjects = judged["subjects"]
+    headers = ["workload", "target", *subjects]
+    rows = []
+    for row in judged["rows"]:
+        against = row["against"] if row["against"] == row["opponent"] else \
+            f"{row['against']} ({row['opponent']})"
+        bound = "" if row["bound"] == 1 else f"{row['bound']:g}× "
+        rows.append([row["workload"], f"{row['figure']} ≤ {bound}{against}",
+                     *[(row["judged"].get(name) or {}).get("text", "-") for name in subjects]])
+    note = ("Each cell: runsel's figure over the other allocator's, paired by round, with "
+            "its 95 % interval; met when the whole interval is at or below the bound, "
+            "missed when it is wholly above, unresolved when it straddles. \"needs\" is "
+            "the change of runsel's figure that would just meet the bound. Minor faults: "
+            "the whole run's; resident: at the key checkpoint (Summary). The slowest peer is "
+            "the one of jemalloc, mimalloc and tcmalloc with the highest median time on "
+            "that workload.")
+    return "Targets", headers, rows, note
+
+
 def checkpoints_table(results: dict, workload: str):
     data = results["summary"][workload]["allocators"]
     names = list(data)
@@ -418,7 +441,7 @@ def setup_table(results: dict):
 def tables(results: dict) -> list:
     """Every table, in report order; the first leading() come before the pictures."""
     listed = [verdict_table(results), published_table(results), summary_table(results),
-              choices_table(results), checks_table(results)]
+              targets_table(results), choices_table(results), checks_table(results)]
     replayed = exact_replays_table(results)
     if replayed[2]:
         listed.insert(3, replayed)
@@ -434,9 +457,9 @@ def tables(results: dict) -> list:
 
 
 def leading(results: dict) -> int:
-    """How many tables come before the pictures: verdict, published, summary, exact
-    replays (when there are some), choices, checks."""
-    return 6 if exact_replays_table(results)[2] else 5
+    """How many tables come before the pictures: verdict, published, summary, targets,
+    exact replays (when there are some), choices, checks."""
+    return 7 if exact_replays_table(results)[2] else 6
 
 
 # --- pictures -------------------------------------------------------------------------

@@ -28,6 +28,7 @@ import allocators  # noqa: E402  (standard library only)
 
 allocators.ensure_libraries({"numpy": "python3-numpy", "scipy": "python3-scipy"}, "compare.py")
 import comparisons  # noqa: E402
+import targets  # noqa: E402
 from allocators import Allocator, measured_environment, round_order  # noqa: E402
 
 GLIBC = "glibc"
@@ -315,6 +316,32 @@ def memory_table(summary: dict, names: list[str], baseline: str) -> str:
     return "\n".join(lines)
 
 
+def target_subjects(results: Results) -> list[str]:
+    """The runsel allocators the targets are judged for: the reference container when it
+    ran, else every runsel allocator."""
+    runsel = [a.name for a in results.allocators if a.runsel]
+    return [allocators.REFERENCE] if allocators.REFERENCE in runsel else runsel
+
+
+def targets_table(results: Results) -> str:
+    """malloc_bench's targets (experiments/harness/targets.py), judged on this run."""
+    subjects = target_subjects(results)
+    if not subjects or GLIBC not in [a.name for a in results.allocators]:
+        return ""
+    judged = {name: targets.judge_bench(results.samples, name) for name in subjects}
+    header = ["benchmark", "target", *subjects]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for index, row in enumerate(judged[subjects[0]]):
+        against = row["against"] if row["against"] == row["opponent"] or not row["opponent"] \
+            else f"{row['against']} ({row['opponent']})"
+        bound = "" if row["bound"] == 1 else f"{row['bound']:g}× "
+        aim = f" (aim {row['aim']:g}×)" if row["aim"] else ""
+        cells = [judged[name][index]["judged"]["text"] for name in subjects]
+        lines.append(f"| `{row['benchmark']}` | {row['figure']} ≤ {bound}{against}{aim} | "
+                     + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def busy_note(results: Results) -> str:
     """A warning when other work shared the machine (1-minute load at a run's start)."""
     loads = [run["report"]["context"].get("load_avg", [0.0])[0] for run in results.raw_runs]
@@ -351,6 +378,16 @@ def report_markdown(results: Results, summary: dict, args: argparse.Namespace) -
                   "loops write only the first 32 bytes of each block, so untouched pages of "
                   "large blocks are not resident; BM_page_sized writes every page).", "",
                   memory]
+    table = targets_table(results)
+    if table:
+        parts += ["", "### Targets", "", "Each cell: runsel's figure over the other "
+                  "allocator's, paired by round, with its 95 % interval (the method above); "
+                  "met when the whole interval is at or below the bound, missed when it is "
+                  "wholly above, unresolved when it straddles; \"needs\" is the change of "
+                  "runsel's figure that would just meet the bound. Time as in the first "
+                  "table; resident memory as in the second. The best peer is the one of "
+                  "jemalloc, mimalloc and tcmalloc with the lowest median time (a benchmark "
+                  "left out by --filter, or a peer not installed, reads \"-\").", "", table]
     return "\n".join(parts) + "\n"
 
 

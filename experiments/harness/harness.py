@@ -37,6 +37,7 @@ import metrics  # noqa: E402
 import replays  # noqa: E402
 import runs  # noqa: E402
 import runsel_report  # noqa: E402
+import targets  # noqa: E402
 import verdict  # noqa: E402
 from allocators import REFERENCE, SYSTEM_PYTHON, positive  # noqa: E402
 
@@ -423,6 +424,7 @@ def main(argv: list[str] | None = None) -> int:
         "checks": summary["checks"],
         "discarded": discarded,
         "verdict": verdict.build(summary["workloads"]),
+        "targets": targets.judge_workloads(summary["workloads"], allocator_discovery.REFERENCE),
     }
     phases.end("statistics")
     results["phase_seconds"] = phases.wall

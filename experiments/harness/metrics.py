@@ -104,6 +104,7 @@ def summarize_pair(runs: list[dict]) -> dict:
         "median_wall_seconds": statistics.median(wall),
         "minor_faults": median_or_none(doc["checkpoints"][-1].get("minor_faults")
                                        for doc in documents),
+        "faults": [doc["checkpoints"][-1].get("minor_faults") for doc in documents],
         "checkpoints": series,
         "peak_resident": max(point["resident"] for point in series),
         "provider": first["allocator"]["provider"],

@@ -19,6 +19,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import comparisons  # noqa: E402
+import targets  # noqa: E402
 import verdict  # noqa: E402
 
 ROUNDS = 21
@@ -223,6 +224,86 @@ class VerdictFromData(unittest.TestCase):
         self.assertEqual(claims["rb_root"]["judgement"], verdict.NOT_RESOLVABLE)
         self.assertIn("A linked list (lifo) is partly", self.built["paragraph"])
 
+
+
+class Targets(unittest.TestCase):
+    """A target is judged from the paired interval: met, missed or unresolved, with the
+    change that would meet it."""
+
+    def test_a_planted_threefold_ratio_misses_a_twofold_bound_by_a_third(self):
+        mine, theirs = paired_runs(3, 3.0, noise=0.02, drift=0.10)
+        judged = targets.judge(list(mine), list(theirs), 2.0, paired=True)
+        self.assertEqual(judged["status"], targets.MISSED)
+        self.assertLess(judged["low"], 3.0 * 1.03)
+        self.assertGreater(judged["high"], 3.0 * 0.97)
+        self.assertAlmostEqual(judged["distance_percent"], -33.3, delta=2)
+        self.assertIn("missed, needs -3", judged["text"])
+
+    def test_half_the_time_meets_parity(self):
+        mine, theirs = paired_runs(4, 0.5, noise=0.02, drift=0.10)
+        judged = targets.judge(list(mine), list(theirs), 1.0, paired=True)
+        self.assertEqual(judged["status"], targets.MET)
+        self.assertIn("met, 5", judged["text"])  # about 50 % below the bound
+
+    def test_noise_around_the_bound_is_unresolved(self):
+        mine, theirs = paired_runs(5, 1.0, noise=0.10, drift=0.10)
+        judged = targets.judge(list(mine), list(theirs), 1.0, paired=True)
+        self.assertLess(judged["low"], 1.0)
+        self.assertGreater(judged["high"], 1.0)
+        self.assertEqual(judged["status"], targets.UNRESOLVED)
+
+    def test_a_median_alone_is_judged_without_an_interval(self):
+        judged = targets.judge([410.0], [100.0], 2.0, paired=False)
+        self.assertEqual(judged["status"], targets.MISSED)
+        self.assertIsNone(judged["low"])
+        self.assertIn("(no interval)", judged["text"])
+        self.assertEqual(targets.judge([], [1.0], 2.0, paired=True)["text"], "-")
+        self.assertEqual(targets.judge([0.0] * 5, [1.0] * 5, 2.0, paired=True)["text"], "-")
+
+    @staticmethod
+    def pair(seconds: float, resident: float, faults: float, rounds: int = 7) -> dict:
+        spread = [1.0, 1.01, 0.99, 1.02, 0.98, 1.0, 1.01][:rounds]
+        return {"times": [seconds * s for s in spread], "repetitions": list(range(rounds)),
+                "median_seconds": seconds, "key_resident": [resident] * rounds,
+                "faults": [faults] * rounds, "minor_faults": faults}
+
+    def test_workload_targets_pick_the_slowest_peer_and_judge_rb_first_and_its_settings(self):
+        summary = {"threads": {"kind": "live", "key_checkpoint": "end", "allocators": {
+            "rb_first": self.pair(1.2, 50.0, 100.0), "lifo": self.pair(1.0, 50.0, 100.0),
+            "rb_first@purge:decay": self.pair(0.8, 120.0, 30.0),
+            "glibc": self.pair(1.0, 100.0, 25.0), "jemalloc": self.pair(0.7, 90.0, 20.0),
+            "mimalloc": self.pair(0.9, 95.0, 20.0)}},
+            "webkit replay": {"kind": "replay", "key_checkpoint": "end", "allocators": {}}}
+        judged = targets.judge_workloads(summary, "rb_first")
+        self.assertEqual(judged["subjects"], ["rb_first", "rb_first@purge:decay"])
+        rows = {(row["figure"], row["against"]): row for row in judged["rows"]}
+        self.assertEqual(len(judged["rows"]), 4)  # the replay has no targets
+        faults = rows[("minor faults", "glibc")]["judged"]
+        self.assertEqual(faults["rb_first"]["status"], targets.MISSED)  # 4x
+        self.assertAlmostEqual(faults["rb_first"]["ratio"], 4.0)
+        self.assertEqual(faults["rb_first@purge:decay"]["status"], targets.MET)  # 1.2x
+        peer = rows[("time", "slowest peer")]
+        self.assertEqual(peer["opponent"], "mimalloc")
+        self.assertEqual(peer["judged"]["rb_first"]["status"], targets.MISSED)
+        self.assertAlmostEqual(peer["judged"]["rb_first"]["ratio"], 1.2 / 0.9, places=3)
+        resident = rows[("resident at key", "glibc")]["judged"]
+        self.assertEqual(resident["rb_first"]["status"], targets.MET)
+        self.assertEqual(resident["rb_first@purge:decay"]["status"], targets.MISSED)
+
+    def test_bench_targets_take_the_best_peer_and_leave_missing_benchmarks_blank(self):
+        ns = lambda value: {"ns_per_op": [value * s for s in (1.0, 1.01, 0.99, 1.02, 0.98)]}
+        samples = {"BM_huge_loop/real_time": {"rb_first": ns(30.0), "glibc": ns(20.0),
+                                              "jemalloc": ns(1000.0), "tcmalloc": ns(25.0)},
+                   "BM_pair_ring/64": {"rb_first": ns(18.0), "glibc": ns(6.0)}}
+        rows = {(row["benchmark"], row["figure"]): row
+                for row in targets.judge_bench(samples, "rb_first")}
+        huge = rows[("BM_huge_loop/real_time", "time")]
+        self.assertEqual(huge["opponent"], "tcmalloc")
+        self.assertEqual(huge["judged"]["status"], targets.MET)  # 1.2x against 1.5x
+        ring = rows[("BM_pair_ring/64", "time")]
+        self.assertEqual(ring["judged"]["status"], targets.MISSED)  # 3x against 2x
+        self.assertEqual(ring["aim"], 1.5)
+        self.assertEqual(rows[("BM_mixed", "resident")]["judged"]["text"], "-")
 
 
 class Presets(unittest.TestCase):

@@ -22,6 +22,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from allocators import REFERENCE, same_choice_groups  # noqa: E402
+import targets  # noqa: E402
 
 # The allocators every report must hold besides runsel's variants: glibc, and the three
 # that tools/runsel installs (README's package list). Written here, not discovered: the
@@ -283,6 +284,31 @@ def check_counters(results: dict, failures: Failures) -> None:
                             f"{total['runs_destroyed']}")
 
 
+def check_targets(results: dict, out: Path, failures: Failures) -> None:
+    """The targets table: every live workload's rows for rb_first and its settings,
+    judged again here from the pairs in results.json, and shown in report.md."""
+    judged = results.get("targets") or {}
+    failures.expect(judged.get("subjects", [])[:1] == [REFERENCE],
+                    f"targets judged for {judged.get('subjects')}")
+    markdown = (out / "report.md").read_text() if (out / "report.md").exists() else ""
+    failures.expect("## Targets" in markdown, "report.md has no Targets table")
+    live_workloads = [name for name, data in results["summary"].items()
+                      if data.get("kind", "live") == "live"]
+    for workload in live_workloads:
+        figures = {row["figure"] for row in judged.get("rows", []) if row["workload"] == workload}
+        wanted = {"time", "resident at key"} | ({"minor faults"} if workload == "threads" else set())
+        failures.expect(figures == wanted, f"targets for {workload}: {sorted(figures)}")
+    for row in judged.get("rows", []):
+        pairs = results["summary"][row["workload"]]["allocators"]
+        for name, verdict_of in row["judged"].items():
+            again = targets.judge_pair(pairs[name], pairs[row["opponent"]], row["figure"],
+                                       row["bound"])
+            where = f"target {row['workload']} {row['figure']} × {name}"
+            failures.expect(again["status"] == verdict_of["status"],
+                            f"{where}: {verdict_of['status']}, judged again {again['status']}")
+            failures.expect(verdict_of["text"] in markdown, f"{where}: not in report.md")
+
+
 def container_names(build_dir: Path) -> list[str]:
     """Every container of meson.build's table, as the build wrote it to
     memory/containers/containers.json: a plain build builds each one's variant."""
@@ -317,6 +343,7 @@ def main() -> int:
             check_verdict(results, out, failures)
             check_threads_compare_like_with_like(results, failures)
             check_counters(results, failures)
+            check_targets(results, out, failures)
     for failure in failures:
         print(f"FAILED: {failure}")
     print(f"harness test: {len(failures)} failure(s); allocators expected: {', '.join(expected)}")
