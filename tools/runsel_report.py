@@ -165,6 +165,34 @@ def published_ours(comparison: dict | None) -> str:
     return delta_cell(comparison)
 
 
+def question_table(results: dict):
+    """Is there a container with lifo's time and rb_first's memory on every workload?"""
+    asked = results["verdict"].get("question") or {"containers": [], "answer": ""}
+    answers = asked["containers"]
+    labels = [cell["label"] for cell in answers[0]["cells"]] if answers else []
+    headers = ["container", *labels, "shown worse on"]
+    rows = []
+    for answer in answers:
+        cells = {cell["label"]: cell for cell in answer["cells"]}
+        rows.append([answer["container"],
+                     *[question_cell(cells.get(label)) for label in labels],
+                     "; ".join(answer["worse"]) or "nowhere"])
+    note = ("Time against lifo's (live workloads, paired by round like the verdict), memory "
+            "against rb_first's (the verdict's memory column). \"Shown worse\" means the "
+            "interval, or the exact difference of a replay, lies above zero; an interval "
+            "that holds zero shows nothing either way. " + asked["answer"])
+    return "Lifo's time and rb_first's memory at once?", headers, rows, note
+
+
+def question_cell(cell: dict | None) -> str:
+    if cell is None:
+        return "-"
+    memory = f"memory {published_ours(cell['memory_vs_reference'])}"
+    if cell["time_vs_lifo"] is None:
+        return memory
+    return f"time {delta_cell(cell['time_vs_lifo'])}; {memory}"
+
+
 def choices_table(results: dict):
     """Per workload and container: did the containers have anything to choose between?"""
     headers = ["workload", "container", "picks", "with a choice", "non-full runs at a pick "
@@ -440,11 +468,12 @@ def setup_table(results: dict):
 
 def tables(results: dict) -> list:
     """Every table, in report order; the first leading() come before the pictures."""
-    listed = [verdict_table(results), published_table(results), summary_table(results),
-              targets_table(results), choices_table(results), checks_table(results)]
+    listed = [verdict_table(results), question_table(results), published_table(results),
+              summary_table(results), targets_table(results), choices_table(results),
+              checks_table(results)]
     replayed = exact_replays_table(results)
     if replayed[2]:
-        listed.insert(3, replayed)
+        listed.insert(4, replayed)
     for workload, data in results["summary"].items():
         if data.get("kind", "live") != "live":
             continue
@@ -457,9 +486,9 @@ def tables(results: dict) -> list:
 
 
 def leading(results: dict) -> int:
-    """How many tables come before the pictures: verdict, published, summary, targets,
-    exact replays (when there are some), choices, checks."""
-    return 7 if exact_replays_table(results)[2] else 6
+    """How many tables come before the pictures: verdict, the question, published,
+    summary, exact replays (when there are some), targets, choices, checks."""
+    return 8 if exact_replays_table(results)[2] else 7
 
 
 # --- pictures -------------------------------------------------------------------------

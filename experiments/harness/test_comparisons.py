@@ -224,6 +224,30 @@ class VerdictFromData(unittest.TestCase):
         self.assertEqual(claims["rb_root"]["judgement"], verdict.NOT_RESOLVABLE)
         self.assertIn("A linked list (lifo) is partly", self.built["paragraph"])
 
+    def test_the_question_finds_array_heap_slower_than_lifo_on_churn(self):
+        asked = self.built["question"]
+        self.assertEqual([a["container"] for a in asked["containers"]], ["array_heap"])
+        answer = asked["containers"][0]
+        self.assertFalse(answer["qualifies"])
+        self.assertEqual(len(answer["worse"]), 1)
+        self.assertTrue(answer["worse"][0].startswith("churn time +4"), answer["worse"])
+        self.assertIn("webkit replay memory", answer["untold"])  # not measured
+        self.assertIn("No container has lifo's time and rb_first's memory", asked["answer"])
+
+    def test_the_question_names_a_container_shown_worse_nowhere(self):
+        summary = synthetic_summary()
+        churn = summary["churn"]["allocators"]
+        churn["array_heap"]["times"] = list(churn["lifo"]["times"])
+        asked = verdict.build(summary)["question"]
+        self.assertTrue(asked["containers"][0]["qualifies"])
+        self.assertIn("anywhere: array_heap (", asked["answer"])
+        summary["webkit replay"]["allocators"]["array_heap"] = {
+            "exact": {"writes_blocks": True, "peak": {"resident": 2000},
+                      "checkpoints": [{"name": "tabs", "resident": 1001}]}}
+        asked = verdict.build(summary)["question"]
+        self.assertEqual(asked["containers"][0]["worse"],
+                         ["webkit replay memory +1 B (+0.10 %, exact)"])
+
 
 
 class Targets(unittest.TestCase):

@@ -249,6 +249,13 @@ def check_verdict(results: dict, out: Path, failures: Failures) -> None:
                                     f"{figure['measure']}: opposite side but judged {judged}")
     failures.expect(results["verdict"]["paragraph"] in markdown,
                     "the agreement paragraph is not in report.md")
+    asked = results["verdict"].get("question") or {}
+    failures.expect(bool(asked.get("answer")) and asked["answer"] in markdown,
+                    "the question's answer (lifo's time and rb_first's memory) is not in report.md")
+    for answer in asked.get("containers", []):
+        failures.expect(answer["qualifies"] == (not answer["worse"]),
+                        f"question: {answer['container']} qualifies={answer['qualifies']} "
+                        f"but is shown worse on {answer['worse']}")
 
 
 def check_threads_compare_like_with_like(results: dict, failures: Failures) -> None:

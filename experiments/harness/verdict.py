@@ -20,6 +20,8 @@ PUBLISHED = (
     {"container": "array_heap", "claim": "an array heap",
      "figures": {"sp3": -1.42, "base": 1.62, "tp6": -0.18}},
 )
+# The anchors of the question the new containers answer: lifo's time, rb_first's memory.
+TIME_ANCHOR = "lifo"
 MEASURE_WORDS = {"sp3": "Speedometer 3 time", "base": "AWSY base resident memory",
                  "tp6": "AWSY tp6 resident memory"}
 # A published figure this small claims "no change": ours agrees when its interval lies
@@ -219,11 +221,90 @@ def agreement_paragraph(claims: list[dict]) -> str:
     return " ".join(sentences)
 
 
+# --- the question: lifo's time and rb_first's memory at once? ---------------------------
+
+
+def shown_worse(comparison: dict | None) -> bool | None:
+    """True when the comparison shows more (its interval, or its exact difference, lies
+    above 0), False when it does not, None when it could not tell (not measured, no
+    interval)."""
+    if not comparison or comparison.get("percent") is None:
+        return None
+    if comparison.get("exact"):
+        return comparison["difference"] > 0
+    if comparison.get("low") is None:
+        return None
+    return comparison["low"] > 0
+
+
+def time_against(workload: dict, container: str, anchor: str) -> dict | None:
+    """The container's time against the anchor's, paired by round (live workloads)."""
+    pairs = workload["allocators"]
+    if workload["kind"] != "live" or container not in pairs or anchor not in pairs:
+        return None
+    mine, theirs = pairs[container], pairs[anchor]
+    return comparisons.compare_paired(*comparisons.pairs_by_round(
+        mine["times"], mine["repetitions"], theirs["times"], theirs["repetitions"]))
+
+
+def question(summary: dict, rows: list[dict]) -> dict:
+    """Is there a container whose time is no worse than lifo's and whose memory is no
+    worse than rb_first's on every workload? Per container: each workload's time
+    against lifo and memory against rb_first (its verdict row), where it is shown worse,
+    and where the run could not tell."""
+    containers = [row["container"] for row in rows if row["container"] != TIME_ANCHOR]
+    containers = list(dict.fromkeys(containers))
+    answers = []
+    for container in containers:
+        cells, worse, untold = [], [], []
+        for row in (r for r in rows if r["container"] == container):
+            time = time_against(summary[row["workload"]], container, TIME_ANCHOR)
+            memory = row["memory"] if row["memory_comparable"] else None
+            checks = [("memory", memory)] if row["kind"] == "replay" else \
+                [("time", time), ("memory", memory)]
+            for figure, comparison in checks:
+                said = shown_worse(comparison)
+                what = f"{row['label']} {figure} {exact_or_ours(comparison)}"
+                if said:
+                    worse.append(what)
+                elif said is None or (comparison.get("outcome") == comparisons.UNDERPOWERED):
+                    untold.append(f"{row['label']} {figure}")
+            cells.append({"workload": row["workload"], "label": row["label"],
+                          "time_vs_lifo": time, "memory_vs_reference": memory})
+        answers.append({"container": container, "cells": cells, "worse": worse,
+                        "untold": untold, "qualifies": not worse})
+    return {"anchors": {"time": TIME_ANCHOR, "memory": REFERENCE}, "containers": answers,
+            "answer": question_answer(answers)}
+
+
+def exact_or_ours(comparison: dict | None) -> str:
+    """An exact difference in bytes too: "+0.00 %" alone would hide a real 4 KiB."""
+    if comparison and comparison.get("exact") and comparison.get("difference") is not None:
+        return f"{comparison['difference']:+,d} B ({comparison['percent']:+.2f} %, exact)"
+    return ours(comparison)
+
+
+def question_answer(answers: list[dict]) -> str:
+    qualifying = [a for a in answers if a["qualifies"]]
+    if not answers:
+        return "No container besides the anchors ran."
+    head = (f"No container has {TIME_ANCHOR}'s time and {REFERENCE}'s memory on every "
+            "workload: each is shown worse somewhere." if not qualifying else
+            "Not shown worse than lifo's time or rb_first's memory anywhere: " +
+            ", ".join(a["container"] + (f" ({len(a['untold'])} comparisons could not tell)"
+                                        if a["untold"] else "") for a in qualifying) + ".")
+    trades = [f"{a['container']}: worse on {'; '.join(a['worse'])}" for a in answers
+              if not a["qualifies"]]
+    return head + (" Trade-offs: " + ". ".join(trades) + "." if trades else "")
+
+
 def build(summary: dict) -> dict:
-    """results["verdict"]: the rows, the published comparison and its paragraph."""
+    """results["verdict"]: the rows, the published comparison and its paragraph, and the
+    question's answer."""
     rows = verdict_rows(summary)
     claims = published_comparison(rows)
     return {"rows": rows, "published": claims, "paragraph": agreement_paragraph(claims),
+            "question": question(summary, rows),
             "rules": {"negligible_published_percent": NEGLIGIBLE,
                       "equivalence_margin_percent": EQUIVALENCE_MARGIN,
                       "time_target_percent": comparisons.TARGET_PERCENT}}
