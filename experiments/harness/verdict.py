@@ -254,7 +254,7 @@ def question(summary: dict, rows: list[dict]) -> dict:
     and where the run could not tell."""
     containers = [row["container"] for row in rows if row["container"] != TIME_ANCHOR]
     containers = list(dict.fromkeys(containers))
-    answers = []
+    answers, intervals = [], 0
     for container in containers:
         cells, worse, untold = [], [], []
         for row in (r for r in rows if r["container"] == container):
@@ -264,6 +264,8 @@ def question(summary: dict, rows: list[dict]) -> dict:
                 [("time", time), ("memory", memory)]
             for figure, comparison in checks:
                 said = shown_worse(comparison)
+                intervals += bool(comparison and comparison.get("low") is not None
+                                  and not comparison.get("exact") and not comparison.get("constant"))
                 what = f"{row['label']} {figure} {exact_or_ours(comparison)}"
                 if said:
                     worse.append(what)
@@ -274,17 +276,23 @@ def question(summary: dict, rows: list[dict]) -> dict:
         answers.append({"container": container, "cells": cells, "worse": worse,
                         "untold": untold, "qualifies": not worse})
     return {"anchors": {"time": TIME_ANCHOR, "memory": REFERENCE}, "containers": answers,
-            "answer": question_answer(answers)}
+            "intervals": intervals, "answer": question_answer(answers, intervals)}
 
 
 def exact_or_ours(comparison: dict | None) -> str:
-    """An exact difference in bytes too: "+0.00 %" alone would hide a real 4 KiB."""
+    """An exact difference in bytes too, and two decimals below 1 %: "+0.0 %" alone
+    would hide a real 4 KiB."""
     if comparison and comparison.get("exact") and comparison.get("difference") is not None:
         return f"{comparison['difference']:+,d} B ({comparison['percent']:+.2f} %, exact)"
+    if comparison and comparison.get("low") is not None and abs(comparison["percent"]) < 1:
+        return (f"{comparison['percent']:+.2f} % [{comparison['low']:+.2f}, "
+                f"{comparison['high']:+.2f}]")
     return ours(comparison)
 
 
-def question_answer(answers: list[dict]) -> str:
+def question_answer(answers: list[dict], intervals: int) -> str:
+    """The answer, the trade-offs, and how many "worse" chance alone would give: an
+    interval lies wholly above zero 2.5 % of the time when there is no difference."""
     qualifying = [a for a in answers if a["qualifies"]]
     if not answers:
         return "No container besides the anchors ran."
@@ -295,7 +303,11 @@ def question_answer(answers: list[dict]) -> str:
                                         if a["untold"] else "") for a in qualifying) + ".")
     trades = [f"{a['container']}: worse on {'; '.join(a['worse'])}" for a in answers
               if not a["qualifies"]]
-    return head + (" Trade-offs: " + ". ".join(trades) + "." if trades else "")
+    chance = (f" Of the {intervals} comparisons with an interval, about "
+              f"{intervals * 0.025:.1f} would lie wholly above zero by chance alone, so one "
+              "narrow \"worse\" is weak evidence; exact and every-round differences are not "
+              "chance." if intervals else "")
+    return head + (" Trade-offs: " + ". ".join(trades) + "." if trades else "") + chance
 
 
 def build(summary: dict) -> dict:
