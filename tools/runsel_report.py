@@ -468,7 +468,7 @@ def setup_table(results: dict):
 
 def tables(results: dict) -> list:
     """Every table, in report order; the first leading() come before the pictures."""
-    listed = [verdict_table(results), question_table(results), published_table(results),
+    listed = [verdict_table(results), published_table(results), question_table(results),
               summary_table(results), targets_table(results), choices_table(results),
               checks_table(results)]
     replayed = exact_replays_table(results)
@@ -486,7 +486,7 @@ def tables(results: dict) -> list:
 
 
 def leading(results: dict) -> int:
-    """How many tables come before the pictures: verdict, the question, published,
+    """How many tables come before the pictures: verdict, published, the question,
     summary, exact replays (when there are some), targets, choices, checks."""
     return 8 if exact_replays_table(results)[2] else 7
 
