@@ -358,10 +358,7 @@ def targets_table(results: dict):
     headers = ["workload", "target", *subjects]
     rows = []
     for row in judged["rows"]:
-        against = row["against"] if row["against"] == row["opponent"] else \
-            f"{row['against']} ({row['opponent']})"
-        bound = "" if row["bound"] == 1 else f"{row['bound']:g}× "
-        rows.append([row["workload"], f"{row['figure']} ≤ {bound}{against}",
+        rows.append([row["workload"], row["text"],
                      *[(row["judged"].get(name) or {}).get("text", "-") for name in subjects]])
     note = ("Each cell: runsel's figure over the other allocator's, paired by round, with "
             "its 95 % interval; met when the whole interval is at or below the bound, "

@@ -332,12 +332,8 @@ def targets_table(results: Results) -> str:
     header = ["benchmark", "target", *subjects]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for index, row in enumerate(judged[subjects[0]]):
-        against = row["against"] if row["against"] == row["opponent"] or not row["opponent"] \
-            else f"{row['against']} ({row['opponent']})"
-        bound = "" if row["bound"] == 1 else f"{row['bound']:g}× "
-        aim = f" (aim {row['aim']:g}×)" if row["aim"] else ""
         cells = [judged[name][index]["judged"]["text"] for name in subjects]
-        lines.append(f"| `{row['benchmark']}` | {row['figure']} ≤ {bound}{against}{aim} | "
+        lines.append(f"| `{row['benchmark']}` | {targets.target_text(row)} | "
                      + " | ".join(cells) + " |")
     return "\n".join(lines)
 

@@ -100,6 +100,16 @@ def percent(value: float, sign: bool = False) -> str:
     return f"{value:{'+' if sign else ''}.{digits}f} %"
 
 
+def target_text(row: dict) -> str:
+    """"minor faults ≤ 2× glibc", "time ≤ slowest peer (mimalloc)", "... (aim 1.5×)"."""
+    against = row["against"]
+    if row.get("opponent") and row["opponent"] != against:
+        against += f" ({row['opponent']})"
+    bound = "" if row["bound"] == 1 else f"{row['bound']:g}× "
+    aim = f" (aim {row['aim']:g}×)" if row.get("aim") else ""
+    return f"{row['figure']} ≤ {bound}{against}{aim}"
+
+
 # --- the harness ----------------------------------------------------------------------
 
 
@@ -155,11 +165,11 @@ def judge_workloads(summary: dict, reference: str) -> dict:
                                default=None)
             if opponent not in pairs:
                 continue
-            rows.append({
-                "workload": workload, "figure": figure, "against": against,
-                "opponent": opponent, "bound": bound,
-                "judged": {name: judge_pair(pairs[name], pairs[opponent], figure, bound)
-                           for name in judged_for if name in pairs}})
+            row = {"workload": workload, "figure": figure, "against": against,
+                   "opponent": opponent, "bound": bound,
+                   "judged": {name: judge_pair(pairs[name], pairs[opponent], figure, bound)
+                              for name in judged_for if name in pairs}}
+            rows.append({**row, "text": target_text(row)})
     return {"subjects": judged_for, "rows": rows}
 
 
