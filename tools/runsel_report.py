@@ -107,9 +107,11 @@ def verdict_table(results: dict):
             "(scipy.stats.bootstrap, BCa). \"Detects\" is the interval's half-width, the "
             f"smallest difference the comparison could have seen; {len(resolving)} of "
             f"{len(timed)} time comparisons resolve ±{target:g} %. A comparison wider than "
-            f"that says \"underpowered\", never \"same time\". Memory: resident at the "
-            "workload's key checkpoint (see Summary), paired like time for live runs, exact for "
-            "replays. Instructions and misses: "
+            f"that says \"underpowered\", never \"same time\". Memory: what each run's "
+            "resident set grew by from its first checkpoint to the workload's key checkpoint "
+            "(see Summary; the library's own pages, a few KiB apart between variants before "
+            "the workload allocates anything, cancel), paired like time for live runs, exact "
+            "for replays. Instructions and misses: "
             f"{settings.get('instructions_how', NOT_MEASURED)} (exact counts, one run each; "
             "D1 = simulated first-level data cache, LL = last level).")
     return "Verdict", headers, rows, note
@@ -178,7 +180,7 @@ def question_table(results: dict):
                      *[question_cell(cells.get(label)) for label in labels],
                      "; ".join(answer["worse"]) or "nowhere"])
     note = ("Time against lifo's (live workloads, paired by round like the verdict), memory "
-            "against rb_first's (the verdict's memory column). \"Shown worse\" means the "
+            "against rb_first's (the verdict's memory column: growth to the key checkpoint). \"Shown worse\" means the "
             "interval, or the exact difference of a replay, lies above zero; an interval "
             "that holds zero shows nothing either way. " + asked["answer"])
     return "Lifo's time and rb_first's memory at once?", headers, rows, note

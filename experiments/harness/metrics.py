@@ -173,8 +173,8 @@ def compare_with_reference(pair: dict, reference: dict, key: str, memory_compara
                                     reference["repetitions"]))
     if memory_comparable:
         pair["memory_to_reference"] = comparisons.compare_paired(
-            *comparisons.pairs_by_round(pair["key_resident"], pair["repetitions"],
-                                        reference["key_resident"], reference["repetitions"]))
+            *comparisons.pairs_by_round(pair["key_growth"], pair["repetitions"],
+                                        reference["key_growth"], reference["repetitions"]))
     else:
         pair["memory_to_reference"] = None
 
@@ -207,6 +207,12 @@ def summarize(valid_runs: list[dict], allocators: list[str], workloads: list,
         for allocator, pair in pairs.items():
             pair["key_resident"] = [resident_at(run["document"], key)
                                     for run in runs_by_allocator[allocator]]
+            # What the run added since its first checkpoint: the allocator library's own
+            # pages (a few KiB more or less between two variants that make the very same
+            # choices, before the workload allocates anything) cancel out of it.
+            pair["key_growth"] = [
+                None if resident is None else resident - run["document"]["checkpoints"][0]["resident"]
+                for resident, run in zip(pair["key_resident"], runs_by_allocator[allocator])]
         for allocator, pair in pairs.items():
             if reference and allocator != REFERENCE:
                 compare_with_reference(pair, reference, key, note is None)

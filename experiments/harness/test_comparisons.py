@@ -19,6 +19,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import comparisons  # noqa: E402
+import metrics  # noqa: E402
 import targets  # noqa: E402
 import verdict  # noqa: E402
 
@@ -248,6 +249,43 @@ class VerdictFromData(unittest.TestCase):
         self.assertEqual(asked["containers"][0]["worse"],
                          ["webkit replay memory +1 B (+0.10 %, exact)"])
 
+
+
+class MemoryFromWhatTheRunAdded(unittest.TestCase):
+    """Two variants that make the same choices can start a few KiB apart (their own
+    library pages): the memory comparison takes what each run added since its first
+    checkpoint, so that offset cancels and a real difference stays."""
+
+    @staticmethod
+    def make_run(allocator: str, repetition: int, start: int, growth: int) -> dict:
+        point = lambda name, resident, live: {"name": name, "resident": resident,  # noqa: E731
+                                              "live_requested": live, "minor_faults": 0}
+        document = {"checkpoints": [point("start", start, 0),
+                                    point("k", start + growth, 8 << 20)],
+                    "measured_seconds": 1.0 + 0.01 * repetition,
+                    "allocator": {"name": allocator, "provider": allocator},
+                    "checksum": 1, "key_checkpoint": "k"}
+        return {"workload": "w", "allocator": allocator, "repetition": repetition,
+                "document": document}
+
+    def summarize(self, lifo_growth: int) -> dict:
+        from types import SimpleNamespace
+        runs = []
+        for r in range(7):
+            runs.append(self.make_run("rb_first", r, 6_049_792, 10_000_000))
+            runs.append(self.make_run("wavl", r, 6_057_984, 10_000_000))  # starts 8 KiB higher
+            runs.append(self.make_run("lifo", r, 6_049_792, lifo_growth))
+        workload = SimpleNamespace(name="w", kind="live", family="synthetic", label="w")
+        return metrics.summarize(runs, ["rb_first", "wavl", "lifo"], [workload], {}, [])[
+            "workloads"]["w"]["allocators"]
+
+    def test_a_start_offset_cancels_and_a_growth_difference_stays(self):
+        pairs = self.summarize(lifo_growth=10_100_000)
+        wavl, lifo = pairs["wavl"]["memory_to_reference"], pairs["lifo"]["memory_to_reference"]
+        self.assertEqual(wavl["percent"], 0.0)
+        self.assertAlmostEqual(lifo["percent"], 1.0, places=6)
+        self.assertEqual(pairs["wavl"]["key_resident"][0] - pairs["rb_first"]["key_resident"][0],
+                         8192)  # the whole resident set still shows the offset
 
 
 class Targets(unittest.TestCase):
