@@ -12,7 +12,8 @@ runsel's figure that would just meet the bound ("needs -34 %" = a third less); a
 how far below the bound it is.
 
 The harness's targets (judge_workloads) and malloc_bench's (judge_bench, from
-experiments/bench/compare.py) share judge() and cell(); their lists are below.
+experiments/bench/compare.py) share judge(), cell() and target_text(); their lists are
+below.
 """
 
 from __future__ import annotations
@@ -144,8 +145,8 @@ def judge_pair(pair: dict, against: dict, figure: str, bound: float) -> dict:
 
 
 def judge_workloads(summary: dict, reference: str) -> dict:
-    """{"subjects": [...], "rows": [{workload, figure, against, bound, judged: {subject:
-    judgement}}]} for every live workload of results["summary"]."""
+    """{"subjects": [...], "rows": [{workload, figure, against, opponent, bound, text,
+    judged: {subject: judgement}}]} for every live workload of results["summary"]."""
     names = []
     for data in summary.values():
         names += [name for name in data["allocators"] if name not in names]
