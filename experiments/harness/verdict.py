@@ -252,8 +252,8 @@ def question(summary: dict, rows: list[dict]) -> dict:
     worse than rb_first's on every workload? Per container: each workload's time
     against lifo and memory against rb_first (its verdict row), where it is shown worse,
     and where the run could not tell."""
-    containers = [row["container"] for row in rows if row["container"] != TIME_ANCHOR]
-    containers = list(dict.fromkeys(containers))
+    containers = dict.fromkeys(row["container"] for row in rows
+                               if row["container"] != TIME_ANCHOR)  # in row order, once each
     answers, intervals = [], 0
     for container in containers:
         cells, worse, untold = [], [], []
