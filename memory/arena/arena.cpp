@@ -35,6 +35,24 @@ Arena* Arena::create(unsigned index,
 
 // ---- chunks ---------------------------------------------------------------
 
+// Only on chunk creation and huge frees: the key is derived each time (no
+// static to guard, which would pull in the C++ runtime).
+std::uint64_t Chunk::canary_for(const void* address) {
+  const std::uint64_t key = keyed_mix(os::random_word(), 0x63616e617279, 0);
+  return keyed_mix(reinterpret_cast<std::uintptr_t>(address), 0, key);
+}
+
+bool chunk_canary_intact(const void* address) {
+  const ChunkOwner owner = ChunkRegistry::lookup(address);
+  if (!owner.is_arena_chunk()) return true;
+  Arena* arena = owner.as<Arena>();
+  LockGuard guard(arena->lock);
+  // Still that arena's chunk, so still mapped: chunks leave the registry,
+  // under their arena's lock, before they are unmapped.
+  if (ChunkRegistry::lookup(address).word() != owner.word()) return true;
+  return static_cast<const Chunk*>(address)->canary == Chunk::canary_for(address);
+}
+
 Chunk* Arena::new_chunk() {
   if (Chunk* chunk = spares_) {
     unlink_spare(chunk);
@@ -44,12 +62,12 @@ Chunk* Arena::new_chunk() {
   void* memory = os::map_aligned(kChunkSize, kChunkSize);
   if (memory == nullptr) return nullptr;
   Chunk* chunk = static_cast<Chunk*>(memory);  // fresh mapping: all zero
-  if (!ChunkRegistry::set_range(chunk, kChunkSize, ChunkOwner::arena_chunk(chunk))) {
+  chunk->canary = Chunk::canary_for(chunk);
+  if (!ChunkRegistry::set_range(chunk, kChunkSize, ChunkOwner::arena_chunk(this))) {
     ChunkRegistry::set_range(chunk, kChunkSize, ChunkOwner::none());
     os::unmap(memory, kChunkSize);
     return nullptr;
   }
-  chunk->arena = this;
   for (std::size_t i = 0; i < kFirstUsablePage; ++i) chunk->map[i].bits = kAllocated | kReserved;
   os::protect_none(chunk->page_address(kChunkHeaderPages), kGuardPages * kPageSize);
   set_free_run(chunk, kFirstUsablePage, kUsablePages);
@@ -145,12 +163,17 @@ void Arena::unlink_dirty(Chunk* chunk) {
 
 // ---- page runs ------------------------------------------------------------
 
+static_assert(class_tag_of_bin(kNumBins - 1) <= kClassTagMask, "class tags fit their bits");
+
+// What a free page keeps when it stops being a run boundary.
+inline constexpr std::uintptr_t kFreePageState = kDirty | kClassTagMask;
+
 void Arena::set_free_run(Chunk* chunk, std::size_t first, std::size_t pages) {
   const std::uintptr_t size = pages << kPageShift;
   PageMapEntry& head = chunk->map[first];
   PageMapEntry& tail = chunk->map[first + pages - 1];
-  head.bits = (head.bits & kDirty) | size;
-  tail.bits = (tail.bits & kDirty) | size;
+  head.bits = (head.bits & kFreePageState) | size;
+  tail.bits = (tail.bits & kFreePageState) | size;
 }
 
 void Arena::carve(Chunk* chunk, std::size_t first, std::size_t run_pages, std::size_t pages) {
@@ -178,16 +201,22 @@ void Arena::mark_allocated(Chunk* chunk, std::size_t first, std::size_t pages,
   if (chunk->ndirty == 0 && chunk->in_dirty_list) unlink_dirty(chunk);
 }
 
-char* Arena::allocate_pages(std::size_t pages, std::uintptr_t head_bits, std::uintptr_t tail_bits,
-                            bool zero) {
+PageMapEntry* Arena::best_fit(std::size_t pages, std::uintptr_t class_tag) const {
   const std::size_t wanted = pages << kPageShift;
+  PageMapEntry* entry = free_runs_.first_not_below([wanted, class_tag](const PageMapEntry* e) {
+    return e->class_tag() < class_tag || (e->class_tag() == class_tag && e->size_bytes() < wanted);
+  });
+  return entry != nullptr && entry->class_tag() == class_tag ? entry : nullptr;
+}
+
+char* Arena::allocate_pages(std::size_t pages, std::uintptr_t class_tag, std::uintptr_t head_bits,
+                            std::uintptr_t tail_bits, bool zero) {
   before_page_allocation();
-  PageMapEntry* entry = free_runs_.first_not_below(
-      [wanted](const PageMapEntry* e) { return e->size_bytes() < wanted; });
+  PageMapEntry* entry = class_tag != 0 ? best_fit(pages, class_tag) : nullptr;
+  if (entry == nullptr) entry = best_fit(pages, 0);
   if (entry == nullptr) {
     if (new_chunk() == nullptr) return nullptr;
-    entry = free_runs_.first_not_below(
-        [wanted](const PageMapEntry* e) { return e->size_bytes() < wanted; });
+    entry = best_fit(pages, 0);
   }
   Chunk* chunk = Chunk::of(entry);
   const std::size_t first = chunk->index_of(entry);
@@ -203,37 +232,43 @@ char* Arena::allocate_pages(std::size_t pages, std::uintptr_t head_bits, std::ui
   return run;
 }
 
-void Arena::free_pages(Chunk* chunk, std::size_t first, std::size_t pages) {
+void Arena::free_pages(Chunk* chunk, std::size_t first, std::size_t pages,
+                       std::uintptr_t class_tag) {
   chunk->allocated_pages -= pages;
-  for (std::size_t i = first; i < first + pages; ++i) chunk->map[i].bits = kDirty;
+  for (std::size_t i = first; i < first + pages; ++i) chunk->map[i].bits = kDirty | class_tag;
   chunk->ndirty += pages;
   dirty_pages_ += pages;
   decay_.dirtied(pages);
   if (!chunk->in_dirty_list) link_dirty(chunk);
 
-  // Coalesce with free neighbours; their old boundary entries lose their size.
-  if (first > kFirstUsablePage && !chunk->map[first - 1].allocated()) {
+  // Coalesce with free neighbours of the same class tag; their old boundary
+  // entries lose their size.
+  const auto joins = [class_tag](const PageMapEntry& e) {
+    return !e.allocated() && e.class_tag() == class_tag;
+  };
+  if (first > kFirstUsablePage && joins(chunk->map[first - 1])) {
     PageMapEntry& prev_tail = chunk->map[first - 1];
     std::size_t prev_pages = prev_tail.size_pages();
     std::size_t prev_first = first - prev_pages;
     free_runs_.erase(&chunk->map[prev_first]);
-    prev_tail.bits &= kDirty;
-    chunk->map[prev_first].bits &= kDirty;
+    prev_tail.bits &= kFreePageState;
+    chunk->map[prev_first].bits &= kFreePageState;
     first = prev_first;
     pages += prev_pages;
   }
   const std::size_t next = first + pages;
-  if (next < kPagesPerChunk && !chunk->map[next].allocated()) {
+  if (next < kPagesPerChunk && joins(chunk->map[next])) {
     PageMapEntry& next_head = chunk->map[next];
     std::size_t next_pages = next_head.size_pages();
     free_runs_.erase(&next_head);
-    next_head.bits &= kDirty;
-    chunk->map[next + next_pages - 1].bits &= kDirty;
+    next_head.bits &= kFreePageState;
+    chunk->map[next + next_pages - 1].bits &= kFreePageState;
     pages += next_pages;
   }
   set_free_run(chunk, first, pages);
 
-  if (pages == kUsablePages) {
+  // Only an untagged chunk may be unmapped: a tagged one keeps its tags.
+  if (pages == kUsablePages && class_tag == 0) {
     retire_chunk(chunk);
   } else {
     free_runs_.insert(&chunk->map[first]);
@@ -344,7 +379,7 @@ void Arena::purge_down_to(std::size_t target_pages) {
 void* Arena::malloc_large(std::size_t size, bool zero) {
   const std::size_t pages = size >> kPageShift;
   LockGuard guard(lock);
-  char* run = allocate_pages(pages, size | kAllocated | kLarge, kAllocated | kLarge, zero);
+  char* run = allocate_pages(pages, 0, size | kAllocated | kLarge, kAllocated | kLarge, zero);
   if (run == nullptr) return nullptr;
   large_allocated_ += size;
   ++large_nmalloc_;
@@ -355,7 +390,7 @@ void* Arena::malloc_large_aligned(std::size_t size, std::size_t alignment) {
   const std::size_t pages = size >> kPageShift;
   const std::size_t total = pages + (alignment >> kPageShift) - 1;
   LockGuard guard(lock);
-  char* run = allocate_pages(total, (total << kPageShift) | kAllocated | kLarge,
+  char* run = allocate_pages(total, 0, (total << kPageShift) | kAllocated | kLarge,
                              kAllocated | kLarge, false);
   if (run == nullptr) return nullptr;
   Chunk* chunk = Chunk::of(run);
@@ -385,6 +420,7 @@ bool Arena::resize_large_in_place(Chunk* chunk, void* p, std::size_t old_size,
   const std::size_t next = first + old_pages;
   const std::size_t extra = new_pages - old_pages;
   if (next >= kPagesPerChunk || chunk->map[next].allocated()) return false;
+  if (chunk->map[next].class_tag() != 0) return false;  // a small class's pages (chunk.h)
   const std::size_t next_pages = chunk->map[next].size_pages();
   if (next_pages < extra) return false;
   free_runs_.erase(&chunk->map[next]);

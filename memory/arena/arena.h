@@ -58,10 +58,13 @@ struct Bin {
 
 inline std::uint32_t RunHookAccess::regions(const Run* run) { return run->bin->regions_per_run; }
 
-// Orders free page runs by (size, address) for best-fit with lowest address.
+// Orders free page runs by (class tag, size, address): within the pages a
+// request may use (its class's tag, or untagged: chunk.h), best fit with the
+// lowest address.
 struct FreeRunOrder {
   static TreeLinks<PageMapEntry>& links(PageMapEntry* e) { return e->avail; }
   static bool less(const PageMapEntry* a, const PageMapEntry* b) {
+    if (a->class_tag() != b->class_tag()) return a->class_tag() < b->class_tag();
     std::size_t sa = a->size_bytes(), sb = b->size_bytes();
     if (sa != sb) return sa < sb;
     return reinterpret_cast<std::uintptr_t>(a) < reinterpret_cast<std::uintptr_t>(b);
@@ -204,17 +207,23 @@ class Arena {
   void erase_run(Bin& bin, Run* run) RUNSEL_REQUIRES(lock);
   void touched_run(Bin& bin, Run* run) RUNSEL_REQUIRES(lock);
 
-  // Page-level allocation: a run of `pages` from the best-fit free run.
+  // Page-level allocation: a run of `pages` from the best-fit free run among
+  // the pages tagged `class_tag` (a small run's class_tag_of_bin(), or 0 for
+  // a large allocation), else among untagged pages (chunk.h).
   // `head_bits` is written to the first page, `tail_bits` to the others.
-  char* allocate_pages(std::size_t pages, std::uintptr_t head_bits, std::uintptr_t tail_bits,
-                       bool zero) RUNSEL_REQUIRES(lock);
+  char* allocate_pages(std::size_t pages, std::uintptr_t class_tag, std::uintptr_t head_bits,
+                       std::uintptr_t tail_bits, bool zero) RUNSEL_REQUIRES(lock);
+  // The best-fit free run of at least `pages` pages tagged exactly `class_tag`.
+  PageMapEntry* best_fit(std::size_t pages, std::uintptr_t class_tag) const RUNSEL_REQUIRES(lock);
   // Takes the first `pages` pages of the free run starting at `first`
   // (already removed from the tree); the remainder goes back to the tree.
   void carve(Chunk* chunk, std::size_t first, std::size_t run_pages, std::size_t pages)
       RUNSEL_REQUIRES(lock);
   void mark_allocated(Chunk* chunk, std::size_t first, std::size_t pages, std::uintptr_t head_bits,
                       std::uintptr_t tail_bits, bool zero) RUNSEL_REQUIRES(lock);
-  void free_pages(Chunk* chunk, std::size_t first, std::size_t pages) RUNSEL_REQUIRES(lock);
+  // Frees pages, which keep `class_tag` (a small run's, or 0): chunk.h.
+  void free_pages(Chunk* chunk, std::size_t first, std::size_t pages,
+                  std::uintptr_t class_tag = 0) RUNSEL_REQUIRES(lock);
   void set_free_run(Chunk* chunk, std::size_t first, std::size_t pages) RUNSEL_REQUIRES(lock);
 
   Chunk* new_chunk() RUNSEL_REQUIRES(lock);
@@ -267,6 +276,10 @@ class Arena {
 
   Bin bins_[kNumBins] RUNSEL_GUARDED_BY(lock);
 };
+
+// Whether the arena chunk at `address` (chunk-aligned) still has its canary
+// (chunk.h); true when no arena chunk is there. Takes that arena's lock.
+bool chunk_canary_intact(const void* address);
 
 // Inline: it is on every free.
 inline PointerClass Arena::classify(Chunk* chunk, const void* p) const {

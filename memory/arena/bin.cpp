@@ -8,7 +8,8 @@ namespace runsel {
 
 Run* Arena::new_small_run(std::size_t bin_index) {
   const BinInfo& info = kBinInfo[bin_index];
-  char* memory = allocate_pages(info.run_pages, kAllocated, kAllocated, false);
+  char* memory =
+      allocate_pages(info.run_pages, class_tag_of_bin(bin_index), kAllocated, kAllocated, false);
   if (memory == nullptr) return nullptr;
   Run* run = reinterpret_cast<Run*>(memory);
   Bin& bin = bins_[bin_index];
@@ -29,7 +30,8 @@ void Arena::release_small_run(Run* run) {
   bin.free_regions -= info.nregs;
   bin.counters.destroyed();
   Chunk* chunk = Chunk::of(run);
-  free_pages(chunk, chunk->page_index(run), info.run_pages);
+  free_pages(chunk, chunk->page_index(run), info.run_pages,
+             class_tag_of_bin(index_of_bin(bin)));
 }
 
 // An emptied run stays in its bin, outside the container, until another run

@@ -1,5 +1,8 @@
-// A chunk: 1 MiB aligned to 1 MiB. It starts with this header (owner, list
-// links, the page map), then a guard page, then usable pages for runs.
+// A chunk: 1 MiB aligned to 1 MiB. It starts with this header (an overflow
+// canary, list links, the page map), then a guard page, then usable pages for
+// runs. The chunk's arena is not in the header: the chunk registry says it
+// (structures/chunk_registry.h), so no write into a chunk header can send a
+// free to another arena.
 //
 // Page map entry bits, per page:
 //   small run page:  run header address | kAllocated (the first page's entry
@@ -7,7 +10,21 @@
 //   large head page: size in bytes      | kAllocated | kLarge
 //   large tail page:                      kAllocated | kLarge (size 0)
 //   free page:       [size in bytes at the run's first and last page] | kDirty?
+//                    | class tag (every page of the free run: see below)
 //   header / guard:  kAllocated | kReserved
+//
+// The class tag of a free page is 1 + the size class of the last small run
+// that held it, or 0 if no small run ever did. Pages keep it for the life of
+// the chunk, and a tagged page is only ever used again by a run of its own
+// class: so a pointer that was the start of a small region of class C is,
+// whatever happens to its run and chunk, either free, inside a run of class
+// C, or never handed out as the start of a block of another class or of a
+// large allocation. That is what lets free() catch a double free after the
+// page was given back (a stale pointer can only meet a free page or a
+// region of its own class, whose bitmap knows it is free). The price: a
+// small run's pages never go to another class or to a large allocation, and
+// a chunk with tagged pages is never unmapped (purged pages cost only address
+// space).
 // Invariant: arena.dirty_pages == sum over chunks of ndirty == free pages
 // with kDirty set; the first page of each free run (except the spare chunks')
 // is in the arena's best-fit tree.
@@ -30,6 +47,13 @@ enum PageBits : std::uintptr_t {
   kReserved = 8,
 };
 
+// Free pages' class tag (see above): bits 4..9, below the size field.
+inline constexpr unsigned kClassTagShift = 4;
+inline constexpr std::uintptr_t kClassTagMask = std::uintptr_t{0x3f} << kClassTagShift;
+inline constexpr std::uintptr_t class_tag_of_bin(std::size_t bin_index) {
+  return (bin_index + 1) << kClassTagShift;
+}
+
 struct PageMapEntry {
   union {
     TreeLinks<PageMapEntry> avail;  // free run heads: links in the arena's best-fit tree
@@ -41,10 +65,15 @@ struct PageMapEntry {
   std::size_t size_pages() const { return size_bytes() >> kPageShift; }
   bool allocated() const { return bits & kAllocated; }
   bool dirty() const { return bits & kDirty; }
+  std::uintptr_t class_tag() const { return bits & kClassTagMask; }
 };
 
 struct Chunk {
-  Arena* arena;
+  // First, where a write past the end of the block before the chunk lands (a
+  // huge allocation's or the previous chunk's last large run's): a keyed value
+  // that nothing follows, compared with canary_for() when such a block is
+  // freed, so that the overflow is reported instead of passing unseen.
+  std::uint64_t canary;
   Chunk* next_in_arena;  // all chunks of the arena, spare ones included
   Chunk* prev_in_arena;
   Chunk* next_dirty;  // chunks with ndirty > 0
@@ -72,6 +101,8 @@ struct Chunk {
   std::size_t index_of(const PageMapEntry* entry) const {
     return static_cast<std::size_t>(entry - map);
   }
+  // The canary of the chunk at `address`.
+  static std::uint64_t canary_for(const void* address);
 };
 
 inline constexpr std::size_t kChunkHeaderPages = page_ceiling(sizeof(Chunk)) / kPageSize;

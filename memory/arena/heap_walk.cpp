@@ -94,7 +94,18 @@ bool Arena::walk_and_compare() const {
             report("allocated page inside a free run (page, run's first page)", index_, j, i);
             ok = false;
           }
+          if (chunk->map[j].class_tag() != entry.class_tag()) {
+            report("class tag differs inside a free run (page, run's first page)", index_, j, i);
+            ok = false;
+          }
           if (chunk->map[j].dirty()) ++chunk_dirty;
+        }
+        // Free neighbours are coalesced unless their class tags differ.
+        if (i + pages < kPagesPerChunk && !chunk->map[i + pages].allocated() &&
+            chunk->map[i + pages].class_tag() == entry.class_tag()) {
+          report("free runs of one class tag not coalesced (page, run's first page)", index_,
+                 i + pages, i);
+          ok = false;
         }
         i += pages;
       } else if (entry.bits & kLarge) {

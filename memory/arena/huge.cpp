@@ -9,6 +9,7 @@
 #include <cstring>
 #include <new>
 
+#include "arena/arena.h"
 #include "arena/base.h"
 #include "arena/layout.h"
 #include "platform/lock.h"
@@ -179,6 +180,7 @@ void* allocate(std::size_t size, std::size_t alignment, bool zero) {
 Problem release(void* p) {
   Node* node;
   Node* evicted = nullptr;
+  const char* end = nullptr;  // of the allocation, when that is where the mapping ends
   {
     LockGuard guard(g_lock);
     node = find(p);
@@ -189,6 +191,7 @@ Problem release(void* p) {
       }
       return Problem::kUnknown;
     }
+    if (node->usable == node->mapped) end = node->address + node->mapped;
     g_tree.erase(node);
     g_figures.mapped -= node->mapped;
     g_figures.allocated -= node->usable;
@@ -217,6 +220,7 @@ Problem release(void* p) {
     os::unmap(node->address, node->mapped);
     base::release(node, sizeof(Node));
   }
+  if (end != nullptr && !chunk_canary_intact(end)) return Problem::kOverflowPastEnd;
   return Problem::kNone;
 }
 

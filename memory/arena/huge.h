@@ -22,11 +22,19 @@ void configure(const CacheLimits& limits);
 // `zero`, the memory reads as zero (a reused mapping's touched pages are purged).
 void* allocate(std::size_t size, std::size_t alignment, bool zero);
 
-enum class Problem { kNone, kDoubleFree, kInterior, kUnknown };
+enum class Problem {
+  kNone,
+  kDoubleFree,
+  kInterior,
+  kUnknown,
+  kOverflowPastEnd,  // freed, but a write past its end damaged the next chunk's header
+};
 
-// Frees the huge allocation starting at `p`. Otherwise: kInterior if `p` is
-// inside a live one, kDoubleFree if one of the recently freed started at `p`,
-// kUnknown if neither.
+// Frees the huge allocation starting at `p`, then returns kOverflowPastEnd if
+// it filled its mapping and the arena chunk right after it lost its canary (a
+// write past the allocation's end). Otherwise: kInterior if `p` is inside a
+// live one, kDoubleFree if one of the recently freed started at `p`, kUnknown
+// if neither.
 Problem release(void* p);
 // Unmaps the cached mappings past their age or the byte limit (all of them
 // with `all`); returns the resident bytes they held.

@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "arena/chunk.h"
+#include "arena/keyed_check.h"
 #include "arena/size_classes.h"
 #include "containers/hook.h"
 
@@ -18,9 +19,13 @@ namespace runsel {
 struct Bin;
 
 // The header follows the previous run's last region, so a write past the end
-// of that region lands on `bin`. `check` is the bin pointer folded with the
-// run's address and a per-arena random key: any change to one byte of `bin`
-// changes the fold, so free detects it before trusting `bin`.
+// of that region lands on `bin`. `check` is a keyed mix of the bin pointer and
+// the run's address (keyed_check.h): free recomputes it before trusting `bin`,
+// and a header forged for another bin without the key fails it. `check`
+// covers `bin` only; the container links in `hook` are verified by the
+// containers before they are followed; `free_count`, `first_free_word` and
+// the bitmap are not protected (the heap walker, runsel_check, finds them
+// inconsistent).
 struct Run {
   Bin* bin;
   ContainerHook<Run> hook;
@@ -36,9 +41,8 @@ struct Run {
   }
 
   static std::uint32_t header_check(const Bin* owner, const Run* run, std::uintptr_t key) {
-    const std::uintptr_t mixed =
-        reinterpret_cast<std::uintptr_t>(owner) ^ reinterpret_cast<std::uintptr_t>(run) ^ key;
-    return static_cast<std::uint32_t>(mixed ^ (mixed >> 32));
+    return static_cast<std::uint32_t>(keyed_mix(reinterpret_cast<std::uintptr_t>(owner),
+                                                reinterpret_cast<std::uintptr_t>(run), key));
   }
   bool header_intact(std::uintptr_t key) const { return check == header_check(bin, this, key); }
 

@@ -58,6 +58,10 @@ const char* describe(BadPointer problem) {
       fatal_pointer(function, p, "double free of a huge allocation");
     case huge::Problem::kInterior:
       fatal_pointer(function, p, "not the start of a huge allocation (interior pointer)");
+    case huge::Problem::kOverflowPastEnd:
+      fatal_pointer(function, p,
+                    "heap corruption: a write past the end of this huge allocation damaged the "
+                    "header of the chunk after it");
     default:
       break;
   }
@@ -173,20 +177,23 @@ void* allocate_aligned(std::size_t alignment, std::size_t size) {
 }
 
 // deallocate() of a pointer in an arena chunk, with the any-thread lock.
-[[gnu::noinline]] void deallocate_any_thread(void* p, const char* function, Chunk* chunk) {
-  BadPointer problem = chunk->arena->free(chunk, p);
+[[gnu::noinline]] void deallocate_any_thread(void* p, const char* function, Arena* arena) {
+  Chunk* chunk = Chunk::of(p);
+  BadPointer problem = arena->free(chunk, p);
   if (problem != BadPointer::kNone) fatal_bad_pointer(function, p, chunk, problem);
 }
 
 // Inline in free and realloc: the common case of free (a small region while
-// the process has one thread) then calls nothing.
+// the process has one thread) then calls nothing. The arena comes from the
+// registry, never from the chunk header.
 [[gnu::always_inline]] inline void deallocate(void* p, const char* function) {
   if (p == nullptr) return;
   const ChunkOwner owner = ChunkRegistry::lookup(p);
   if (!owner.is_arena_chunk()) return deallocate_outside_arenas(p, function, owner);
-  Chunk* chunk = owner.as<Chunk>();
-  if (!os::single_threaded()) return deallocate_any_thread(p, function, chunk);
-  BadPointer problem = chunk->arena->free_one_thread(chunk, p);
+  Arena* arena = owner.as<Arena>();
+  if (!os::single_threaded()) return deallocate_any_thread(p, function, arena);
+  Chunk* chunk = Chunk::of(p);
+  BadPointer problem = arena->free_one_thread(chunk, p);
   if (problem != BadPointer::kNone) fatal_bad_pointer(function, p, chunk, problem);
 }
 
@@ -203,9 +210,9 @@ std::size_t usable_size_checked(const void* p, const char* function, bool* is_hu
     if (problem != huge::Problem::kNone) fatal_huge(function, p, problem);
     return size;
   }
-  Chunk* chunk = owner.as<Chunk>();
+  Chunk* chunk = Chunk::of(p);
   BadPointer problem;
-  std::size_t size = chunk->arena->usable_size(chunk, p, &problem);
+  std::size_t size = owner.as<Arena>()->usable_size(chunk, p, &problem);
   if (problem != BadPointer::kNone) fatal_bad_pointer(function, p, chunk, problem);
   return size;
 }
@@ -216,8 +223,8 @@ bool resize_in_place(void* p, bool is_huge, std::size_t old_size, std::size_t si
   if (is_small(size) || size > kMaxLargeSize) return false;
   const std::size_t psize = page_ceiling(size);
   if (psize == old_size) return true;
-  Chunk* chunk = Chunk::of(p);
-  return chunk->arena->resize_large_in_place(chunk, p, old_size, psize);
+  Arena* arena = ChunkRegistry::lookup(p).as<Arena>();  // checked live by the caller
+  return arena->resize_large_in_place(Chunk::of(p), p, old_size, psize);
 }
 
 void* reallocate(void* p, std::size_t size) {
@@ -319,9 +326,9 @@ RUNSEL_EXPORT size_t malloc_usable_size(void* p) noexcept {
     huge::Problem problem;
     return huge::usable_size(p, &problem);
   }
-  Chunk* chunk = owner.as<Chunk>();
+  Chunk* chunk = Chunk::of(p);
   BadPointer problem;
-  const std::size_t size = chunk->arena->usable_size(chunk, p, &problem);
+  const std::size_t size = owner.as<Arena>()->usable_size(chunk, p, &problem);
   // Bad pointers answer 0, but a damaged heap is never carried on with.
   if (problem == BadPointer::kCorruptRunHeader) {
     fatal_bad_pointer("malloc_usable_size", p, chunk, problem);

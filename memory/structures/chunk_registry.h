@@ -1,5 +1,5 @@
 // The chunk registry: a two-level radix tree from each 1 MiB-aligned address
-// runsel owns to its owner (an arena chunk's header, or a huge allocation's node).
+// runsel owns to its owner (an arena chunk's arena, or a huge allocation's node).
 // It is how free() tells runsel's pointers from foreign ones without touching
 // memory that may not be mapped. Reads are lock-free; writes take a lock.
 #pragma once
@@ -11,13 +11,14 @@
 namespace runsel {
 
 // What the registry holds for a chunk: nobody (the chunk is not runsel's), an
-// arena chunk (the address of its header, which is the chunk itself) or a
-// huge allocation (the address of its tracking node). One word: the low bit
-// tags a huge node (both kinds of address are at least 2-aligned).
+// arena chunk (its arena: the chunk header does not hold it, so that a write
+// into the header cannot send a free to another arena) or a huge allocation
+// (the address of its tracking node). One word: the low bit tags a huge node
+// (both kinds of address are at least 2-aligned).
 class ChunkOwner {
  public:
   static constexpr ChunkOwner none() { return ChunkOwner(0); }
-  static ChunkOwner arena_chunk(const void* header) { return ChunkOwner(address(header)); }
+  static ChunkOwner arena_chunk(const void* arena) { return ChunkOwner(address(arena)); }
   static ChunkOwner huge(const void* node) { return ChunkOwner(address(node) | kHugeTag); }
   static constexpr ChunkOwner from_word(std::uintptr_t word) { return ChunkOwner(word); }
 

@@ -97,29 +97,21 @@ void double_free_after_trim() {
   malloc_trim(0);  // the emptied run goes back to the arena
   free(announce(p));
 }
-// p's page, given back by malloc_trim, now holds an emptied run of another
-// size class whose regions do not start at p.
+// p's page, given back by malloc_trim, is never used again by another size
+// class (its pages keep their class): 100,000 blocks of each of five other
+// classes do not land on it, and the second free finds the page free.
+// (tests/hardening/reported_double_free.cpp runs the class changes users
+// reported, as a plain program.)
 void double_free_after_reuse() {
   char* p = alone_in_a_run();
   free(p);
   malloc_trim(0);
   const uintptr_t page = reinterpret_cast<uintptr_t>(p) & ~uintptr_t{4095};
-  for (size_t size : {112, 144, 176, 208, 240}) {
-    std::vector<char*> others, on_page;
-    for (int i = 0; i < 100000 && on_page.empty(); ++i) {
+  for (size_t size : {32, 112, 144, 176, 208}) {
+    for (int i = 0; i < 100000; ++i) {
       char* q = static_cast<char*>(opaque(malloc(size)));
-      ((reinterpret_cast<uintptr_t>(q) & ~uintptr_t{4095}) == page ? on_page : others).push_back(q);
+      if ((reinterpret_cast<uintptr_t>(q) & ~uintptr_t{4095}) == page) _exit(5);
     }
-    if (on_page.empty()) _exit(5);
-    const bool starts_at_p = (p - on_page[0]) % static_cast<ptrdiff_t>(size) == 0;
-    // Fill the run on p's page, then free every block, that run's last.
-    for (size_t i = 0; i < 512 && !starts_at_p; ++i) {
-      char* q = static_cast<char*>(opaque(malloc(size)));
-      ((reinterpret_cast<uintptr_t>(q) & ~uintptr_t{4095}) == page ? on_page : others).push_back(q);
-    }
-    for (char* q : others) free(q);
-    for (char* q : on_page) free(q);
-    if (!starts_at_p) break;
   }
   free(announce(p));
 }
@@ -445,6 +437,141 @@ std::string overflow_into_run_header() {
   return why;
 }
 
+// A run header as the allocator lays it out (memory/arena/run.h): the bin
+// pointer at offset 0, the 24-byte container hook, the free count and hint,
+// then the 32-bit check value at offset 36.
+constexpr size_t kRunCheckOffset = 36;
+
+// A header forged for another bin from one leaked header: with a check that
+// is linear in the bin pointer (an xor fold), check ^ fold(bin16 ^ bin32)
+// relabels a run of 16-byte regions as one of 32-byte regions. The free of a
+// block in the forged run must abort naming the run.
+std::string forged_run_header() {
+  std::vector<char*> small, wider;
+  for (int i = 0; i < 2000; ++i) small.push_back(static_cast<char*>(malloc(16)));
+  for (int i = 0; i < 2000; ++i) wider.push_back(static_cast<char*>(malloc(32)));
+  // Runs of both classes are one page (256 and 128 regions): the header is at the page start.
+  char* run16 = reinterpret_cast<char*>(reinterpret_cast<uintptr_t>(small[1000]) & ~uintptr_t{4095});
+  char* run32 = reinterpret_cast<char*>(reinterpret_cast<uintptr_t>(wider[1000]) & ~uintptr_t{4095});
+  uint64_t bin16, bin32;
+  uint32_t check16;
+  memcpy(&bin16, run16, 8);
+  memcpy(&bin32, run32, 8);
+  memcpy(&check16, run16 + kRunCheckOffset, 4);
+  const uint64_t delta = bin16 ^ bin32;
+  const uint32_t forged_check = check16 ^ static_cast<uint32_t>(delta ^ (delta >> 32));
+  char expected[256];
+  snprintf(expected, sizeof expected,
+           "runsel: free(%p): heap corruption: the header of run %p is damaged (a write past the "
+           "end of the block before it?)\n",
+           static_cast<void*>(small[1000]), static_cast<void*>(run16));
+  const runsel_test::ChildOutcome child = runsel_test::run_in_child([&] {
+    memcpy(opaque(run16), &bin32, 8);
+    memcpy(opaque(run16 + kRunCheckOffset), &forged_check, 4);
+    free(opaque(small[1000]));
+  });
+  std::string why;
+  if (!runsel_test::died_of_abort(child.status) || child.err != expected)
+    why = "status " + std::to_string(child.status) + ", stderr \"" + child.err + "\"";
+  for (char* b : small) free(b);
+  for (char* b : wider) free(b);
+  return why;
+}
+
+// The first word of a chunk header is where a write past the block before
+// the chunk lands. Finds a huge block (2 MiB, which fills its mapping) that
+// ends where an arena chunk begins: the chunk of a 1,008 KiB large block,
+// which takes a chunk of its own.
+bool huge_block_before_a_chunk(std::vector<void*>* keep, char** huge, char** chunk) {
+  for (int i = 0; i < 64; ++i) {
+    char* large = static_cast<char*>(malloc(1008 * 1024));
+    char* block = static_cast<char*>(malloc(2 * kChunk));
+    keep->push_back(large);
+    keep->push_back(block);
+    char* start = reinterpret_cast<char*>(reinterpret_cast<uintptr_t>(large) & ~(kChunk - 1));
+    if (block + 2 * kChunk == start) {
+      *huge = block;
+      *chunk = start;
+      return true;
+    }
+  }
+  return false;
+}
+
+// In a child: the change, then the program carries on in the chunk (a large
+// free, small blocks) and frees the huge block. Either it aborts with one
+// runsel line, or it exits 0 with the heap walker content. Returns what went
+// wrong, or "".
+std::string change_then_carry_on(char* at, int value, char* huge, char* large,
+                                 const std::string& expected) {
+  const runsel_test::ChildOutcome child = runsel_test::run_in_child([&] {
+    *opaque(at) = static_cast<char>(value);
+    free(opaque(large));
+    std::vector<void*> blocks;
+    for (int i = 0; i < 300; ++i) blocks.push_back(malloc(16 + i % 2000));
+    for (void* b : blocks) free(b);
+    free(opaque(huge));
+    if (runsel_check() != 0) _exit(7);
+  });
+  const bool carried_on = WIFEXITED(child.status) && WEXITSTATUS(child.status) == 0;
+  if (carried_on && child.err.empty()) return "";
+  if (runsel_test::died_of_abort(child.status) && child.err == expected) return "";
+  char what[64];
+  snprintf(what, sizeof what, "value 0x%02x at %p: ", value, static_cast<void*>(at));
+  return what + std::string("status ") + std::to_string(child.status) + ", stderr \"" +
+         child.err + "\"";
+}
+
+// The byte after a huge block: every value that changes it aborts when the
+// huge block is freed, naming it.
+std::string overflow_past_huge_block() {
+  std::vector<void*> keep;
+  char *huge, *chunk;
+  if (!huge_block_before_a_chunk(&keep, &huge, &chunk)) return "no huge block right before a chunk";
+  char* large = static_cast<char*>(keep[keep.size() - 2]);
+  char expected[256];
+  snprintf(expected, sizeof expected,
+           "runsel: free(%p): heap corruption: a write past the end of this huge allocation "
+           "damaged the header of the chunk after it\n",
+           static_cast<void*>(huge));
+  std::string why;
+  const int original = static_cast<unsigned char>(*chunk);
+  for (int value = 0; value < 256 && why.empty(); ++value) {
+    why = change_then_carry_on(chunk, value, huge, large, value == original ? "" : expected);
+    if (why.empty() && value != original) {
+      // A changed byte must not pass unseen: the child must have aborted.
+      const runsel_test::ChildOutcome child = runsel_test::run_in_child([&] {
+        *opaque(chunk) = static_cast<char>(value);
+        free(opaque(huge));
+      });
+      if (!runsel_test::died_of_abort(child.status)) why = "an overflow went unseen";
+    }
+  }
+  for (void* b : keep) free(b);
+  return why;
+}
+
+// Each byte of a chunk header's first word (once the arena pointer), each
+// value: the program carries on correct (free never follows that word) or
+// aborts with runsel's line.
+std::string chunk_header_first_word() {
+  std::vector<void*> keep;
+  char *huge, *chunk;
+  if (!huge_block_before_a_chunk(&keep, &huge, &chunk)) return "no huge block right before a chunk";
+  char* large = static_cast<char*>(keep[keep.size() - 2]);
+  char expected[256];
+  snprintf(expected, sizeof expected,
+           "runsel: free(%p): heap corruption: a write past the end of this huge allocation "
+           "damaged the header of the chunk after it\n",
+           static_cast<void*>(huge));
+  std::string why;
+  for (int byte = 0; byte < 8 && why.empty(); ++byte)
+    for (int value = 0; value < 256 && why.empty(); ++value)
+      why = change_then_carry_on(chunk + byte, value, huge, large, expected);
+  for (void* b : keep) free(b);
+  return why;
+}
+
 // ---- The table.
 
 struct Row {
@@ -469,11 +596,10 @@ const std::vector<Row>& rows() {
       {"double free of a small block whose emptied run was given back (`malloc_trim`)", nullptr,
        double_free_after_trim, "free",
        "double free: nothing is allocated at this address any more (its page is free)", nullptr},
-      {"double free of a small block whose page was given back and reused by another size class",
+      {"double free of a small block whose emptied run was given back (`malloc_trim`), after "
+       "100,000 blocks of each of five other size classes (none takes its page)",
        nullptr, double_free_after_reuse, "free",
-       "not the start of a small region, and the region it points into is free (a double "
-       "free of memory reused since by another size class?)",
-       nullptr},
+       "double free: nothing is allocated at this address any more (its page is free)", nullptr},
       {"double free of a huge block after 64 other huge blocks were freed", nullptr,
        double_free_huge_after_64_others, "free",
        "not allocated by runsel, or a huge allocation freed before (a foreign pointer, or a "
@@ -548,6 +674,23 @@ const std::vector<Row>& rows() {
        "abort (SIGABRT), one line: `runsel: free(P): heap corruption: the header of run R is "
        "damaged (a write past the end of the block before it?)`, R the run",
        nullptr, nullptr, nullptr, overflow_into_run_header},
+      {"a run header forged for another bin from one leaked header (16-byte run relabelled "
+       "as 32-byte, its check adjusted by the two bins' xor distance), then a free in that run",
+       "abort (SIGABRT), one line: `runsel: free(P): heap corruption: the header of run R is "
+       "damaged (a write past the end of the block before it?)`, R the run",
+       nullptr, nullptr, nullptr, forged_run_header},
+      {"a one-byte overflow past a huge block that fills its mapping, into the header of the "
+       "chunk after it (each of the 255 values that change the byte), then the program goes on "
+       "and frees the huge block",
+       "abort (SIGABRT) at that free, one line: `runsel: free(P): heap corruption: a write past "
+       "the end of this huge allocation damaged the header of the chunk after it`",
+       nullptr, nullptr, nullptr, overflow_past_huge_block},
+      {"any value in any of the 8 bytes of a chunk header's first word (where the arena pointer "
+       "was), then frees and allocations in that chunk",
+       "carries on correct (`runsel_check` finds the heap intact: the arena comes from the chunk "
+       "registry, never from the header), or aborts with the line above if a huge block before "
+       "the chunk is freed",
+       nullptr, nullptr, nullptr, chunk_header_first_word},
       {"`errno` after a call that succeeds (every allocation call; realloc small, large and "
        "huge, in place and moving, also when growing a huge block in place fails)",
        "unchanged", nullptr, nullptr, nullptr, errno_after_success},

@@ -1,0 +1,26 @@
+// Keyed check values for the metadata a buffer overflow in the program can
+// reach: a run header's bin pointer (run.h) and a chunk header's first word
+// (chunk.h).
+//
+// What it protects: a value written over the checked field without the key
+// fails the check (1 in 2^32 passes by chance for a 32-bit check). The mix
+// multiplies between xor-shifts, so it is not linear in its inputs: one
+// leaked header and the known distances between bins do not give the check
+// of another bin at another run (an xor fold did: check ^ fold(bin ^ bin')
+// relabelled a run). What it does not protect: it is no cryptographic MAC; a
+// program that can read arbitrary memory can read the key, which lives in
+// arena metadata and in the process's AT_RANDOM bytes.
+#pragma once
+
+#include <cstdint>
+
+namespace runsel {
+
+inline std::uint64_t keyed_mix(std::uint64_t a, std::uint64_t b, std::uint64_t key) {
+  std::uint64_t x = (a ^ key) * 0x9e3779b97f4a7c15u;
+  x ^= (x >> 29) + b;
+  x *= 0xbf58476d1ce4e5b9u;
+  return x ^ (x >> 32);
+}
+
+}  // namespace runsel
