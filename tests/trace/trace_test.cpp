@@ -711,6 +711,22 @@ TEST(Logalloc, RejectsAMalformedLineWithItsNumber) {
   }
 }
 
+// Whatever bytes a bad line holds, the message quotes it as one line of printable
+// ASCII; a first line without the shape of a call is no log at all.
+TEST(Logalloc, QuotesABadLineAsPrintableText) {
+  const char line[] = "1 2 free(0x1\xff\0\n\\)";
+  LogallocParser parser;
+  EXPECT_FALSE(parser.line(line, sizeof line - 1));
+  EXPECT_FALSE(parser.not_a_log()) << "it reached the call";
+  EXPECT_EQ(parser.error(),
+            "line 1, column 13: expected ')': 1 2 free(0x1\\xff\\x00\\x0a\\x5c)");
+  const char garbage[] = "\x89PNG\r\x1a";
+  LogallocParser other;
+  EXPECT_FALSE(other.line(garbage, sizeof garbage - 1));
+  EXPECT_TRUE(other.not_a_log());
+  EXPECT_EQ(other.error(), "line 1, column 1: expected a process id: \\x89PNG\\x0d\\x1a");
+}
+
 // Replay figures with the names of marks and the file name left out: what a trip
 // through the text format must keep.
 std::string figures_without_names(const std::string& json) {

@@ -166,21 +166,26 @@ def comparison(documents: dict[str, dict], reference: str | None) -> str:
     return "\n".join(parts)
 
 
+def run_quietly(command: list[str]) -> subprocess.CompletedProcess:
+    """Shows and runs a command, its output captured as text; bytes that are not UTF-8
+    (a path, or a line of the input quoted in a message) come out as \\xNN escapes."""
+    steps.show(command)
+    return subprocess.run(command, capture_output=True, text=True, errors="backslashreplace")
+
+
 def replay_on(program: Path, trace: Path, args: argparse.Namespace, scratch: Path) -> dict:
     """Runs one replayer; prints its text; returns its JSON document."""
     figures = scratch / f"{program.name}.json"
     options = (["--every", str(args.every)] if args.every else []) + (
         ["--partial"] if args.partial else [])
-    command = [str(program), *options, "--json", str(figures), str(trace)]
-    steps.show(command)
-    done = subprocess.run(command, capture_output=True, text=True)
-    if done.returncode == 2:  # malformed: the same for every container
-        raise steps.StepFailed(done.stderr.strip())
+    done = run_quietly([str(program), *options, "--json", str(figures), str(trace)])
+    if done.returncode == 2:  # the trace is refused: the same for every container
+        raise steps.InputRejected(done.stderr.strip())
     if done.returncode != 0:
         raise steps.StepFailed(f"{program} exited with {done.returncode}: {done.stderr.strip()}")
     if args.verbose:
         print(done.stdout, end="\n", flush=True)
-    return json.loads(figures.read_text())
+    return json.loads(figures.read_bytes().decode("utf-8", "backslashreplace"), strict=False)
 
 
 def converter(args: argparse.Namespace) -> Path:
@@ -192,28 +197,38 @@ def converter(args: argparse.Namespace) -> Path:
 
 
 def convert(command: list[str]) -> None:
-    steps.show(command)
-    done = subprocess.run(command, capture_output=True, text=True)
+    """Runs the converter; its exit code 2 is input it refuses (a malformed line)."""
+    done = run_quietly(command)
     print(done.stdout, end="", flush=True)
     if done.returncode != 0:
-        raise steps.StepFailed(done.stderr.strip() or f"{command[0]} exited with {done.returncode}")
+        failure = steps.InputRejected if done.returncode == 2 else steps.StepFailed
+        raise failure(done.stderr.strip() or f"{command[0]} exited with {done.returncode}")
+
+
+def starts_with_trace_magic(path: Path) -> bool:
+    """Whether path is a runsel trace by its first bytes; a file that cannot be read is
+    refused here, with the reason."""
+    try:
+        with open(path, "rb") as file:
+            return file.read(len(TRACE_MAGIC)) == TRACE_MAGIC
+    except OSError as error:
+        raise steps.InputRejected(f"cannot read {path}: {error.strerror}") from error
 
 
 def command_replay(args: argparse.Namespace) -> int:
     trace = from_caller(args.trace)
     if not trace.exists():
-        raise steps.StepFailed(f"no such trace: {trace}")
+        raise steps.InputRejected(f"no such trace: {trace}")
+    is_runsel_trace = starts_with_trace_magic(trace)
     steps.configure(args.build_dir, steps.requested_options(args))
-    with open(trace, "rb") as file:
-        is_runsel_trace = file.read(len(TRACE_MAGIC)) == TRACE_MAGIC
     if args.export_logalloc:
         if not is_runsel_trace:
-            raise steps.StepFailed(f"{trace} is not a runsel trace: nothing to export")
+            raise steps.InputRejected(f"{trace} is not a runsel trace: nothing to export")
         convert([str(converter(args)), "to-logalloc", str(trace),
                       str(from_caller(args.export_logalloc))])
         return 0
     if is_runsel_trace and args.pid is not None:
-        raise steps.StepFailed("--pid picks a process of a logalloc log; a runsel trace has one")
+        raise steps.InputRejected("--pid picks a process of a logalloc log; a runsel trace has one")
     with tempfile.TemporaryDirectory(prefix="runsel-logalloc-") as scratch:
         if not is_runsel_trace:  # a Mozilla logalloc log, plain or gzip-compressed
             converted = Path(scratch) / (trace.name + ".trace")
