@@ -177,7 +177,8 @@ def replay_on(program: Path, trace: Path, args: argparse.Namespace, scratch: Pat
     """Runs one replayer; prints its text; returns its JSON document."""
     figures = scratch / f"{program.name}.json"
     options = (["--every", str(args.every)] if args.every else []) + (
-        ["--partial"] if args.partial else [])
+        ["--partial"] if args.partial else []) + (
+        ["--allow-large-live-set"] if args.allow_large_live_set else [])
     done = run_quietly([str(program), *options, "--json", str(figures), str(trace)])
     if done.returncode == 2:  # the trace is refused: the same for every container
         raise steps.InputRejected(done.stderr.strip())
@@ -229,14 +230,19 @@ def command_replay(args: argparse.Namespace) -> int:
         return 0
     if is_runsel_trace and args.pid is not None:
         raise steps.InputRejected("--pid picks a process of a logalloc log; a runsel trace has one")
-    with tempfile.TemporaryDirectory(prefix="runsel-logalloc-") as scratch:
-        if not is_runsel_trace:  # a Mozilla logalloc log, plain or gzip-compressed
-            converted = Path(scratch) / (trace.name + ".trace")
-            convert([str(converter(args)), "from-logalloc",
-                          *(["--pid", str(args.pid)] if args.pid is not None else []),
-                          str(trace), str(converted)])
-            trace = converted
+    if is_runsel_trace:
         return replay_every_container(args, trace)
+    with tempfile.TemporaryDirectory(prefix="runsel-logalloc-") as scratch:
+        # A Mozilla logalloc log, plain or gzip-compressed: replayed as converted.
+        converted = Path(scratch) / (trace.name + ".trace")
+        convert([str(converter(args)), "from-logalloc",
+                 *(["--pid", str(args.pid)] if args.pid is not None else []),
+                 str(trace), str(converted)])
+        try:
+            return replay_every_container(args, converted)
+        except steps.InputRejected as refused:  # name the user's file, not the scratch copy
+            raise steps.InputRejected(
+                str(refused).replace(str(converted), f"{trace} (converted)")) from None
 
 
 def replay_every_container(args: argparse.Namespace, trace: Path) -> int:
@@ -304,7 +310,9 @@ def add_commands(commands, parents: list[argparse.ArgumentParser]) -> None:
                     "program did), then prints, at each mark, at the peak of live bytes and at "
                     "the end, every container's exact committed, resident and bin_unused "
                     "(and bin_unused per size class) with the difference to rb_first in bytes "
-                    "and percent. A malformed trace is rejected with its byte offset.")
+                    "and percent. A malformed trace is rejected with its byte offset, a "
+                    "malformed log with its line, a live set beyond the memory available "
+                    "unless --allow-large-live-set: exit code 2, one line on stderr.")
     replay.add_argument("trace", metavar="TRACE",
                         help="a trace written by `runsel trace`, or a logalloc log")
     replay.add_argument("--pid", type=int, metavar="PID",
@@ -317,6 +325,10 @@ def add_commands(commands, parents: list[argparse.ArgumentParser]) -> None:
                         help="also print stats every N operations")
     replay.add_argument("--partial", action="store_true",
                         help="accept a trace without its end record (its process was killed)")
+    replay.add_argument("--allow-large-live-set", action="store_true",
+                        help="replay even when the trace's live blocks peak above the memory "
+                             "available (MemAvailable): a replay writes every live block, so "
+                             "such a trace is refused without it")
     replay.add_argument("--variant", action="append", default=[], metavar="NAME",
                         help="only this container (repeatable; default: all)")
     replay.add_argument("--json", metavar="FILE",
