@@ -20,6 +20,15 @@ ROOT = Path(__file__).resolve().parent.parent
 class StepFailed(Exception):
     """A step could not be done; the message says which and why."""
 
+    exit_code = 1
+
+
+class InputRejected(StepFailed):
+    """The input given cannot be used (missing, unreadable, malformed, too large); the
+    message says why and where. The command exits 2."""
+
+    exit_code = 2
+
 
 # --- running commands -----------------------------------------------------------------
 

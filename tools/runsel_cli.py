@@ -424,7 +424,7 @@ def main(argv: list[str] | None = None) -> int:
         return args.handler(args)
     except StepFailed as failure:
         print(f"runsel {args.command}: {failure}", file=sys.stderr)
-        return 1
+        return failure.exit_code
     except subprocess.CalledProcessError as failure:
         print(f"runsel {args.command}: {shlex.join(map(str, failure.cmd))} failed "
               f"({failure.returncode}): {(failure.stderr or '').strip()}", file=sys.stderr)

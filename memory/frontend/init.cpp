@@ -59,24 +59,22 @@ void after_fork_in_child() {
   g_init_lock.reset_in_child();
 }
 
-// Reads a positive integer from the environment (no allocation).
-std::size_t env_size(const char* name, std::size_t fallback) {
-  const char* text = getenv(name);
-  if (text == nullptr || *text == '\0') return fallback;
-  std::size_t value = 0;
-  for (; *text >= '0' && *text <= '9'; ++text)
-    value = value * 10 + static_cast<std::size_t>(*text - '0');
-  return *text == '\0' ? value : fallback;
+// One line on stderr: `runsel: <setting>: ignoring "<text>" (<expected>)`. The
+// bad value is ignored and the default stays (no allocation).
+void complain(const char* setting, const char* text, std::size_t length, const char* expected) {
+  os::write_all(2, "runsel: ", 8);
+  os::write_all(2, setting, std::strlen(setting));
+  os::write_all(2, ": ignoring \"", 12);
+  os::write_all(2, text, length);
+  os::write_all(2, "\" (", 3);
+  os::write_all(2, expected, std::strlen(expected));
+  os::write_all(2, ")\n", 2);
 }
 
 void complain_about_conf(const char* entry, std::size_t length) {
-  static const char kPrefix[] = "runsel: RUNSEL_CONF: ignoring \"";
-  static const char kSuffix[] =
-      "\" (keys: purge:budget|deferred|decay, dirty_max_pages:N, deferred_allocations:N, "
-      "decay_ms:N, huge_cache_mb:N, huge_cache_ms:N)\n";
-  os::write_all(2, kPrefix, sizeof(kPrefix) - 1);
-  os::write_all(2, entry, length);
-  os::write_all(2, kSuffix, sizeof(kSuffix) - 1);
+  complain("RUNSEL_CONF", entry, length,
+           "keys: purge:budget|deferred|decay, dirty_max_pages:N, deferred_allocations:N, "
+           "decay_ms:N, huge_cache_mb:N, huge_cache_ms:N");
 }
 
 // A decimal number filling [text, text + length); false if it is not one.
@@ -89,6 +87,21 @@ bool parse_number(const char* text, std::size_t length, std::uint64_t* out) {
   }
   *out = value;
   return true;
+}
+
+// A positive number from the environment variable `name`, read by RUNSEL_CONF's
+// parser: unset or empty gives the fallback; anything else that is not 1 to 18
+// digits, or is 0, is reported (complain) and gives the fallback too.
+std::size_t env_count(const char* name, std::size_t fallback, const char* expected) {
+  const char* text = getenv(name);
+  if (text == nullptr || *text == '\0') return fallback;
+  std::uint64_t value = 0;
+  const std::size_t length = std::strlen(text);
+  if (!parse_number(text, length, &value) || value == 0) {
+    complain(name, text, length, expected);
+    return fallback;
+  }
+  return value;
 }
 
 // Applies one "key:value" entry of RUNSEL_CONF; false if it is not valid.
@@ -123,8 +136,9 @@ bool apply_conf_entry(const char* entry, std::size_t length, PurgeSettings* sett
 // RUNSEL_CONF="purge:decay,decay_ms:5000": comma-separated key:value entries,
 // read once (no allocation). A bad entry is reported on stderr and ignored.
 void read_conf(PurgeSettings* settings) {
-  settings->budget_pages = env_size("RUNSEL_DIRTY_MAX_PAGES", settings->budget_pages);
-  if (settings->budget_pages == 0) settings->budget_pages = 1;
+  settings->budget_pages = env_count(
+      "RUNSEL_DIRTY_MAX_PAGES", settings->budget_pages,
+      "a number of pages from 1 to 999999999999999999, as RUNSEL_CONF's dirty_max_pages:N");
   const char* text = getenv("RUNSEL_CONF");
   if (text == nullptr) return;
   while (*text != '\0') {
@@ -140,8 +154,10 @@ void read_conf(PurgeSettings* settings) {
 void initialise_locked() {
   if (g_arena_limit != 0) return;
   std::size_t limit = 4 * std::size_t{os::cpu_count()};
-  limit = env_size("RUNSEL_ARENAS", limit);
-  if (limit < 1) limit = 1;
+  limit = env_count("RUNSEL_ARENAS", limit,
+                    "a number of arenas from 1 to 999999999999999999; above 64 means 64");
+  static_assert(kMaxArenas == 64, "the message above names the cap");
+  if (limit < 1) limit = 1;  // os::cpu_count() may not know
   if (limit > kMaxArenas) limit = kMaxArenas;
   read_conf(&g_purge_settings);
   huge::configure(g_huge_cache);

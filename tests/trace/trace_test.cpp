@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "logalloc.h"
+#include "replay_engine.h"
 #include "support/seeds.h"
 #include "trace_format.h"
 
@@ -711,6 +712,22 @@ TEST(Logalloc, RejectsAMalformedLineWithItsNumber) {
   }
 }
 
+// Whatever bytes a bad line holds, the message quotes it as one line of printable
+// ASCII; a first line without the shape of a call is no log at all.
+TEST(Logalloc, QuotesABadLineAsPrintableText) {
+  const char line[] = "1 2 free(0x1\xff\0\n\\)";
+  LogallocParser parser;
+  EXPECT_FALSE(parser.line(line, sizeof line - 1));
+  EXPECT_FALSE(parser.not_a_log()) << "it reached the call";
+  EXPECT_EQ(parser.error(),
+            "line 1, column 13: expected ')': 1 2 free(0x1\\xff\\x00\\x0a\\x5c)");
+  const char garbage[] = "\x89PNG\r\x1a";
+  LogallocParser other;
+  EXPECT_FALSE(other.line(garbage, sizeof garbage - 1));
+  EXPECT_TRUE(other.not_a_log());
+  EXPECT_EQ(other.error(), "line 1, column 1: expected a process id: \\x89PNG\\x0d\\x1a");
+}
+
 // Replay figures with the names of marks and the file name left out: what a trip
 // through the text format must keep.
 std::string figures_without_names(const std::string& json) {
@@ -801,6 +818,34 @@ TEST_F(TraceTest, LogallocRoundTripGivesTheSameReplayFigures) {
 
 // --- bad input ------------------------------------------------------------------------
 
+// A trace is only a claim: a few records can claim more live memory than the
+// machine has, and the replay writes every live block. Such a trace is refused
+// before any call (exit 2, one line naming the peak and the bound), and replays
+// with --allow-large-live-set (here the pebibyte cannot be had: counted as failed).
+TEST_F(TraceTest, ALiveSetBeyondMemoryIsRefusedUnlessAllowed) {
+  LogallocParser parser;
+  for (const char* line : {"7 1 malloc(16)=0x1000", "7 1 malloc(1125899906842624)=0x10000000",
+                           "7 1 free(0x10000000)"})
+    ASSERT_TRUE(parser.line(line, std::strlen(line))) << parser.error();
+  fs::path trace = dir_ / "pebibyte";
+  write_bytes(trace, parser.largest()->file());
+  Child refused = run({replayer(container()).string(), trace.string()}, {}, dir_);
+  ASSERT_TRUE(WIFEXITED(refused.status)) << refused.err;
+  EXPECT_EQ(WEXITSTATUS(refused.status), 2) << refused.err;
+  EXPECT_NE(refused.err.find("live blocks peak at 1125899906842640 bytes (record 2), more than "
+                             "the "),
+            std::string::npos)
+      << refused.err;
+  EXPECT_EQ(std::count(refused.err.begin(), refused.err.end(), '\n'), 1) << refused.err;
+  EXPECT_EQ(refused.out, "");
+
+  Child allowed =
+      run({replayer(container()).string(), "--allow-large-live-set", trace.string()}, {}, dir_);
+  ASSERT_TRUE(WIFEXITED(allowed.status) && WEXITSTATUS(allowed.status) == 0) << allowed.err;
+  EXPECT_EQ(field(allowed.out, "replay", "failed"), 1u);
+  EXPECT_EQ(field(allowed.out, "replay", "unknown_pointers"), 1u) << "the free of the block";
+}
+
 // One random kind of damage. Returns what it did, for the failure message.
 std::string mutate(Bytes& bytes, std::mt19937_64& rng) {
   auto at = [&](std::size_t limit) {
@@ -863,6 +908,18 @@ TEST_F(TraceTest, MutatedTracesAreRejectedWithTheirOffsetOrReplayed) {
           << "killed by signal " << WTERMSIG(replay.status) << "\n"
           << replay.err;
       int code = WEXITSTATUS(replay.status);
+      if (expected.valid && code == 2 &&
+          replay.err.find("--allow-large-live-set") != std::string::npos) {
+        // A damaged size can claim more live memory than the machine has: refused
+        // before any call, with the trace's own peak.
+        TraceSurvey survey;
+        ASSERT_TRUE(survey_trace(bytes.data(), bytes.size(), partial, survey));
+        EXPECT_NE(replay.err.find(" peak at " + std::to_string(survey.peak_live_bytes) + " bytes"),
+                  std::string::npos)
+            << replay.err;
+        EXPECT_EQ(replay.out, "") << "a refused trace replays nothing";
+        continue;
+      }
       if (expected.valid) {
         EXPECT_EQ(code, 0) << replay.err;
         EXPECT_EQ(field(replay.out, "replay", "ops"), expected.records);

@@ -9,7 +9,8 @@
 //       a runsel trace -> a logalloc log (gzip-compressed when LOG ends in .gz).
 //
 // Exit codes: 0 converted; 1 cannot read or write a file; 2 usage, a malformed
-// line (its number on stderr), a malformed trace (its byte offset) or no such pid.
+// line (its number on stderr), a gzip file gzip cannot decompress, a malformed
+// trace (its byte offset) or no such pid. Every message is one line.
 // Not linked with runsel: this program allocates as it likes.
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -18,6 +19,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
@@ -40,17 +42,20 @@ int usage() {
   return 2;
 }
 
-bool gzip_magic(const char* path) {
-  unsigned char magic[2] = {};
+// Whether the file starts with these bytes.
+bool starts_with(const char* path, const void* magic, std::size_t length) {
+  unsigned char first[8] = {};
   int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  bool gzip = read(fd, magic, 2) == 2 && magic[0] == 0x1f && magic[1] == 0x8b;
+  if (fd < 0 || length > sizeof first) return false;
+  bool same = read(fd, first, length) == static_cast<ssize_t>(length) &&
+              std::memcmp(first, magic, length) == 0;
   close(fd);
-  return gzip;
+  return same;
 }
 
 // A stream through `gzip` (decompressing path, or compressing into path): the
-// system's gzip program, so no compression library is needed.
+// system's gzip program, so no compression library is needed. gzip's own
+// messages are dropped: finish() tells whether it failed, the caller says so.
 struct GzipPipe {
   FILE* stream = nullptr;
   pid_t child = -1;
@@ -71,6 +76,11 @@ struct GzipPipe {
       }
       ::close(ends[0]);
       ::close(ends[1]);
+      int quiet = ::open("/dev/null", O_WRONLY);
+      if (quiet >= 0) dup2(quiet, 2);
+      // A reader that stops early (a malformed line) must end gzip by SIGPIPE,
+      // not by an exit code that reads as a corrupt file.
+      signal(SIGPIPE, SIG_DFL);
       if (compress)
         execlp("gzip", "gzip", "-c", static_cast<char*>(nullptr));
       else
@@ -82,17 +92,25 @@ struct GzipPipe {
     return stream != nullptr;
   }
 
-  // True when gzip exited 0.
-  bool finish() {
+  // gzip's wait status (-1 if it could not be had).
+  int finish() {
     if (stream) std::fclose(stream);
-    int status = 0;
-    return child > 0 && waitpid(child, &status, 0) == child && WIFEXITED(status) &&
-           WEXITSTATUS(status) == 0;
+    int status = -1;
+    if (child <= 0 || waitpid(child, &status, 0) != child) return -1;
+    return status;
   }
 };
 
+bool exited_zero(int status) { return status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0; }
+
 int from_logalloc(const char* log, const char* out, bool has_pid, std::uint64_t wanted) {
-  bool gzip = gzip_magic(log);
+  if (starts_with(log, kMagic, sizeof kMagic)) {
+    std::fprintf(stderr, "runsel-trace-convert: %s: a runsel trace already: nothing to convert\n",
+                 log);
+    return 2;
+  }
+  const unsigned char gzip_magic[2] = {0x1f, 0x8b};
+  bool gzip = starts_with(log, gzip_magic, sizeof gzip_magic);
   GzipPipe pipe;
   FILE* in = nullptr;
   if (gzip) {
@@ -118,15 +136,29 @@ int from_logalloc(const char* log, const char* out, bool has_pid, std::uint64_t 
   }
   std::free(line);
   bool read_error = std::ferror(in) != 0;
-  bool gzip_ok = gzip ? pipe.finish() : (std::fclose(in), true);
-  if (parser.failed()) {
-    std::fprintf(stderr, "runsel-trace-convert: %s: malformed logalloc log at %s\n", log,
-                 parser.error().c_str());
+  int gzip_status = gzip ? pipe.finish() : (std::fclose(in), 0);
+  // gzip exiting non-zero: the file is not gzip data or is cut short, whatever the
+  // parser made of what came out (killed by SIGPIPE: the parser stopped reading).
+  if (gzip && gzip_status != -1 && WIFEXITED(gzip_status) && WEXITSTATUS(gzip_status) != 0) {
+    std::fprintf(stderr,
+                 "runsel-trace-convert: %s: gzip could not decompress it (corrupt or cut "
+                 "short)\n",
+                 log);
     return 2;
   }
-  if (read_error || !gzip_ok) {
+  if (parser.failed()) {
+    // A first line without the shape of a logalloc line: the file is no log at all.
+    if (parser.not_a_log())
+      std::fprintf(stderr, "runsel-trace-convert: %s: not a runsel trace or a logalloc log (%s)\n",
+                   log, parser.error().c_str());
+    else
+      std::fprintf(stderr, "runsel-trace-convert: %s: malformed logalloc log at %s\n", log,
+                   parser.error().c_str());
+    return 2;
+  }
+  if (read_error || (gzip && !exited_zero(gzip_status))) {
     std::fprintf(stderr, "runsel-trace-convert: %s: %s\n", log,
-                 gzip ? "gzip could not decompress it" : "read error");
+                 gzip ? "gzip could not be run to the end" : "read error");
     return 1;
   }
   const ProcessTrace* chosen = parser.largest();
@@ -204,7 +236,7 @@ int to_logalloc(const char* path, const char* out) {
     ++lines;
   }
   bool ok = std::ferror(log) == 0;
-  ok = compress ? pipe.finish() && ok : std::fclose(log) == 0 && ok;
+  ok = compress ? exited_zero(pipe.finish()) && ok : std::fclose(log) == 0 && ok;
   if (!ok) {
     std::fprintf(stderr, "runsel-trace-convert: %s: write failed\n", out);
     return 1;

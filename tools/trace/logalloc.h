@@ -51,6 +51,7 @@ class LogallocParser {
     if (length > 0 && text[length - 1] == '\r') --length;
     at_ = start_ = text;
     end_ = text + length;
+    reached_call_ = false;
     std::uint64_t pid = 0, tid = 0;
     if (!number(pid, "a process id")) return false;
     if (!spaces()) return false;
@@ -61,6 +62,7 @@ class LogallocParser {
     std::string function(name, static_cast<std::size_t>(at_ - name));
     if (at_ == end_ || *at_ != '(') return fail("expected '(' after the function name");
     ++at_;
+    reached_call_ = true;
 
     const Shape* shape = shape_of(function);
     if (shape == nullptr) return fail(("unknown function '" + function + "'").c_str());
@@ -131,6 +133,8 @@ class LogallocParser {
   }
 
   bool failed() const { return !error_.empty(); }
+  // Failed on the first line before its "<pid> <tid> <function>(": no log at all.
+  bool not_a_log() const { return failed() && number_ == 1 && !reached_call_; }
   const std::string& error() const { return error_; }
   std::uint64_t lines() const { return number_; }
   const std::map<std::uint64_t, ProcessTrace>& processes() const { return processes_; }
@@ -169,12 +173,22 @@ class LogallocParser {
     return nullptr;
   }
 
-  // "line N, column C: what: the line" (at most 120 bytes of it).
+  // "line N, column C: what: the line" (its first 120 bytes, each byte outside
+  // printable ASCII as \xNN, so the message is one line of text whatever the log holds).
   bool fail(const char* what) {
     std::size_t length = static_cast<std::size_t>(end_ - start_);
     error_ = "line " + std::to_string(number_) + ", column " +
-             std::to_string(at_ - start_ + 1) + ": " + what + ": " +
-             std::string(start_, length < 120 ? length : 120);
+             std::to_string(at_ - start_ + 1) + ": " + what + ": ";
+    for (const char* c = start_; c < start_ + (length < 120 ? length : 120); ++c) {
+      auto byte = static_cast<unsigned char>(*c);
+      if (byte >= 0x20 && byte <= 0x7E && byte != '\\') {
+        error_ += *c;
+      } else {
+        char escaped[5];
+        std::snprintf(escaped, sizeof escaped, "\\x%02x", byte);
+        error_ += escaped;
+      }
+    }
     return false;
   }
 
@@ -232,6 +246,7 @@ class LogallocParser {
   const char* start_ = nullptr;  // the line being parsed
   const char* at_ = nullptr;
   const char* end_ = nullptr;
+  bool reached_call_ = false;  // the line got as far as "<pid> <tid> <function>("
 };
 
 // One record as a logalloc line (with its newline) into out (256 bytes suffice);

@@ -3,8 +3,10 @@
 // block as the program did, and reports exact figures at each mark, every N
 // records, at the peak of live bytes and at the end (text, and JSON with --json).
 //
-// Exit codes: 0 replayed; 1 cannot read the file; 2 usage or malformed trace
-// (the message gives the byte offset). Unknown pointers are counted, not fatal.
+// Exit codes: 0 replayed; 1 cannot read the file; 2 usage, a malformed trace
+// (the message gives the byte offset), or live blocks that would not fit in the
+// memory available (unless --allow-large-live-set). Unknown pointers are
+// counted, not fatal.
 #include <fcntl.h>
 #include <malloc.h>
 #include <sys/mman.h>
@@ -211,17 +213,21 @@ struct Options {
   std::uint64_t every = 0;
   std::uint64_t records = UINT64_MAX;  // --records N: replay only the first N
   bool partial = false;  // accept a trace cut short (its process crashed)
+  bool allow_large_live_set = false;  // replay even when the live blocks exceed memory
 };
 
 int usage(const char* program) {
   std::fprintf(stderr,
-               "usage: %s [--every N] [--records N] [--partial] [--json FILE] TRACE\n"
+               "usage: %s [--every N] [--records N] [--partial] [--allow-large-live-set]\n"
+               "       [--json FILE] TRACE\n"
                "Replays TRACE against runsel (%s) on one thread, writing every block as\n"
                "the program did, and prints exact figures at each mark, every N records,\n"
                "at the peak of live bytes and at the end.\n"
                "--partial accepts a trace without its end record (its process was killed)\n"
                "and replays its complete records. --json also writes the figures as JSON.\n"
-               "--records N replays only the first N records (cost counts).\n",
+               "--records N replays only the first N records (cost counts).\n"
+               "A trace whose live blocks peak above the memory available (MemAvailable)\n"
+               "is refused; --allow-large-live-set replays it anyway.\n",
                program, runsel_variant());
   return 2;
 }
@@ -240,6 +246,8 @@ bool parse(int argc, char** argv, Options& options) {
       options.json = argv[++i];
     } else if (std::strcmp(argv[i], "--partial") == 0) {
       options.partial = true;
+    } else if (std::strcmp(argv[i], "--allow-large-live-set") == 0) {
+      options.allow_large_live_set = true;
     } else if (argv[i][0] == '-' || options.path != nullptr) {
       return false;
     } else {
@@ -362,6 +370,20 @@ int main(int argc, char** argv) {
   TraceSurvey survey;
   if (!survey_trace(data, size, options.partial, survey))
     return reject(options.path, survey.problem);
+  // Every live block is written: a live set beyond memory would swap or meet the
+  // OOM killer (a log can claim any size), so it is refused before any call.
+  if (!options.allow_large_live_set) {
+    MemoryBound bound = replay_memory_bound();
+    if (survey.peak_live_bytes > bound.bytes) {
+      std::fprintf(stderr,
+                   "runsel-replay: %s: the trace's live blocks peak at %" PRIu64
+                   " bytes (record %" PRIu64 "), more than the %" PRIu64
+                   " bytes of %s, and a replay writes every live block: refused "
+                   "(--allow-large-live-set replays it anyway)\n",
+                   options.path, survey.peak_live_bytes, survey.peak_ops, bound.bytes, bound.what);
+      return 2;
+    }
+  }
   if (options.json != nullptr) {
     int fd = open(options.json, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) {

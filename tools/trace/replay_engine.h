@@ -33,7 +33,9 @@
 #ifndef RUNSEL_TRACE_REPLAY_ENGINE_H
 #define RUNSEL_TRACE_REPLAY_ENGINE_H
 
+#include <fcntl.h>
 #include <malloc.h>
+#include <unistd.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -308,7 +310,8 @@ inline bool survey_trace(const std::uint8_t* data, std::size_t size, bool partia
       if (r.result != 0) {
         drop(r.result);  // an address returned again without a free replaces its block
         sizes.insert(r.result, reinterpret_cast<void*>(bytes + 1));
-        live += bytes;
+        // Claimed sizes may add up past 2^64: the peak then stays at the maximum.
+        if (__builtin_add_overflow(live, bytes, &live)) live = UINT64_MAX;
       }
     }
     if (sizes.size() > survey.peak_live_blocks) survey.peak_live_blocks = sizes.size();
@@ -324,6 +327,36 @@ inline bool survey_trace(const std::uint8_t* data, std::size_t size, bool partia
   survey.records = reader.records();
   survey.complete = reader.complete();
   return true;
+}
+
+// The memory a replay may fill with the trace's live blocks, which it writes in
+// full: the kernel's MemAvailable (what can be allocated without swapping or the
+// OOM killer), or the physical memory where /proc/meminfo has no such line. A
+// trace whose live requested bytes peak above it is refused before any call
+// (`--allow-large-live-set` replays it anyway). No allocation: the replayer's
+// heap is the trace's.
+struct MemoryBound {
+  std::uint64_t bytes = 0;
+  const char* what = "";  // where the figure comes from, for the message
+};
+
+inline MemoryBound replay_memory_bound() {
+  char text[4096];  // MemAvailable is the third line
+  std::size_t used = 0;
+  int fd = open("/proc/meminfo", O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    for (ssize_t n; used + 1 < sizeof text && (n = read(fd, text + used, sizeof text - 1 - used)) > 0;)
+      used += static_cast<std::size_t>(n);
+    close(fd);
+  }
+  text[used] = 0;
+  if (const char* line = std::strstr(text, "MemAvailable:"))
+    return {std::strtoull(line + std::strlen("MemAvailable:"), nullptr, 10) * 1024,
+            "memory available (MemAvailable)"};
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  return {pages > 0 && page > 0 ? static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page)
+                                : UINT64_MAX,
+          "physical memory"};
 }
 
 }  // namespace runsel::trace

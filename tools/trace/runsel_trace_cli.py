@@ -166,21 +166,27 @@ def comparison(documents: dict[str, dict], reference: str | None) -> str:
     return "\n".join(parts)
 
 
+def run_quietly(command: list[str]) -> subprocess.CompletedProcess:
+    """Shows and runs a command, its output captured as text; bytes that are not UTF-8
+    (a path, or a line of the input quoted in a message) come out as \\xNN escapes."""
+    steps.show(command)
+    return subprocess.run(command, capture_output=True, text=True, errors="backslashreplace")
+
+
 def replay_on(program: Path, trace: Path, args: argparse.Namespace, scratch: Path) -> dict:
     """Runs one replayer; prints its text; returns its JSON document."""
     figures = scratch / f"{program.name}.json"
     options = (["--every", str(args.every)] if args.every else []) + (
-        ["--partial"] if args.partial else [])
-    command = [str(program), *options, "--json", str(figures), str(trace)]
-    steps.show(command)
-    done = subprocess.run(command, capture_output=True, text=True)
-    if done.returncode == 2:  # malformed: the same for every container
-        raise steps.StepFailed(done.stderr.strip())
+        ["--partial"] if args.partial else []) + (
+        ["--allow-large-live-set"] if args.allow_large_live_set else [])
+    done = run_quietly([str(program), *options, "--json", str(figures), str(trace)])
+    if done.returncode == 2:  # the trace is refused: the same for every container
+        raise steps.InputRejected(done.stderr.strip())
     if done.returncode != 0:
         raise steps.StepFailed(f"{program} exited with {done.returncode}: {done.stderr.strip()}")
     if args.verbose:
         print(done.stdout, end="\n", flush=True)
-    return json.loads(figures.read_text())
+    return json.loads(figures.read_bytes().decode("utf-8", "backslashreplace"), strict=False)
 
 
 def converter(args: argparse.Namespace) -> Path:
@@ -192,36 +198,51 @@ def converter(args: argparse.Namespace) -> Path:
 
 
 def convert(command: list[str]) -> None:
-    steps.show(command)
-    done = subprocess.run(command, capture_output=True, text=True)
+    """Runs the converter; its exit code 2 is input it refuses (a malformed line)."""
+    done = run_quietly(command)
     print(done.stdout, end="", flush=True)
     if done.returncode != 0:
-        raise steps.StepFailed(done.stderr.strip() or f"{command[0]} exited with {done.returncode}")
+        failure = steps.InputRejected if done.returncode == 2 else steps.StepFailed
+        raise failure(done.stderr.strip() or f"{command[0]} exited with {done.returncode}")
+
+
+def starts_with_trace_magic(path: Path) -> bool:
+    """Whether path is a runsel trace by its first bytes; a file that cannot be read is
+    refused here, with the reason."""
+    try:
+        with open(path, "rb") as file:
+            return file.read(len(TRACE_MAGIC)) == TRACE_MAGIC
+    except OSError as error:
+        raise steps.InputRejected(f"cannot read {path}: {error.strerror}") from error
 
 
 def command_replay(args: argparse.Namespace) -> int:
     trace = from_caller(args.trace)
     if not trace.exists():
-        raise steps.StepFailed(f"no such trace: {trace}")
+        raise steps.InputRejected(f"no such trace: {trace}")
+    is_runsel_trace = starts_with_trace_magic(trace)
     steps.configure(args.build_dir, steps.requested_options(args))
-    with open(trace, "rb") as file:
-        is_runsel_trace = file.read(len(TRACE_MAGIC)) == TRACE_MAGIC
     if args.export_logalloc:
         if not is_runsel_trace:
-            raise steps.StepFailed(f"{trace} is not a runsel trace: nothing to export")
+            raise steps.InputRejected(f"{trace} is not a runsel trace: nothing to export")
         convert([str(converter(args)), "to-logalloc", str(trace),
                       str(from_caller(args.export_logalloc))])
         return 0
     if is_runsel_trace and args.pid is not None:
-        raise steps.StepFailed("--pid picks a process of a logalloc log; a runsel trace has one")
-    with tempfile.TemporaryDirectory(prefix="runsel-logalloc-") as scratch:
-        if not is_runsel_trace:  # a Mozilla logalloc log, plain or gzip-compressed
-            converted = Path(scratch) / (trace.name + ".trace")
-            convert([str(converter(args)), "from-logalloc",
-                          *(["--pid", str(args.pid)] if args.pid is not None else []),
-                          str(trace), str(converted)])
-            trace = converted
+        raise steps.InputRejected("--pid picks a process of a logalloc log; a runsel trace has one")
+    if is_runsel_trace:
         return replay_every_container(args, trace)
+    with tempfile.TemporaryDirectory(prefix="runsel-logalloc-") as scratch:
+        # A Mozilla logalloc log, plain or gzip-compressed: replayed as converted.
+        converted = Path(scratch) / (trace.name + ".trace")
+        convert([str(converter(args)), "from-logalloc",
+                 *(["--pid", str(args.pid)] if args.pid is not None else []),
+                 str(trace), str(converted)])
+        try:
+            return replay_every_container(args, converted)
+        except steps.InputRejected as refused:  # name the user's file, not the scratch copy
+            raise steps.InputRejected(
+                str(refused).replace(str(converted), f"{trace} (converted)")) from None
 
 
 def replay_every_container(args: argparse.Namespace, trace: Path) -> int:
@@ -289,7 +310,9 @@ def add_commands(commands, parents: list[argparse.ArgumentParser]) -> None:
                     "program did), then prints, at each mark, at the peak of live bytes and at "
                     "the end, every container's exact committed, resident and bin_unused "
                     "(and bin_unused per size class) with the difference to rb_first in bytes "
-                    "and percent. A malformed trace is rejected with its byte offset.")
+                    "and percent. A malformed trace is rejected with its byte offset, a "
+                    "malformed log with its line, a live set beyond the memory available "
+                    "unless --allow-large-live-set: exit code 2, one line on stderr.")
     replay.add_argument("trace", metavar="TRACE",
                         help="a trace written by `runsel trace`, or a logalloc log")
     replay.add_argument("--pid", type=int, metavar="PID",
@@ -302,6 +325,10 @@ def add_commands(commands, parents: list[argparse.ArgumentParser]) -> None:
                         help="also print stats every N operations")
     replay.add_argument("--partial", action="store_true",
                         help="accept a trace without its end record (its process was killed)")
+    replay.add_argument("--allow-large-live-set", action="store_true",
+                        help="replay even when the trace's live blocks peak above the memory "
+                             "available (MemAvailable): a replay writes every live block, so "
+                             "such a trace is refused without it")
     replay.add_argument("--variant", action="append", default=[], metavar="NAME",
                         help="only this container (repeatable; default: all)")
     replay.add_argument("--json", metavar="FILE",
