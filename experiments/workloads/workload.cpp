@@ -212,6 +212,7 @@ void write_stats(FILE* out, const runsel_stats_t& stats) {
       {"huge_allocated", stats.huge_allocated},
       {"narenas", stats.narenas},
       {"chunks", stats.chunks},
+      {"idle_chunks", stats.idle_chunks},
       {"huge_count", stats.huge_count},
       {"dirty_max", stats.dirty_max},
       {"nmalloc", stats.nmalloc},

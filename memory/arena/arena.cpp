@@ -196,6 +196,10 @@ void Arena::mark_allocated(Chunk* chunk, std::size_t first, std::size_t pages,
   }
   chunk->ndirty -= was_dirty;
   chunk->allocated_pages += pages;
+  if (chunk->idle) {
+    chunk->idle = false;
+    --idle_chunks_;
+  }
   dirty_pages_ -= was_dirty;
   committed_pages_ += pages - was_dirty;
   if (chunk->ndirty == 0 && chunk->in_dirty_list) unlink_dirty(chunk);
@@ -272,8 +276,20 @@ void Arena::free_pages(Chunk* chunk, std::size_t first, std::size_t pages,
     retire_chunk(chunk);
   } else {
     free_runs_.insert(&chunk->map[first]);
+    if (chunk->allocated_pages == 0) idle_tagged_chunk(chunk);
   }
   after_pages_dirtied();
+}
+
+// A chunk with nothing allocated that keeps class tags, so stays mapped (in
+// place of being a spare or unmapped): counted with the spares, and beyond
+// kMaxSpareChunks of them its dirty pages are purged at once, as unmapping
+// would have given them back (so, like an unmapping, not counted as a purge
+// of the policy).
+void Arena::idle_tagged_chunk(Chunk* chunk) {
+  chunk->idle = true;
+  ++idle_chunks_;
+  if (idle_chunks_ + spare_count_ > kMaxSpareChunks) purge_chunk(chunk, dirty_pages_ - chunk->ndirty);
 }
 
 // ---- purge policy ---------------------------------------------------------
@@ -349,29 +365,37 @@ void Arena::purge_down_to(std::size_t target_pages) {
     for (Chunk* c = dirty_chunks_->next_dirty; c != nullptr; c = c->next_dirty) {
       if (c > chunk) chunk = c;
     }
-    for (std::size_t i = kPagesPerChunk; i > kFirstUsablePage && dirty_pages_ > target_pages;) {
-      const PageMapEntry& top = chunk->map[i - 1];
-      if (top.allocated() || !top.dirty()) {
-        --i;
-        continue;
-      }
-      // [begin, i) is a stretch of free dirty pages, no longer than needed.
-      std::size_t begin = i;
-      while (begin > kFirstUsablePage && !chunk->map[begin - 1].allocated() &&
-             chunk->map[begin - 1].dirty() && dirty_pages_ - (i - begin) > target_pages) {
-        --begin;
-        chunk->map[begin].bits &= ~std::uintptr_t{kDirty};
-      }
-      const std::size_t count = i - begin;
-      os::purge(chunk->page_address(begin), count << kPageShift);
-      ++purges_;
-      chunk->ndirty -= count;
-      dirty_pages_ -= count;
-      committed_pages_ -= count;
-      i = begin;
-    }
-    if (chunk->ndirty == 0) unlink_dirty(chunk);
+    purges_ += purge_chunk(chunk, target_pages);
   }
+}
+
+// Purges `chunk`'s dirty pages from the top down while the arena has more
+// than `target_pages` dirty; returns the madvise calls it made.
+std::size_t Arena::purge_chunk(Chunk* chunk, std::size_t target_pages) {
+  std::size_t calls = 0;
+  for (std::size_t i = kPagesPerChunk; i > kFirstUsablePage && dirty_pages_ > target_pages;) {
+    const PageMapEntry& top = chunk->map[i - 1];
+    if (top.allocated() || !top.dirty()) {
+      --i;
+      continue;
+    }
+    // [begin, i) is a stretch of free dirty pages, no longer than needed.
+    std::size_t begin = i;
+    while (begin > kFirstUsablePage && !chunk->map[begin - 1].allocated() &&
+           chunk->map[begin - 1].dirty() && dirty_pages_ - (i - begin) > target_pages) {
+      --begin;
+      chunk->map[begin].bits &= ~std::uintptr_t{kDirty};
+    }
+    const std::size_t count = i - begin;
+    os::purge(chunk->page_address(begin), count << kPageShift);
+    ++calls;
+    chunk->ndirty -= count;
+    dirty_pages_ -= count;
+    committed_pages_ -= count;
+    i = begin;
+  }
+  if (chunk->ndirty == 0 && chunk->in_dirty_list) unlink_dirty(chunk);
+  return calls;
 }
 
 // ---- large allocations ----------------------------------------------------

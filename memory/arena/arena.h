@@ -235,6 +235,8 @@ class Arena {
   void link_dirty(Chunk* chunk) RUNSEL_REQUIRES(lock);
   void unlink_dirty(Chunk* chunk) RUNSEL_REQUIRES(lock);
   void purge_down_to(std::size_t target_pages) RUNSEL_REQUIRES(lock);
+  std::size_t purge_chunk(Chunk* chunk, std::size_t target_pages) RUNSEL_REQUIRES(lock);
+  void idle_tagged_chunk(Chunk* chunk) RUNSEL_REQUIRES(lock);
   // The purge policy's two hooks: after pages became dirty, and before pages
   // are handed out (the later allocation a deferred purge waits for).
   void after_pages_dirtied() RUNSEL_REQUIRES(lock);
@@ -262,6 +264,9 @@ class Arena {
   Chunk* dirty_tail_ RUNSEL_GUARDED_BY(lock) = nullptr;
   Chunk* spares_ RUNSEL_GUARDED_BY(lock) = nullptr;
   std::size_t spare_count_ RUNSEL_GUARDED_BY(lock) = 0;
+  // Chunks with nothing allocated that keep class tags (chunk.h), so are
+  // neither spares nor unmapped: see idle_tagged_chunk().
+  std::size_t idle_chunks_ RUNSEL_GUARDED_BY(lock) = 0;
 
   // Counters, each maintained at the place its quantity changes.
   std::uint32_t frees_until_sweep_ RUNSEL_GUARDED_BY(lock) = kEmptyRunSweepFrees;

@@ -82,6 +82,7 @@ struct Chunk {
   Chunk* next_spare;  // spare chunks (every usable page free), most recent first
   bool in_dirty_list;
   bool spare;
+  bool idle;  // nothing allocated, class tags kept: counted in Arena::idle_chunks_
   // Allocated pages (small runs and large allocations), and among them the
   // pages of bins' kept empty runs: a chunk whose allocated pages are all
   // kept runs gives them back, so a kept run never holds a chunk on its own.

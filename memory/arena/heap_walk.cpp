@@ -27,6 +27,7 @@ void add_counts(const PickCounts& counts, runsel_bin_stats* bin) {
 
 void Arena::add_figures(runsel_stats_t* f) const {
   f->chunks += chunk_count_;
+  f->idle_chunks += idle_chunks_;
   f->mapped += chunk_count_ * kChunkSize;
   f->committed += committed_pages_ * kPageSize;
   f->dirty += dirty_pages_ * kPageSize;
@@ -184,6 +185,13 @@ bool Arena::walk_and_compare() const {
              chunk->in_dirty_list ? 1 : 0, chunk->ndirty != 0 ? 1 : 0);
       ok = false;
     }
+    // Nothing allocated and not a spare: kept for its pages' class tags.
+    if (chunk_allocated == 0 && !chunk->spare) ++walked.idle_chunks;
+    if (chunk->idle != (chunk_allocated == 0 && !chunk->spare)) {
+      report("chunk marked idle (1 = yes) vs nothing allocated outside the spares", index_,
+             chunk->idle ? 1 : 0, chunk_allocated == 0 && !chunk->spare ? 1 : 0);
+      ok = false;
+    }
     walked.dirty += chunk_dirty * kPageSize;
     walked.committed += chunk_dirty * kPageSize;
   }
@@ -198,6 +206,7 @@ bool Arena::walk_and_compare() const {
     }
   };
   compare("chunks", counted.chunks, walked.chunks);
+  compare("idle chunks", counted.idle_chunks, walked.idle_chunks);
   compare("mapped", counted.mapped, walked.mapped);
   compare("committed", counted.committed, walked.committed);
   compare("allocated", counted.allocated, walked.allocated);

@@ -116,6 +116,7 @@ void write_json(int fd, const runsel_stats_t& s) {
       {"huge_allocated", s.huge_allocated},
       {"narenas", s.narenas},
       {"chunks", s.chunks},
+      {"idle_chunks", s.idle_chunks},
       {"huge_count", s.huge_count},
       {"dirty_max", s.dirty_max},
       {"nmalloc", s.nmalloc},

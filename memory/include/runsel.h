@@ -52,6 +52,8 @@ typedef struct runsel_stats_t {
   size_t small_allocated, large_allocated, huge_allocated;
   size_t narenas;    /* arenas created so far */
   size_t chunks;     /* arena chunks mapped, spare chunks included */
+  size_t idle_chunks; /* of those, chunks with nothing allocated kept mapped because their
+                         free pages keep their size class (purged beyond the spares) */
   size_t huge_count; /* live huge allocations */
   size_t dirty_max;  /* per-arena dirty page budget, in bytes */
   size_t nmalloc;    /* allocation calls served (all kinds) */

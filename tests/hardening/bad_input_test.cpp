@@ -483,16 +483,20 @@ std::string forged_run_header() {
 // ends where an arena chunk begins: the chunk of a 1,008 KiB large block,
 // which takes a chunk of its own.
 bool huge_block_before_a_chunk(std::vector<void*>* keep, char** huge, char** chunk) {
-  for (int i = 0; i < 64; ++i) {
+  std::vector<char*> chunks;  // of the large blocks so far
+  for (int i = 0; i < 512; ++i) {
     char* large = static_cast<char*>(malloc(1008 * 1024));
     char* block = static_cast<char*>(malloc(2 * kChunk));
     keep->push_back(large);
     keep->push_back(block);
-    char* start = reinterpret_cast<char*>(reinterpret_cast<uintptr_t>(large) & ~(kChunk - 1));
-    if (block + 2 * kChunk == start) {
-      *huge = block;
-      *chunk = start;
-      return true;
+    chunks.push_back(reinterpret_cast<char*>(reinterpret_cast<uintptr_t>(large) & ~(kChunk - 1)));
+    for (size_t c = 0; c < chunks.size(); ++c) {
+      if (block + 2 * kChunk == chunks[c]) {
+        *huge = block;
+        *chunk = chunks[c];
+        std::swap((*keep)[2 * c], keep->back());  // the chunk's large block, last
+        return true;
+      }
     }
   }
   return false;
@@ -528,7 +532,7 @@ std::string overflow_past_huge_block() {
   std::vector<void*> keep;
   char *huge, *chunk;
   if (!huge_block_before_a_chunk(&keep, &huge, &chunk)) return "no huge block right before a chunk";
-  char* large = static_cast<char*>(keep[keep.size() - 2]);
+  char* large = static_cast<char*>(keep.back());
   char expected[256];
   snprintf(expected, sizeof expected,
            "runsel: free(%p): heap corruption: a write past the end of this huge allocation "
@@ -558,7 +562,7 @@ std::string chunk_header_first_word() {
   std::vector<void*> keep;
   char *huge, *chunk;
   if (!huge_block_before_a_chunk(&keep, &huge, &chunk)) return "no huge block right before a chunk";
-  char* large = static_cast<char*>(keep[keep.size() - 2]);
+  char* large = static_cast<char*>(keep.back());
   char expected[256];
   snprintf(expected, sizeof expected,
            "runsel: free(%p): heap corruption: a write past the end of this huge allocation "
