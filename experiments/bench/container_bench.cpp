@@ -85,6 +85,9 @@ PageMapEntry* g_page_map = nullptr;
 
 struct NodeHook {
   static runsel::ContainerHook<Node>& hook(Node* node) { return node->hook; }
+  // Every link is taken for a node of the set: the rows time the containers'
+  // back-link checks, not runsel's lookup of a link (arena/run.h).
+  static bool linked(const Node*, const Node*) { return true; }
   static std::uint32_t free_regions(const Node* node) { return node->free_count; }
   static std::uint32_t regions(const Node*) { return kRegions; }
   static std::uint64_t serial(const Node* node) { return g_page_map[node - g_first_node].serial; }

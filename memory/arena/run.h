@@ -13,6 +13,7 @@
 #include "arena/keyed_check.h"
 #include "arena/size_classes.h"
 #include "containers/hook.h"
+#include "structures/chunk_registry.h"
 
 namespace runsel {
 
@@ -97,6 +98,23 @@ static_assert(sizeof(Run) == kRunHeaderFixedBytes, "size_classes.h assumes this 
 // while the run is allocated. So the header is the same for every variant.
 struct RunHookAccess {
   static ContainerHook<Run>& hook(Run* run) { return run->hook; }
+  // Whether `neighbour`, a link read from `member`'s hook, is null or the
+  // header of a small run of member's bin. Judged without trusting it: the
+  // chunk registry must say its chunk is an arena chunk (so the chunk header
+  // is mapped), that chunk's page map must say its page is a small run page
+  // whose header is `neighbour` itself; only then is its `bin` read. Called
+  // by the containers on the paths that write through links (insert, erase,
+  // rebalancing), not on pick() or an unmoved touched().
+  static bool linked(const Run* member, const Run* neighbour) {
+    if (neighbour == nullptr) return true;
+    if (!ChunkRegistry::lookup(neighbour).is_arena_chunk()) return false;
+    const Chunk* chunk = Chunk::of(neighbour);
+    const std::uintptr_t bits = chunk->map[chunk->page_index(neighbour)].bits;
+    const std::uintptr_t kinds = kAllocated | kLarge | kReserved;
+    return (bits & kinds) == kAllocated &&
+           (bits & ~kPageMask) == reinterpret_cast<std::uintptr_t>(neighbour) &&
+           neighbour->bin == member->bin;
+  }
   static std::uint32_t free_regions(const Run* run) { return run->free_count; }
   static std::uint32_t regions(const Run* run);
   static std::uint64_t serial(const Run* run) {

@@ -17,6 +17,9 @@ inline bool address_less(const void* a, const void* b) {
 template <class Node, class HookOf>
 struct RunAddressOrder {
   static TreeLinks<Node>& links(Node* run) { return HookOf::hook(run).tree; }
+  static bool linked(const Node* run, const Node* neighbour) {
+    return HookOf::linked(run, neighbour);
+  }
   static bool less(const Node* a, const Node* b) { return address_less(a, b); }
 };
 
@@ -25,6 +28,9 @@ struct RunAddressOrder {
 template <class Node, class HookOf>
 struct RunAddressHeapOrder {
   static PairingLinks<Node>& links(Node* run) { return HookOf::hook(run).pairing; }
+  static bool linked(const Node* run, const Node* neighbour) {
+    return HookOf::linked(run, neighbour);
+  }
   static bool less(const Node* a, const Node* b) { return address_less(a, b); }
 };
 

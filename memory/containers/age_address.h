@@ -35,6 +35,9 @@ namespace runsel {
 template <class Node, class HookOf>
 struct RunAgeOrder {
   static PairingLinks<Node>& links(Node* run) { return HookOf::hook(run).pairing; }
+  static bool linked(const Node* run, const Node* neighbour) {
+    return HookOf::linked(run, neighbour);
+  }
   static bool less(const Node* a, const Node* b) {
     const std::uint64_t age_a = HookOf::serial(a);
     const std::uint64_t age_b = HookOf::serial(b);

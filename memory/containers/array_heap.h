@@ -27,7 +27,7 @@
 #include "containers/address_order.h"
 #include "containers/container.h"
 #include "containers/hook.h"
-#include "platform/assert.h"
+#include "platform/fatal.h"
 
 namespace runsel {
 
@@ -51,8 +51,12 @@ class ArrayHeapRuns {
   }
 
   void erase(Node* run) {
+    // A member: the index in its header names a slot that holds it. The
+    // array is the heap's own memory; the index is in the run header, so it
+    // is checked before it is used.
     const std::size_t slot = index_of(run);
-    RUNSEL_ASSERT(slot < size_ && heap_[slot] == run);  // a member
+    if (slot >= size_ || heap_[slot] != run) [[unlikely]]
+      container_links_damaged(run);
     Node* last = heap_[--size_];
     if (slot == size_) return;  // it was the last slot
     // `last` fills the hole; it may belong above or below it.

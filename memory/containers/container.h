@@ -14,11 +14,22 @@ namespace runsel {
 // memory beyond the hook comes from (array_heap's side array; the others
 // ignore it).
 //
-// HookOf maps a node to its ContainerHook<Node>:
+// HookOf maps a node to its ContainerHook<Node>, and says whether a link
+// read from a member's hook may be followed:
 //   static ContainerHook<Node>& hook(Node*)
+//   static bool linked(const Node* member, const Node* neighbour)
+// linked() is true when `neighbour` is null or a node of the same set (for
+// runs: a run of the same bin), judged without dereferencing `neighbour`
+// until it is known to be one. Every container calls it on the paths that
+// write through links (insert, erase, rebalancing, fullest_first's moves)
+// before it follows a link, and checks the back links it relies on; either
+// failing is fatal (platform/fatal.h), naming the run. Run headers are
+// within reach of a program's stray writes; the containers' own fields are
+// not, and are trusted.
 template <class H, class Node>
-concept HookAccess = requires(Node* node) {
+concept HookAccess = requires(Node* node, const Node* member, const Node* neighbour) {
   {H::hook(node)};
+  { H::linked(member, neighbour) } -> std::same_as<bool>;
 };
 
 // What the containers keyed by occupancy also read through HookOf: a run's

@@ -29,7 +29,8 @@
 
 #include "containers/container.h"
 #include "containers/hook.h"
-#include "platform/assert.h"
+#include "platform/fatal.h"
+#include "structures/verified_links.h"
 
 namespace runsel {
 
@@ -54,6 +55,9 @@ class FullestFirstRuns {
 
   void erase(Node* run) {
     unlink(run);
+    BucketLinks<Node>& own = links(run);
+    own.prev = nullptr;  // a stale link to it finds no back link
+    own.next = nullptr;
     --size_;
   }
 
@@ -110,18 +114,27 @@ class FullestFirstRuns {
     nonempty_ |= 1u << bucket;
   }
 
+  // Before writing through them: both links are runs of the bin (or null),
+  // the previous run (or the head of the bucket the run records, which must
+  // be one) and the next run link back to `run`.
   void unlink(Node* run) {
     BucketLinks<Node>& own = links(run);
-    // A member: its neighbour, or its bucket's head, points at it.
-    RUNSEL_ASSERT(own.prev != nullptr ? links(own.prev).next == run
-                                      : own.bucket < kBuckets && heads_[own.bucket] == run);
-    if (own.prev != nullptr) {
-      links(own.prev).next = own.next;
-    } else {
-      heads_[own.bucket] = own.next;
-      if (own.next == nullptr) nonempty_ &= ~(1u << own.bucket);
+    Node* prev = verified_link<HookOf>(run, own.prev);
+    Node* next = verified_link<HookOf>(run, own.next);
+    const std::size_t bucket = own.bucket;
+    if (prev != nullptr) {
+      verify_agrees<HookOf>(links(prev).next == run, run, prev);
+    } else if (bucket >= kBuckets || heads_[bucket] != run) [[unlikely]] {
+      container_links_damaged(run);  // not a member, or its prev or bucket was written
     }
-    if (own.next != nullptr) links(own.next).prev = own.prev;
+    if (next != nullptr) verify_agrees<HookOf>(links(next).prev == run, run, next);
+    if (prev != nullptr) {
+      links(prev).next = next;
+    } else {
+      heads_[bucket] = next;
+      if (next == nullptr) nonempty_ &= ~(1u << bucket);
+    }
+    if (next != nullptr) links(next).prev = prev;
   }
 
   Node* heads_[kBuckets] = {};  // heads_[0]: the fullest runs

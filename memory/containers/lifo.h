@@ -18,7 +18,8 @@
 
 #include "containers/container.h"
 #include "containers/hook.h"
-#include "platform/assert.h"
+#include "platform/fatal.h"
+#include "structures/verified_links.h"
 
 namespace runsel {
 
@@ -38,15 +39,26 @@ class LifoRuns {
     ++size_;
   }
 
+  // Before writing through them: both links are runs of the bin (or null),
+  // the previous run (or the head) and the next run link back to `run`.
   void erase(Node* run) {
     ListLinks<Node>& own = links(run);
-    RUNSEL_ASSERT(own.prev != nullptr ? links(own.prev).next == run : head_ == run);  // a member
-    if (own.prev != nullptr) {
-      links(own.prev).next = own.next;
-    } else {
-      head_ = own.next;
+    Node* prev = verified_link<HookOf>(run, own.prev);
+    Node* next = verified_link<HookOf>(run, own.next);
+    if (prev != nullptr) {
+      verify_agrees<HookOf>(links(prev).next == run, run, prev);
+    } else if (head_ != run) [[unlikely]] {
+      container_links_damaged(run);  // not a member, or its prev was cleared
     }
-    if (own.next != nullptr) links(own.next).prev = own.prev;
+    if (next != nullptr) verify_agrees<HookOf>(links(next).prev == run, run, next);
+    if (prev != nullptr) {
+      links(prev).next = next;
+    } else {
+      head_ = next;
+    }
+    if (next != nullptr) links(next).prev = prev;
+    own.prev = nullptr;  // a stale link to it finds no back link
+    own.next = nullptr;
     --size_;
   }
 

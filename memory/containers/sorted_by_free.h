@@ -64,6 +64,9 @@ class SortedByFreeRuns {
  private:
   struct ByFree {
     static TreeLinks<Node>& links(Node* run) { return HookOf::hook(run).tree; }
+    static bool linked(const Node* run, const Node* neighbour) {
+      return HookOf::linked(run, neighbour);
+    }
     static bool less(const Node* a, const Node* b) {
       const std::uint32_t free_a = HookOf::free_regions(a);
       const std::uint32_t free_b = HookOf::free_regions(b);

@@ -15,6 +15,12 @@
 //   kMissingFigure, check_rule   check()'s figure of a missing child and its
 //                                rule at each node (see check_walk).
 //
+// Links are verified where the Rep says how (structures/verified_links.h):
+// insert, erase, their repairs, rotations and next()/previous() check every
+// link they read before following it (a node of the tree, whose parent has
+// it as a child and whose children name it as parent), and abort naming the
+// node when one does not; check_walk() and first_not_below() do not.
+//
 // Complexity: next() and previous() amortised O(1); first_not_below() and
 // the descent of link_leaf() O(height); check_walk() O(n).
 #pragma once
@@ -25,13 +31,15 @@
 
 #include "platform/assert.h"
 #include "structures/tree_links.h"
+#include "structures/verified_links.h"
 
 namespace runsel {
 
 // Rep::links(node) gives the node's embedded TreeLinks; Rep::less is a
 // strict total order (two distinct nodes never compare equal). A Rep may also
 // define static on_rotate() (tests count rotations with it; it costs nothing
-// when absent).
+// when absent), and linked() to have the links it follows verified
+// (structures/verified_links.h).
 template <class Rep, class Node>
 concept TreeRep = requires(Node* node, const Node* a, const Node* b) {
   { Rep::links(node) } -> std::same_as<TreeLinks<Node>&>;
@@ -48,12 +56,24 @@ class BinaryTree {
   }
 
   void erase(Node* node) {
-    if (node == first_) return erase_first();
-    Node* unlinked = node_to_unlink(node);
-    const bool debt = Tree::erase_debt(unlinked);
-    Node* hole_parent;
-    Node* hole = unlink(node, unlinked, &hole_parent);
-    static_cast<Tree*>(this)->repair_after_erase(hole, hole_parent, debt);
+    // A member: its parent links to it, or it is the root (checked_parent
+    // verifies that when the Rep verifies links).
+    if constexpr (!kVerifies) {
+      RUNSEL_ASSERT(parent_of(node) != nullptr
+                        ? left(parent_of(node)) == node || right(parent_of(node)) == node
+                        : root_ == node);
+    }
+    if (node == first_) {
+      erase_first();
+    } else {
+      Node* parent = checked_parent(node);
+      Node* unlinked = node_to_unlink(node);
+      const bool debt = Tree::erase_debt(unlinked);
+      Node* hole_parent;
+      Node* hole = unlink(node, parent, unlinked, &hole_parent);
+      static_cast<Tree*>(this)->repair_after_erase(hole, hole_parent, debt);
+    }
+    if constexpr (kVerifies) clear_links(node);
   }
 
   // Verifies every invariant (check_walk's, and the tree's own rule); on the
@@ -115,6 +135,49 @@ class BinaryTree {
   static bool fail(const char** why, const char* reason) {
     *why = reason;
     return false;
+  }
+
+  // Whether the Rep has the links verified (structures/verified_links.h).
+  static constexpr bool kVerifies = VerifiesLinks<Rep, Node>;
+
+  // The child of `node` on side `dir`, verified before anything follows it:
+  // null, or a node of the tree whose parent is `node`.
+  static Node* checked_child(Node* node, int dir) {
+    Node* kid = verified_link<Rep>(node, child(node, dir));
+    if constexpr (kVerifies) {
+      if (kid != nullptr) verify_agrees<Rep>(parent_of(kid) == node, node, kid);
+    }
+    return kid;
+  }
+  // A child the balance rule says exists (a red node's parent, a sibling).
+  static Node* present_child(Node* node, int dir) {
+    Node* kid = checked_child(node, dir);
+    if constexpr (kVerifies) {
+      if (kid == nullptr) [[unlikely]]
+        container_links_damaged(node);
+    }
+    return kid;
+  }
+  // The parent of `node`, verified: a node of the tree with `node` as a
+  // child, or null when `node` is the root.
+  Node* checked_parent(Node* node) const {
+    Node* parent = verified_link<Rep>(node, parent_of(node));
+    if constexpr (kVerifies) {
+      if (parent == nullptr) {
+        verify_agrees<Rep>(root_ == node, node, root_);
+      } else {
+        verify_agrees<Rep>(left(parent) == node || right(parent) == node, node, parent);
+      }
+    }
+    return parent;
+  }
+  // Unlinks an erased node's links, so that a stale link to it (left in a
+  // damaged header) finds no back link that agrees.
+  static void clear_links(Node* node) {
+    TreeLinks<Node>& own = links(node);
+    own.left = nullptr;
+    own.right = nullptr;
+    own.parent_word() = 0;
   }
 
   // Depth bound of a valid red-black (2 log2 n + 2) or weak-AVL (2 log2 n + 1)
@@ -206,7 +269,7 @@ class BinaryTree {
       parent = cursor;
       dir = Rep::less(node, cursor) ? kLeft : kRight;
       if (dir == kRight) is_new_minimum = false;
-      cursor = child(cursor, dir);
+      cursor = checked_child(cursor, dir);
     }
     TreeLinks<Node>& own = links(node);
     own.left = nullptr;
@@ -225,36 +288,34 @@ class BinaryTree {
   // one child, else its successor (the leftmost of its right subtree, with
   // no left child), which then takes node's place and bit.
   static Node* node_to_unlink(Node* node) {
-    if (left(node) == nullptr || right(node) == nullptr) return node;
-    return leftmost(right(node));
+    Node* right_kid = checked_child(node, kRight);
+    if (checked_child(node, kLeft) == nullptr || right_kid == nullptr) return node;
+    return leftmost(right_kid);
   }
 
-  // Takes `node` out of the tree, unlinking `unlinked` (node_to_unlink(node))
-  // from its place; keeps the cached minimum and the size. Returns the child
-  // that took the unlinked node's place (null or its only child) and sets
-  // *hole_parent to that place's parent. The caller rebalances.
-  Node* unlink(Node* node, Node* unlinked, Node** hole_parent) {
-    // A member: its parent links to it, or it is the root.
-    RUNSEL_ASSERT(parent_of(node) != nullptr
-                      ? left(parent_of(node)) == node || right(parent_of(node)) == node
-                      : root_ == node);
-    if (node == first_) first_ = next(node);
+  // Takes `node` (not the cached minimum), whose verified parent is
+  // `parent`, out of the tree, unlinking `unlinked` (node_to_unlink(node))
+  // from its place; keeps the size. Returns the child that took the unlinked
+  // node's place (null or its only child) and sets *hole_parent to that
+  // place's parent. The caller rebalances.
+  Node* unlink(Node* node, Node* parent, Node* unlinked, Node** hole_parent) {
     --size_;
-    Node* hole = left(unlinked) != nullptr ? left(unlinked) : right(unlinked);
+    Node* hole = checked_child(unlinked, kLeft);
+    if (hole == nullptr) hole = checked_child(unlinked, kRight);
     if (unlinked == node) {
-      *hole_parent = parent_of(node);
-      replace_child(*hole_parent, node, hole);
+      *hole_parent = parent;
+      replace_child(parent, node, hole);
       return hole;
     }
     if (parent_of(unlinked) == node) {
       *hole_parent = unlinked;
     } else {
-      *hole_parent = parent_of(unlinked);
+      *hole_parent = parent_of(unlinked);  // verified by node_to_unlink's descent
       replace_child(*hole_parent, unlinked, hole);
       right(unlinked) = right(node);
       set_parent(right(unlinked), unlinked);
     }
-    replace_child(parent_of(node), node, unlinked);
+    replace_child(parent, node, unlinked);
     left(unlinked) = left(node);
     set_parent(left(unlinked), unlinked);
     set_bit(unlinked, bit(node));
@@ -268,10 +329,15 @@ class BinaryTree {
   // and is its successor; else its parent is.
   void erase_first() {
     Node* node = first_;
-    RUNSEL_ASSERT(left(node) == nullptr);
+    if constexpr (kVerifies) {
+      if (left(node) != nullptr) [[unlikely]]
+        container_links_damaged(node);
+    } else {
+      RUNSEL_ASSERT(left(node) == nullptr);
+    }
+    Node* parent = checked_parent(node);
+    Node* hole = checked_child(node, kRight);
     const bool debt = Tree::erase_debt(node);
-    Node* parent = parent_of(node);
-    Node* hole = right(node);
     replace_child(parent, node, hole);
     first_ = hole != nullptr ? leftmost(hole) : parent;
     --size_;
@@ -279,7 +345,7 @@ class BinaryTree {
   }
 
   static Node* leftmost(Node* node) {
-    while (left(node) != nullptr) node = left(node);
+    while (Node* lower = checked_child(node, kLeft)) node = lower;
     return node;
   }
 
@@ -298,11 +364,12 @@ class BinaryTree {
   // `top` moves down to side `dir`; its child on the other side rises.
   void rotate(Node* top, int dir) {
     if constexpr (requires { Rep::on_rotate(); }) Rep::on_rotate();
-    Node* riser = child(top, 1 - dir);
-    Node* moved = child(riser, dir);
+    Node* riser = present_child(top, 1 - dir);
+    Node* moved = checked_child(riser, dir);
+    Node* above = checked_parent(top);
     child(top, 1 - dir) = moved;
     if (moved != nullptr) set_parent(moved, top);
-    replace_child(parent_of(top), top, riser);
+    replace_child(above, top, riser);
     child(riser, dir) = top;
     set_parent(top, riser);
   }
@@ -314,16 +381,15 @@ class BinaryTree {
  private:
   // The in-order neighbour on side `dir`: the extreme of that subtree, or
   // the first ancestor reached from that side.
-  static Node* neighbour(Node* node, int dir) {
-    if (child(node, dir) != nullptr) {
-      Node* cursor = child(node, dir);
-      while (child(cursor, 1 - dir) != nullptr) cursor = child(cursor, 1 - dir);
+  Node* neighbour(Node* node, int dir) const {
+    if (Node* cursor = checked_child(node, dir)) {
+      while (Node* further = checked_child(cursor, 1 - dir)) cursor = further;
       return cursor;
     }
-    Node* parent = parent_of(node);
+    Node* parent = checked_parent(node);
     while (parent != nullptr && node == child(parent, dir)) {
       node = parent;
-      parent = parent_of(node);
+      parent = checked_parent(node);
     }
     return parent;
   }

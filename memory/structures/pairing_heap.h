@@ -17,6 +17,10 @@
 // first() O(1); erase of the root amortised O(log n); erase of another node
 // O(1) to unlink plus the pairing of its own children; check() O(n). Every
 // pass is iterative: no recursion, no stack depth proportional to the heap.
+// Links are verified where the Rep says how (structures/verified_links.h):
+// insert and erase check every link they read from a node before following
+// it (a node of the heap whose prev link names the node it hangs from), and
+// abort naming the node when one does not; check() does not.
 #pragma once
 
 #include <concepts>
@@ -26,11 +30,13 @@
 
 #include "platform/assert.h"
 #include "structures/pairing_links.h"
+#include "structures/verified_links.h"
 
 namespace runsel {
 
 // Rep::links(node) gives the node's embedded links; Rep::less is a strict
-// total order.
+// total order. A Rep may define linked() to have the links it follows
+// verified (structures/verified_links.h).
 template <class Rep, class Node>
 concept PairingRep = requires(Node* node, const Node* a, const Node* b) {
   { Rep::links(node) } -> std::same_as<PairingLinks<Node>&>;
@@ -42,6 +48,23 @@ template <class Node, class Rep>
 requires PairingRep<Rep, Node>
 struct PairingTrees {
   static PairingLinks<Node>& links(Node* node) { return Rep::links(node); }
+
+  static constexpr bool kVerifies = VerifiesLinks<Rep, Node>;
+
+  // The first node of a list that hangs from `from` (its child list, or a
+  // root's aux list), verified before anything follows it: null, or a node
+  // of the heap whose prev link is `from`.
+  static Node* checked_first(Node* from, Node* first) {
+    verified_link<Rep>(from, first);
+    if constexpr (kVerifies) {
+      if (first != nullptr) verify_agrees<Rep>(links(first).prev == from, from, first);
+    }
+    return first;
+  }
+  static Node* checked_child(Node* node) { return checked_first(node, links(node).child); }
+  // The sibling after `node` (or the next aux tree after a root): null, or a
+  // node of the heap whose prev link is `node`.
+  static Node* checked_next(Node* node) { return checked_first(node, links(node).next); }
 
   static void init(Node* node) {
     PairingLinks<Node>& own = links(node);
@@ -65,7 +88,7 @@ struct PairingTrees {
     Node* loser = reinterpret_cast<Node*>(reinterpret_cast<std::uintptr_t>(b) ^ swap);
     PairingLinks<Node>& top = links(winner);
     PairingLinks<Node>& below = links(loser);
-    Node* old_child = top.child;
+    Node* old_child = checked_child(winner);
     below.prev = winner;
     below.next = old_child;
     if (old_child != nullptr) links(old_child).prev = loser;
@@ -73,20 +96,21 @@ struct PairingTrees {
     return winner;
   }
 
-  // Two-pass pairing of the sibling list starting at `first`, iteratively:
-  // pass one melds neighbours left to right and chains the results through
-  // `next` in reverse; pass two melds that chain from the rightmost pair
-  // leftwards. Returns the new root (prev and next cleared), or nullptr.
+  // Two-pass pairing of the sibling list starting at `first`, which hangs
+  // from `from` (already verified), iteratively: pass one melds neighbours
+  // left to right and chains the results through `next` in reverse; pass two
+  // melds that chain (links written here) from the rightmost pair leftwards.
+  // Returns the new root (prev and next cleared), or nullptr.
   static Node* pair_up(Node* first) {
     if (first == nullptr) return nullptr;
     Node* pairs = nullptr;
     Node* cursor = first;
     while (cursor != nullptr) {
       Node* a = cursor;
-      Node* b = links(a).next;
+      Node* b = checked_next(a);
       Node* merged = a;
       if (b != nullptr) {
-        cursor = links(b).next;
+        cursor = checked_next(b);
         merged = meld(a, b);
       } else {
         cursor = nullptr;
@@ -111,8 +135,16 @@ struct PairingTrees {
   static void unlink(Node* node) {
     PairingLinks<Node>& own = links(node);
     // A member below the top: its parent or left sibling links to it.
-    RUNSEL_ASSERT(own.prev != nullptr &&
-                  (links(own.prev).child == node || links(own.prev).next == node));
+    if constexpr (kVerifies) {
+      Node* prev = verified_link<Rep>(node, own.prev);
+      if (prev == nullptr) [[unlikely]]
+        container_links_damaged(node);
+      verify_agrees<Rep>(links(prev).child == node || links(prev).next == node, node, prev);
+      checked_next(node);
+    } else {
+      RUNSEL_ASSERT(own.prev != nullptr &&
+                    (links(own.prev).child == node || links(own.prev).next == node));
+    }
     if (links(own.prev).child == node) {
       links(own.prev).child = own.next;  // leftmost child: prev is the parent
     } else {
@@ -207,21 +239,24 @@ class BasicPairingHeap {
   void erase(Node* node) {
     --size_;
     if (node == root_) {
-      Node* kids = Trees::pair_up(Trees::links(node).child);
-      Node* aux = Trees::pair_up(Trees::links(node).next);  // null when eager
+      Node* kids = Trees::pair_up(Trees::checked_child(node));
+      Node* aux = Trees::pair_up(Trees::checked_next(node));  // null when eager
       root_ = kids == nullptr ? aux : aux == nullptr ? kids : Trees::meld(kids, aux);
       restart_count();
-      return;
-    }
-    Trees::unlink(node);
-    // Its children are above it, so above the root.
-    if (Node* orphans = Trees::pair_up(Trees::links(node).child)) {
-      if constexpr (kInserts == PairingInserts::kEager) {
-        adopt(orphans);
-      } else {
-        push_aux(orphans);
+    } else {
+      Trees::unlink(node);
+      // Its children are above it, so above the root.
+      if (Node* orphans = Trees::pair_up(Trees::checked_child(node))) {
+        if constexpr (kInserts == PairingInserts::kEager) {
+          adopt(orphans);
+        } else {
+          push_aux(orphans);
+        }
       }
     }
+    // A stale link to the erased node (left in a damaged header) then finds
+    // no back link that agrees.
+    if constexpr (Trees::kVerifies) Trees::init(node);
   }
 
   Node* first() const { return root_; }
@@ -269,6 +304,7 @@ class BasicPairingHeap {
   // Links `top` in front of one of the root's lists (`head`: its child list
   // or its aux list); in both, the first element's prev link is the root.
   void push_front(Node* top, Node*& head) {
+    Trees::checked_first(root_, head);
     PairingLinks<Node>& own = Trees::links(top);
     own.prev = root_;
     own.next = head;
@@ -283,18 +319,18 @@ class BasicPairingHeap {
   // directly, without linking the node in first.
   void append(Node* node) {
     ++appended_;
-    Node* front = Trees::links(root_).next;
+    Node* front = Trees::checked_next(root_);
     if ((appended_ & 1) != 0 || front == nullptr) {
       push_aux(node);
       return;
     }
-    Node* rest = Trees::links(front).next;
+    Node* rest = Trees::checked_next(front);
     Node* merged = Trees::meld(node, front);
     link_front(merged, rest);
     for (std::size_t carries = appended_ >> 1; (carries & 1) == 0; carries >>= 1) {
-      Node* second = Trees::links(merged).next;
+      Node* second = Trees::links(merged).next;  // `rest`, linked just above
       if (second == nullptr) break;
-      rest = Trees::links(second).next;
+      rest = Trees::checked_next(second);
       merged = Trees::meld(merged, second);
       link_front(merged, rest);
     }

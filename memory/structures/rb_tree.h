@@ -20,8 +20,9 @@ class RbTree : public BinaryTree<RbTree<Node, Rep>, Node, Rep> {
   using Base = BinaryTree<RbTree<Node, Rep>, Node, Rep>;
   friend Base;
 
-  using Base::child, Base::fail, Base::kLeft, Base::kRight, Base::left, Base::parent_of;
-  using Base::right, Base::root_, Base::rotate;
+  using Base::checked_child, Base::checked_parent, Base::child, Base::fail, Base::kLeft;
+  using Base::kRight, Base::left, Base::parent_of, Base::present_child, Base::right, Base::root_;
+  using Base::rotate;
 
   // A new leaf is red.
   static constexpr bool kNewLeafBit = true;
@@ -52,17 +53,22 @@ class RbTree : public BinaryTree<RbTree<Node, Rep>, Node, Rep> {
   }
 
   // `node` is red; its parent may be red too. Push the violation upward.
+  // Every link followed is checked first (BinaryTree: checked_child...).
   void repair_after_insert(Node* node) {
     for (;;) {
-      Node* parent = parent_of(node);
+      Node* parent = checked_parent(node);
       if (parent == nullptr) {
         set_red(node, false);
         return;
       }
       if (!is_red(parent)) return;
-      Node* grandparent = parent_of(parent);  // exists: a red node is not the root
+      Node* grandparent = checked_parent(parent);  // exists: a red node is not the root
+      if constexpr (Base::kVerifies) {
+        if (grandparent == nullptr) [[unlikely]]
+          container_links_damaged(parent);  // a red root: its bit was written
+      }
       const int side = parent == left(grandparent) ? kLeft : kRight;
-      Node* uncle = child(grandparent, 1 - side);
+      Node* uncle = checked_child(grandparent, 1 - side);
       if (is_red(uncle)) {
         set_red(parent, false);
         set_red(uncle, false);
@@ -88,24 +94,26 @@ class RbTree : public BinaryTree<RbTree<Node, Rep>, Node, Rep> {
     while (node != root_ && !is_red(node)) {
       // The sibling exists: its side has black height of at least one.
       const int side = node == left(parent) ? kLeft : kRight;
-      Node* sibling = child(parent, 1 - side);
+      Node* sibling = present_child(parent, 1 - side);
       if (is_red(sibling)) {
         set_red(sibling, false);
         set_red(parent, true);
         rotate(parent, side);
-        sibling = child(parent, 1 - side);
+        sibling = present_child(parent, 1 - side);
       }
-      if (!is_red(left(sibling)) && !is_red(right(sibling))) {
+      Node* inner = checked_child(sibling, side);
+      Node* outer = checked_child(sibling, 1 - side);
+      if (!is_red(inner) && !is_red(outer)) {
         set_red(sibling, true);
         node = parent;
-        parent = parent_of(node);
+        parent = checked_parent(node);
         continue;
       }
-      if (!is_red(child(sibling, 1 - side))) {  // only the inner nephew is red
-        set_red(child(sibling, side), false);
+      if (!is_red(outer)) {  // only the inner nephew is red
+        set_red(inner, false);
         set_red(sibling, true);
         rotate(sibling, 1 - side);
-        sibling = child(parent, 1 - side);
+        sibling = present_child(parent, 1 - side);
       }
       set_red(sibling, is_red(parent));
       set_red(parent, false);

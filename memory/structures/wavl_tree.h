@@ -28,8 +28,9 @@ class WavlTree : public BinaryTree<WavlTree<Node, Rep>, Node, Rep> {
   using Base = BinaryTree<WavlTree<Node, Rep>, Node, Rep>;
   friend Base;
 
-  using Base::child, Base::fail, Base::kLeft, Base::kRight, Base::left, Base::links;
-  using Base::parent_of, Base::right, Base::root_, Base::rotate;
+  using Base::checked_child, Base::checked_parent, Base::child, Base::fail, Base::kLeft;
+  using Base::kRight, Base::left, Base::links, Base::parent_of, Base::present_child, Base::right;
+  using Base::root_, Base::rotate;
 
   // A new leaf has rank 0: even.
   static constexpr bool kNewLeafBit = false;
@@ -70,19 +71,20 @@ class WavlTree : public BinaryTree<WavlTree<Node, Rep>, Node, Rep> {
   // `node` has just gained a rank (a new leaf counts as promoted from -1),
   // so its difference to its parent dropped from 1 or 2 to 0 or 1: equal
   // parities now mean a 0-child, the only possible violation.
+  // Every link followed is checked first (BinaryTree: checked_child...).
   void repair_after_insert(Node* node) {
     for (;;) {
-      Node* parent = parent_of(node);
+      Node* parent = checked_parent(node);
       if (parent == nullptr || parity(node) != parity(parent)) return;
       const int side = node == left(parent) ? kLeft : kRight;
-      if (!difference_is_two(child(parent, 1 - side), parent)) {
+      if (!difference_is_two(checked_child(parent, 1 - side), parent)) {
         flip_rank(parent);  // a 0,1 parent: promote it and look one level up
         node = parent;
         continue;
       }
       // A 0,2 parent. `node` was promoted, so it is a 1,2 node; its inner
       // child decides between one rotation and two.
-      Node* inner = child(node, 1 - side);
+      Node* inner = checked_child(node, 1 - side);
       if (inner == nullptr || difference_is_two(inner, node)) {
         rotate(parent, 1 - side);  // node rises with its rank; parent demoted
         flip_rank(parent);
@@ -110,7 +112,7 @@ class WavlTree : public BinaryTree<WavlTree<Node, Rep>, Node, Rep> {
       is_three_child = demote_and_report_three(parent);
       if (!is_three_child) return;
       hole = parent;
-      parent = parent_of(hole);
+      parent = checked_parent(hole);
     }
     // Invariant here: `hole` is a 3-child of `parent`. Its sibling has rank
     // at least 0, so it exists, and it tells the sides apart when `hole` is
@@ -118,11 +120,11 @@ class WavlTree : public BinaryTree<WavlTree<Node, Rep>, Node, Rep> {
     while (parent != nullptr) {
       const int side = hole != nullptr ? (hole == left(parent) ? kLeft : kRight)
                                        : (left(parent) == nullptr ? kLeft : kRight);
-      Node* sibling = child(parent, 1 - side);
+      Node* sibling = present_child(parent, 1 - side);
       if (difference_is_two(sibling, parent)) {
         // A 3,2 node: demote it.
-      } else if (difference_is_two(child(sibling, kLeft), sibling) &&
-                 difference_is_two(child(sibling, kRight), sibling)) {
+      } else if (difference_is_two(checked_child(sibling, kLeft), sibling) &&
+                 difference_is_two(checked_child(sibling, kRight), sibling)) {
         flip_rank(sibling);  // a 1-child that is 2,2: demote both
       } else {
         rotate_after_erase(parent, sibling, side);
@@ -130,14 +132,14 @@ class WavlTree : public BinaryTree<WavlTree<Node, Rep>, Node, Rep> {
       }
       if (!demote_and_report_three(parent)) return;
       hole = parent;
-      parent = parent_of(hole);
+      parent = checked_parent(hole);
     }
   }
 
   // Demotes `node`; true if that made it a 3-child of its parent.
   bool demote_and_report_three(Node* node) {
-    const bool was_two_child =
-        parent_of(node) != nullptr && difference_is_two(node, parent_of(node));
+    Node* parent = checked_parent(node);
+    const bool was_two_child = parent != nullptr && difference_is_two(node, parent);
     flip_rank(node);
     return was_two_child;
   }
@@ -145,7 +147,7 @@ class WavlTree : public BinaryTree<WavlTree<Node, Rep>, Node, Rep> {
   // `parent` has a 3-child on `side` and a 1-child `sibling` that is not
   // 2,2: one or two rotations end the repair.
   void rotate_after_erase(Node* parent, Node* sibling, int side) {
-    Node* outer = child(sibling, 1 - side);
+    Node* outer = checked_child(sibling, 1 - side);
     if (!difference_is_two(outer, sibling)) {
       // sibling rises: promoted; parent goes down, demoted, and demoted
       // twice (parity kept) if it is left a leaf.

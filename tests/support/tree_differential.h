@@ -45,6 +45,9 @@ struct TreeTestNode {
 template <class Node>
 struct ByKeyOrder {
   static auto& links(Node* node) { return node->links; }
+  // Every link is taken for a node of the tree, so the trees' back-link
+  // checks run on every insert and erase (and must never fire).
+  static bool linked(const Node*, const Node*) { return true; }
   static bool less(const Node* a, const Node* b) {
     if (a->key != b->key) return a->key < b->key;
     return a->id < b->id;
@@ -61,6 +64,7 @@ struct ByKeyModel {
 template <class Node>
 struct ByAddressOrder {
   static auto& links(Node* node) { return node->links; }
+  static bool linked(const Node*, const Node*) { return true; }
   static bool less(const Node* a, const Node* b) {
     return reinterpret_cast<std::uintptr_t>(a) < reinterpret_cast<std::uintptr_t>(b);
   }

@@ -1,0 +1,46 @@
+// How a structure verifies a link it read from a node before it follows it.
+// Run headers are user-reachable memory: a write into one can point its links
+// anywhere, so the run containers check every link on the paths that write
+// through links (insert, erase, rebalancing) before dereferencing it. The
+// node representation (a tree's or heap's Rep, a list container's HookOf)
+// says what a valid link is:
+//   static bool linked(const Node* member, const Node* neighbour)
+// true when `neighbour`, read from `member`'s links, is null or a node of the
+// same structure (for runs: a run of the same bin, judged without reading
+// `neighbour` itself first). A Rep without linked() (the arena's own trees,
+// whose nodes live in allocator metadata) is trusted and pays nothing.
+#pragma once
+
+#include <concepts>
+
+#include "platform/fatal.h"
+
+namespace runsel {
+
+template <class Rep, class Node>
+concept VerifiesLinks = requires(const Node* member, const Node* neighbour) {
+  { Rep::linked(member, neighbour) } -> std::same_as<bool>;
+};
+
+// `link`, read from `from`'s links: returned if Rep accepts it (or verifies
+// nothing), else fatal naming `from`.
+template <class Rep, class Node>
+inline Node* verified_link(Node* from, Node* link) {
+  if constexpr (VerifiesLinks<Rep, Node>) {
+    if (!Rep::linked(from, link)) [[unlikely]]
+      container_links_damaged(from);
+  }
+  return link;
+}
+
+// A structural agreement between `from` and `other` (a back link names the
+// node it should): fatal naming both when it fails and Rep verifies links.
+template <class Rep, class Node>
+inline void verify_agrees(bool agrees, const Node* from, const Node* other) {
+  if constexpr (VerifiesLinks<Rep, Node>) {
+    if (!agrees) [[unlikely]]
+      container_links_damaged(from, other);
+  }
+}
+
+}  // namespace runsel
