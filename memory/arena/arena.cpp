@@ -29,7 +29,10 @@ Arena* Arena::create(unsigned index,
   arena->run_key_ = os::random_word() ^ reinterpret_cast<std::uintptr_t>(arena);
   arena->purge_ = settings;
   arena->budget_pages_ = settings.budget_pages;
-  for (std::size_t i = 0; i < kNumBins; ++i) arena->bins_[i].info = &kBinInfo[i];
+  for (std::size_t i = 0; i < kNumBins; ++i) {
+    arena->bins_[i].info = &kBinInfo[i];
+    arena->bins_[i].run_key = arena->run_key_;
+  }
   return arena;
 }
 
@@ -56,7 +59,7 @@ bool chunk_canary_intact(const void* address) {
 Chunk* Arena::new_chunk() {
   if (Chunk* chunk = spares_) {
     unlink_spare(chunk);
-    free_runs_.insert(&chunk->map[kFirstUsablePage]);
+    insert_free_run(&chunk->map[kFirstUsablePage]);
     return chunk;
   }
   void* memory = os::map_aligned(kChunkSize, kChunkSize);
@@ -78,7 +81,7 @@ Chunk* Arena::new_chunk() {
   chunks_ = chunk;
   ++chunk_count_;
   committed_pages_ += kChunkHeaderPages;
-  free_runs_.insert(&chunk->map[kFirstUsablePage]);
+  insert_free_run(&chunk->map[kFirstUsablePage]);
   return chunk;
 }
 
@@ -180,7 +183,7 @@ void Arena::carve(Chunk* chunk, std::size_t first, std::size_t run_pages, std::s
   if (run_pages > pages) {
     // The old head's size field must go: it is no longer a run boundary.
     set_free_run(chunk, first + pages, run_pages - pages);
-    free_runs_.insert(&chunk->map[first + pages]);
+    insert_free_run(&chunk->map[first + pages]);
   }
 }
 
@@ -207,10 +210,8 @@ void Arena::mark_allocated(Chunk* chunk, std::size_t first, std::size_t pages,
 
 PageMapEntry* Arena::best_fit(std::size_t pages, std::uintptr_t class_tag) const {
   const std::size_t wanted = pages << kPageShift;
-  PageMapEntry* entry = free_runs_.first_not_below([wanted, class_tag](const PageMapEntry* e) {
-    return e->class_tag() < class_tag || (e->class_tag() == class_tag && e->size_bytes() < wanted);
-  });
-  return entry != nullptr && entry->class_tag() == class_tag ? entry : nullptr;
+  return free_runs_[class_tag >> kClassTagShift].first_not_below(
+      [wanted](const PageMapEntry* e) { return e->size_bytes() < wanted; });
 }
 
 char* Arena::allocate_pages(std::size_t pages, std::uintptr_t class_tag, std::uintptr_t head_bits,
@@ -225,7 +226,7 @@ char* Arena::allocate_pages(std::size_t pages, std::uintptr_t class_tag, std::ui
   Chunk* chunk = Chunk::of(entry);
   const std::size_t first = chunk->index_of(entry);
   const std::size_t run_pages = entry->size_pages();
-  free_runs_.erase(entry);
+  erase_free_run(entry);
   carve(chunk, first, run_pages, pages);
   char* run = chunk->page_address(first);
   if ((head_bits & kLarge) == 0) {  // small run: every page names the run header
@@ -254,7 +255,7 @@ void Arena::free_pages(Chunk* chunk, std::size_t first, std::size_t pages,
     PageMapEntry& prev_tail = chunk->map[first - 1];
     std::size_t prev_pages = prev_tail.size_pages();
     std::size_t prev_first = first - prev_pages;
-    free_runs_.erase(&chunk->map[prev_first]);
+    erase_free_run(&chunk->map[prev_first]);
     prev_tail.bits &= kFreePageState;
     chunk->map[prev_first].bits &= kFreePageState;
     first = prev_first;
@@ -264,7 +265,7 @@ void Arena::free_pages(Chunk* chunk, std::size_t first, std::size_t pages,
   if (next < kPagesPerChunk && joins(chunk->map[next])) {
     PageMapEntry& next_head = chunk->map[next];
     std::size_t next_pages = next_head.size_pages();
-    free_runs_.erase(&next_head);
+    erase_free_run(&next_head);
     next_head.bits &= kFreePageState;
     chunk->map[next + next_pages - 1].bits &= kFreePageState;
     pages += next_pages;
@@ -275,7 +276,7 @@ void Arena::free_pages(Chunk* chunk, std::size_t first, std::size_t pages,
   if (pages == kUsablePages && class_tag == 0) {
     retire_chunk(chunk);
   } else {
-    free_runs_.insert(&chunk->map[first]);
+    insert_free_run(&chunk->map[first]);
     if (chunk->allocated_pages == 0) idle_tagged_chunk(chunk);
   }
   after_pages_dirtied();
@@ -286,10 +287,19 @@ void Arena::free_pages(Chunk* chunk, std::size_t first, std::size_t pages,
 // kMaxSpareChunks of them its dirty pages are purged at once, as unmapping
 // would have given them back (so, like an unmapping, not counted as a purge
 // of the policy).
+// The one purged is the idle chunk that has had dirty pages longest (the
+// dirty list is oldest first), not the one that just emptied, which is the
+// likeliest to be used again.
 void Arena::idle_tagged_chunk(Chunk* chunk) {
   chunk->idle = true;
   ++idle_chunks_;
-  if (idle_chunks_ + spare_count_ > kMaxSpareChunks) purge_chunk(chunk, dirty_pages_ - chunk->ndirty);
+  if (idle_chunks_ + spare_count_ <= kMaxSpareChunks) return;
+  for (Chunk* c = dirty_chunks_; c != nullptr; c = c->next_dirty) {
+    if (c->idle && c != chunk) {
+      purge_chunk(c, dirty_pages_ - c->ndirty);
+      return;
+    }
+  }
 }
 
 // ---- purge policy ---------------------------------------------------------
@@ -447,7 +457,7 @@ bool Arena::resize_large_in_place(Chunk* chunk, void* p, std::size_t old_size,
   if (chunk->map[next].class_tag() != 0) return false;  // a small class's pages (chunk.h)
   const std::size_t next_pages = chunk->map[next].size_pages();
   if (next_pages < extra) return false;
-  free_runs_.erase(&chunk->map[next]);
+  erase_free_run(&chunk->map[next]);
   carve(chunk, next, next_pages, extra);
   mark_allocated(chunk, next, extra, kAllocated | kLarge, kAllocated | kLarge, false);
   chunk->map[first].bits = new_size | kAllocated | kLarge;

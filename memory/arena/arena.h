@@ -16,6 +16,7 @@
 #include "arena/size_classes.h"
 #include "containers/selected.h"
 #include "platform/lock.h"
+#include "structures/chunk_registry.h"
 #include "structures/rb_tree.h"
 
 struct runsel_chunk_map;  // runsel.h
@@ -39,6 +40,8 @@ struct Bin {
   // The class's geometry (kBinInfo's entry; set when the arena is created), so
   // a free reaches it from the run header's bin pointer in one load.
   const BinInfo* info = nullptr;
+  // The arena's run key (run.h's check), for checking container links.
+  std::uintptr_t run_key = 0;
   // The most recently emptied run, kept outside the container (see bin.cpp);
   // counted in run_count and free_regions like any run of the bin.
   Run* empty_run = nullptr;
@@ -58,13 +61,31 @@ struct Bin {
 
 inline std::uint32_t RunHookAccess::regions(const Run* run) { return run->bin->regions_per_run; }
 
-// Orders free page runs by (class tag, size, address): within the pages a
-// request may use (its class's tag, or untagged: chunk.h), best fit with the
-// lowest address.
+// Judged without trusting `neighbour`: it must be the start of a usable page
+// (run headers are page-aligned, past the chunk header and guard page) in
+// `member`'s chunk or in a registered arena chunk, so that reading it is
+// safe; then its header must name member's bin and carry that bin's keyed
+// check, which a header written by the program (in a large block, a freed
+// run's old header: release_small_run wipes its check) cannot carry without
+// the key. The page map is not read: it is a cache miss per link on the
+// trees' paths.
+inline bool RunHookAccess::linked(const Run* member, const Run* neighbour) {
+  if (neighbour == nullptr) return true;
+  const std::uintptr_t address = reinterpret_cast<std::uintptr_t>(neighbour);
+  if ((address & kPageMask) != 0 || ((address & kChunkMask) >> kPageShift) < kFirstUsablePage)
+    return false;
+  if (Chunk::of(neighbour) != Chunk::of(member) &&
+      !ChunkRegistry::lookup(neighbour).is_arena_chunk())
+    return false;
+  const Bin* bin = member->bin;
+  return neighbour->bin == bin && neighbour->check == Run::header_check(bin, neighbour, bin->run_key);
+}
+
+// Orders free page runs of one class tag by (size, address) for best fit with
+// the lowest address.
 struct FreeRunOrder {
   static TreeLinks<PageMapEntry>& links(PageMapEntry* e) { return e->avail; }
   static bool less(const PageMapEntry* a, const PageMapEntry* b) {
-    if (a->class_tag() != b->class_tag()) return a->class_tag() < b->class_tag();
     std::size_t sa = a->size_bytes(), sb = b->size_bytes();
     if (sa != sb) return sa < sb;
     return reinterpret_cast<std::uintptr_t>(a) < reinterpret_cast<std::uintptr_t>(b);
@@ -89,7 +110,9 @@ struct PointerClass {
   std::size_t page = 0;                    // its page in the chunk
   std::size_t large_size = 0;              // a large allocation: its size in bytes; else 0
   Run* run = nullptr;                      // a small region: its run
-  const BinInfo* info = nullptr;           //   and that run's size class
+  const BinInfo* info = nullptr;
+  // The arena's run key (run.h's check), for checking container links.
+  std::uintptr_t run_key = 0;           //   and that run's size class
   std::uint32_t region = 0;                //   and its index in the run
 };
 
@@ -251,7 +274,16 @@ class Arena {
   bool purge_queued_ = false;     // deferred: a purge waits for its delay
   std::size_t allocations_until_purge_ = 0;
   DirtyDecay decay_;
-  RbTree<PageMapEntry, FreeRunOrder> free_runs_ RUNSEL_GUARDED_BY(lock);
+  // The best-fit trees of free page runs, one per class tag (chunk.h): [0]
+  // untagged, [1 + b] the pages bin b's runs last held. Apart, so that a
+  // request searches only the pages it may use.
+  RbTree<PageMapEntry, FreeRunOrder> free_runs_[kNumBins + 1] RUNSEL_GUARDED_BY(lock);
+  void insert_free_run(PageMapEntry* head) RUNSEL_REQUIRES(lock) {
+    free_runs_[head->class_tag() >> kClassTagShift].insert(head);
+  }
+  void erase_free_run(PageMapEntry* head) RUNSEL_REQUIRES(lock) {
+    free_runs_[head->class_tag() >> kClassTagShift].erase(head);
+  }
   // Spare chunks (all usable pages free) kept for reuse instead of a munmap
   // and a fresh mmap (plus an mprotect for the guard page): at most
   // kMaxSpareChunks. Their dirty pages count against the purge policy like

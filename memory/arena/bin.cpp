@@ -29,6 +29,7 @@ void Arena::release_small_run(Run* run) {
   --bin.run_count;
   bin.free_regions -= info.nregs;
   bin.counters.destroyed();
+  run->check = ~run->check;  // a stale link to this header no longer passes as a run
   Chunk* chunk = Chunk::of(run);
   free_pages(chunk, chunk->page_index(run), info.run_pages,
              class_tag_of_bin(index_of_bin(bin)));

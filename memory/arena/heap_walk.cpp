@@ -215,12 +215,23 @@ bool Arena::walk_and_compare() const {
   compare("dirty", counted.dirty, walked.dirty);
   compare("bookkeeping", counted.bookkeeping, walked.bookkeeping);
   compare("bin_unused", counted.bin_unused, walked.bin_unused);
-  compare("free runs in the best-fit tree", free_runs_.size(), free_run_heads);
-  const char* why = nullptr;
-  if (!free_runs_.check(&why)) {
-    report(why, index_, 0, 0);
-    ok = false;
+  std::size_t in_trees = 0;
+  for (const auto& tree : free_runs_) {
+    in_trees += tree.size();
+    const char* why = nullptr;
+    if (!tree.check(&why)) {
+      report(why, index_, 0, 0);
+      ok = false;
+    }
+    for (PageMapEntry* e = tree.first(); e != nullptr; e = tree.next(e)) {
+      if (&tree - free_runs_ != static_cast<std::ptrdiff_t>(e->class_tag() >> kClassTagShift)) {
+        report("free run in the best-fit tree of another class tag", index_, 0, 0);
+        ok = false;
+      }
+    }
   }
+  compare("free runs in the best-fit trees", in_trees, free_run_heads);
+  const char* why = nullptr;
   for (std::size_t b = 0; b < kNumBins; ++b) {
     compare("bin runs", counted.bins[b].runs, walked.bins[b].runs);
     compare("bin regions in use", counted.bins[b].regions_in_use, walked.bins[b].regions_in_use);

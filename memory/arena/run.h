@@ -42,8 +42,8 @@ struct Run {
   }
 
   static std::uint32_t header_check(const Bin* owner, const Run* run, std::uintptr_t key) {
-    return static_cast<std::uint32_t>(keyed_mix(reinterpret_cast<std::uintptr_t>(owner),
-                                                reinterpret_cast<std::uintptr_t>(run), key));
+    return keyed_check32(reinterpret_cast<std::uintptr_t>(owner),
+                         reinterpret_cast<std::uintptr_t>(run), key);
   }
   bool header_intact(std::uintptr_t key) const { return check == header_check(bin, this, key); }
 
@@ -99,22 +99,10 @@ static_assert(sizeof(Run) == kRunHeaderFixedBytes, "size_classes.h assumes this 
 struct RunHookAccess {
   static ContainerHook<Run>& hook(Run* run) { return run->hook; }
   // Whether `neighbour`, a link read from `member`'s hook, is null or the
-  // header of a small run of member's bin. Judged without trusting it: the
-  // chunk registry must say its chunk is an arena chunk (so the chunk header
-  // is mapped), that chunk's page map must say its page is a small run page
-  // whose header is `neighbour` itself; only then is its `bin` read. Called
-  // by the containers on the paths that write through links (insert, erase,
-  // rebalancing), not on pick() or an unmoved touched().
-  static bool linked(const Run* member, const Run* neighbour) {
-    if (neighbour == nullptr) return true;
-    if (!ChunkRegistry::lookup(neighbour).is_arena_chunk()) return false;
-    const Chunk* chunk = Chunk::of(neighbour);
-    const std::uintptr_t bits = chunk->map[chunk->page_index(neighbour)].bits;
-    const std::uintptr_t kinds = kAllocated | kLarge | kReserved;
-    return (bits & kinds) == kAllocated &&
-           (bits & ~kPageMask) == reinterpret_cast<std::uintptr_t>(neighbour) &&
-           neighbour->bin == member->bin;
-  }
+  // header of a small run of member's bin (arena.h). Called by the containers
+  // on the paths that write through links (insert, erase, rebalancing), not
+  // on pick() or an unmoved touched().
+  static bool linked(const Run* member, const Run* neighbour);
   static std::uint32_t free_regions(const Run* run) { return run->free_count; }
   static std::uint32_t regions(const Run* run);
   static std::uint64_t serial(const Run* run) {
