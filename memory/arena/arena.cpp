@@ -283,17 +283,16 @@ void Arena::free_pages(Chunk* chunk, std::size_t first, std::size_t pages,
 }
 
 // A chunk with nothing allocated that keeps class tags, so stays mapped (in
-// place of being a spare or unmapped): counted with the spares, and beyond
-// kMaxSpareChunks of them its dirty pages are purged at once, as unmapping
-// would have given them back (so, like an unmapping, not counted as a purge
-// of the policy).
-// The one purged is the idle chunk that has had dirty pages longest (the
-// dirty list is oldest first), not the one that just emptied, which is the
-// likeliest to be used again.
+// place of being a spare or unmapped): an idle chunk. Only the most recently
+// emptied one (kMaxDirtyIdleChunks) keeps its dirty pages for the purge
+// policy; when another empties, the idle chunk that has had dirty pages
+// longest (the dirty list is oldest first) is purged at once, as unmapping
+// would have given its pages back (so, like an unmapping, not counted as a
+// purge of the policy).
 void Arena::idle_tagged_chunk(Chunk* chunk) {
   chunk->idle = true;
   ++idle_chunks_;
-  if (idle_chunks_ + spare_count_ <= kMaxSpareChunks) return;
+  if (idle_chunks_ <= kMaxDirtyIdleChunks) return;
   for (Chunk* c = dirty_chunks_; c != nullptr; c = c->next_dirty) {
     if (c->idle && c != chunk) {
       purge_chunk(c, dirty_pages_ - c->ndirty);

@@ -290,6 +290,10 @@ class Arena {
   // any other; a purged spare chunk costs only its header pages. Purging
   // everything (runsel_free_dirty_pages) unmaps all spares but one.
   static constexpr std::size_t kMaxSpareChunks = 8;
+  // Idle chunks (nothing allocated, class tags kept) whose dirty pages wait
+  // for the purge policy: the most recently emptied one; older ones are
+  // purged when another empties.
+  static constexpr std::size_t kMaxDirtyIdleChunks = 1;
 
   Chunk* chunks_ RUNSEL_GUARDED_BY(lock) = nullptr;        // every chunk, spare ones included
   Chunk* dirty_chunks_ RUNSEL_GUARDED_BY(lock) = nullptr;  // chunks with dirty pages, oldest first
