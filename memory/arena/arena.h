@@ -110,9 +110,7 @@ struct PointerClass {
   std::size_t page = 0;                    // its page in the chunk
   std::size_t large_size = 0;              // a large allocation: its size in bytes; else 0
   Run* run = nullptr;                      // a small region: its run
-  const BinInfo* info = nullptr;
-  // The arena's run key (run.h's check), for checking container links.
-  std::uintptr_t run_key = 0;           //   and that run's size class
+  const BinInfo* info = nullptr;           //   and that run's size class
   std::uint32_t region = 0;                //   and its index in the run
 };
 
