@@ -490,14 +490,23 @@ struct HugeBlockBeforeAChunk {
   std::string overflow_message;
 
   HugeBlockBeforeAChunk() {
+    // keep holds (large, huge) pairs; a new block may end right before an
+    // earlier chunk, or start a chunk right after an earlier huge block.
+    const auto chunk_of = [](void* p) {
+      return reinterpret_cast<char*>(reinterpret_cast<uintptr_t>(p) & ~(kChunk - 1));
+    };
+    const auto adjacent = [&](size_t h, size_t l) {
+      if (static_cast<char*>(keep[h]) + 2 * kChunk != chunk_of(keep[l])) return false;
+      huge = static_cast<char*>(keep[h]), chunk = chunk_of(keep[l]);
+      large = static_cast<char*>(keep[l]);
+      return true;
+    };
     for (int i = 0; i < 512 && huge == nullptr; ++i) {
       keep.push_back(malloc(1008 * 1024));
       keep.push_back(malloc(2 * kChunk));
-      char* block = static_cast<char*>(keep.back());
-      for (size_t c = 0; c < keep.size(); c += 2) {
-        char* start = reinterpret_cast<char*>(reinterpret_cast<uintptr_t>(keep[c]) & ~(kChunk - 1));
-        if (block + 2 * kChunk == start) huge = block, chunk = start, large = static_cast<char*>(keep[c]);
-      }
+      const size_t new_large = keep.size() - 2, new_huge = keep.size() - 1;
+      for (size_t j = 0; j < keep.size() && huge == nullptr; j += 2)
+        if (!adjacent(new_huge, j)) adjacent(j + 1, new_large);
     }
     char text[256];
     snprintf(text, sizeof text,
