@@ -1,11 +1,11 @@
-#!/usr/bin/env python3
 """Records the webkit workload's web processes: one driver run under the trace recorder
 (build/tools/librunsel-trace.so, as `tools/runsel trace` runs it), with a checkpoint mark
 in every trace at each of the driver's checkpoints (tab_N_loaded, tabs_closed, exit).
 Keeps one trace per web process, `WebKitWebProcess.<pid>`, and `run.json` (the driver's
 document: pages, checkpoints, which pids were web processes) in the output directory.
 
-    python3 experiments/webkit/record.py [--pages N] [--out results/traces/webkit]
+    python3 -m harness.webkit_record [--pages N] [--out DIR]  (in experiments/; default
+        DIR: results/traces/webkit)
     tools/runsel replay results/traces/webkit/WebKitWebProcess.<pid>
 """
 
@@ -18,13 +18,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent.parent
-sys.path.insert(0, str(ROOT / "experiments" / "harness"))
+from .allocators import measured_environment
+from .interpreter import ROOT, SYSTEM_PYTHON
 
-from allocators import measured_environment  # noqa: E402
-DRIVER = HERE / "driver.py"
-SYSTEM_PYTHON = "/usr/bin/python3"
+DRIVER = ROOT / "experiments" / "webkit" / "driver.py"  # the webkit workload
 RECORDER = Path("tools") / "librunsel-trace.so"
 MARKS_SIZE = 65536
 PREFIX = "process."  # every traced process's file, until sorted out
