@@ -30,7 +30,7 @@ Arena* Arena::create(unsigned index,
   arena->purge_ = settings;
   arena->budget_pages_ = settings.budget_pages;
   for (std::size_t i = 0; i < kNumBins; ++i) {
-    arena->bins_[i].info = &kBinInfo[i];
+    arena->bins_[i].info = &bin_info(i);
     arena->bins_[i].run_key = arena->run_key_;
   }
   return arena;

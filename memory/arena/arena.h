@@ -37,7 +37,7 @@ static_assert(NonFullRunSet<NonFullRuns, Run>);
 // A size class's runs. Only the bin touches its container.
 struct Bin {
   NonFullRuns runs;                // runs with 0 < free regions < nregs
-  // The class's geometry (kBinInfo's entry; set when the arena is created), so
+  // The class's geometry (bin_info's entry; set when the arena is created), so
   // a free reaches it from the run header's bin pointer in one load.
   const BinInfo* info = nullptr;
   // The arena's run key (run.h's check), for checking container links.
@@ -51,7 +51,7 @@ struct Bin {
   std::size_t free_regions = 0;    // free regions in those runs
   std::uint64_t nmalloc = 0;
   std::uint64_t nfree = 0;
-  // The class's regions per run (kBinInfo's nregs; set with each new run)
+  // The class's regions per run (bin_info's nregs; set with each new run)
   // and the serial number of the next run it creates: keys some containers
   // read through RunHookAccess.
   std::uint32_t regions_per_run = 0;

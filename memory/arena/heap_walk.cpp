@@ -39,7 +39,7 @@ void Arena::add_figures(runsel_stats_t* f) const {
   f->purges += purges_;
   for (std::size_t i = 0; i < kNumBins; ++i) {
     const Bin& bin = bins_[i];
-    const BinInfo& info = kBinInfo[i];
+    const BinInfo& info = bin_info(i);
     f->small_allocated += bin.regions_in_use * info.size;
     f->allocated += bin.regions_in_use * info.size;
     f->waste += bin.run_count * info.tail_bytes;
@@ -130,7 +130,7 @@ bool Arena::walk_and_compare() const {
           return false;
         }
         const std::size_t bin_index = index_of_bin(*run->bin);
-        const BinInfo& info = kBinInfo[bin_index];
+        const BinInfo& info = bin_info(bin_index);
         std::size_t free_regions = 0;
         for (std::uint32_t w = 0; w < info.bitmap_words; ++w) {
           free_regions += static_cast<std::size_t>(__builtin_popcountll(run->bitmap()[w]));

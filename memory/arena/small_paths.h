@@ -98,7 +98,7 @@ struct AnyThreadLocking {
 
 template <class Locking>
 [[gnu::always_inline]] inline void* Arena::malloc_small_as(std::size_t bin_index) {
-  const BinInfo& info = kBinInfo[bin_index];
+  const BinInfo& info = bin_info(bin_index);
   Locking::acquire(lock);
   Bin& bin = bins_[bin_index];
   Run* run = pick_run(bin);

@@ -4,12 +4,14 @@
 #include <pthread.h>
 #include <stdlib.h>
 
+#include <array>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
 
 #include "arena/base.h"
 #include "arena/huge.h"
+#include "arena/size_classes.h"
 #include "frontend/frontend.h"
 #include "platform/os.h"
 #include "structures/chunk_registry.h"
@@ -74,7 +76,8 @@ void complain(const char* setting, const char* text, std::size_t length, const c
 void complain_about_conf(const char* entry, std::size_t length) {
   complain("RUNSEL_CONF", entry, length,
            "keys: purge:budget|deferred|decay, dirty_max_pages:N, deferred_allocations:N, "
-           "decay_ms:N, huge_cache_mb:N, huge_cache_ms:N");
+           "decay_ms:N, huge_cache_mb:N, huge_cache_ms:N, run_pages:P/P/.../P (one run size "
+           "in pages per size class)");
 }
 
 // A decimal number filling [text, text + length); false if it is not one.
@@ -104,6 +107,30 @@ std::size_t env_count(const char* name, std::size_t fallback, const char* expect
   return value;
 }
 
+// run_pages:P/P/.../P: every size class's run size in pages, in class order (the
+// layout another allocator uses, e.g. an installed Firefox's, read from its bin
+// statistics). Each class then holds as many regions as fit after its header. All
+// or nothing: a wrong count, or a size where fewer than 2 regions fit, changes no
+// class.
+bool parse_run_pages(const char* text, std::size_t length) {
+  std::array<BinInfo, kNumBins> geometry{};
+  std::size_t index = 0;
+  for (std::size_t at = 0; at <= length; ++index) {
+    const char* slash = static_cast<const char*>(std::memchr(text + at, '/', length - at));
+    const std::size_t end = slash ? static_cast<std::size_t>(slash - text) : length;
+    std::uint64_t pages = 0;
+    if (index >= kNumBins || !parse_number(text + at, end - at, &pages) || pages == 0 ||
+        pages > kMaxSmallRunPages)
+      return false;
+    geometry[index] = bin_info_for_pages(index, pages);
+    if (geometry[index].nregs < 2) return false;
+    at = end + 1;
+  }
+  if (index != kNumBins) return false;
+  g_bin_geometry = geometry;
+  return true;
+}
+
 // Applies one "key:value" entry of RUNSEL_CONF; false if it is not valid.
 bool apply_conf_entry(const char* entry, std::size_t length, PurgeSettings* settings) {
   const char* colon = static_cast<const char*>(std::memchr(entry, ':', length));
@@ -116,6 +143,7 @@ bool apply_conf_entry(const char* entry, std::size_t length, PurgeSettings* sett
   };
   std::uint64_t number = 0;
   if (key_is("purge")) return parse_purge_policy(value, value_length, &settings->policy);
+  if (key_is("run_pages")) return parse_run_pages(value, value_length);
   if (!parse_number(value, value_length, &number)) return false;
   if (key_is("dirty_max_pages") && number > 0) {
     settings->budget_pages = number;

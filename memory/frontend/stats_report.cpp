@@ -25,7 +25,7 @@ void collect(runsel_stats_t* s) {
   std::memset(s, 0, sizeof(*s));
   s->bin_count = kNumBins;
   for (std::size_t b = 0; b < kNumBins; ++b) {
-    const BinInfo& info = kBinInfo[b];
+    const BinInfo& info = bin_info(b);
     s->bins[b].size = info.size;
     s->bins[b].regions_per_run = info.nregs;
     s->bins[b].bytes_per_run = info.run_bytes();
