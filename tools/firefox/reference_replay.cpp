@@ -90,9 +90,31 @@ const char* runsel_purge_policy(void) { return "firefox"; }
 
 }  // extern "C"
 
+// RUNSEL_FIREFOX_GEOMETRY=1: prints this Firefox's run layout, one line per size class
+// ("size bytes_per_run regions_per_run", from its bin statistics), and exits.
+static void print_geometry_and_exit() {
+  find_allocator();
+  static moz_stats s;
+  static moz_bin_stats bins[MAX_BINS];
+  std::size_t count = firefox_bins();
+  if (count == 0 || count > MAX_BINS) refuse("jemalloc_stats_num_bins is out of range");
+  void* warm = std::malloc(16);  // the allocator initialises on its first call
+  std::free(warm);
+  firefox_stats(&s, bins);
+  if (!stats_layout_matches(&s, count))
+    refuse("this Firefox's jemalloc_stats layout is not the known one (quantum 16, chunk 1 MiB, "
+           "page 4 KiB)");
+  for (std::size_t i = 0; i < count; ++i)
+    std::printf("%zu %zu %zu\n", bins[i].size, bins[i].bytes_per_run, bins[i].regions_per_run);
+  std::fflush(stdout);
+  _exit(0);
+}
+
 // Runs the replay named by RUNSEL_FIREFOX_REPLAY (arguments separated by spaces;
 // paths with spaces are not supported) and exits; without it, does nothing.
 __attribute__((constructor)) static void replay_inside_firefox() {
+  const char* geometry = std::getenv("RUNSEL_FIREFOX_GEOMETRY");
+  if (geometry != nullptr && geometry[0] != 0) print_geometry_and_exit();
   const char* arguments = std::getenv("RUNSEL_FIREFOX_REPLAY");
   if (arguments == nullptr || arguments[0] == 0) return;
   find_allocator();

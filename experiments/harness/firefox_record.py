@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Records stock Firefox (the firefox-esr package) over the webkit workload's pinned
 corpus: headless, a fresh profile, no network, driven over Marionette on loopback,
 with the rtld-audit recorder (build/tools/firefox/librunsel-firefox-audit.so) writing
@@ -11,7 +10,8 @@ coverage against the allocator's own num_operations, frees of blocks allocated b
 recording could see them (dropped), and live-address reuses (must be 0); a recording
 that fails a check is refused. Recordings are cached by Firefox version and corpus.
 
-    python3 experiments/firefox/record.py [--pages N] [--out results/firefox] [--force]
+    python3 -m harness.firefox_record [--pages N] [--out DIR] [--force]  (in experiments/;
+        default DIR: results/firefox, one folder per Firefox version and corpus)
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import hashlib
+import importlib.util
 import json
 import os
 import shutil
@@ -31,13 +32,21 @@ import time
 import zlib
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent.parent
-sys.path.insert(0, str(ROOT / "experiments" / "webkit"))
-sys.path.insert(0, str(HERE))
+from .interpreter import ROOT
+from .marionette import Marionette, MarionetteError
 
-import driver as webkit  # noqa: E402  (the corpus, its pins and the marks file)
-from marionette import Marionette, MarionetteError  # noqa: E402
+
+def load_webkit_driver():
+    """experiments/webkit/driver.py, the webkit workload, whose pinned corpus (pages,
+    pins, checks) and marks file this workload shares; a script, loaded by path."""
+    spec = importlib.util.spec_from_file_location(
+        "webkit_driver", ROOT / "experiments" / "webkit" / "driver.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+webkit = load_webkit_driver()
 
 FIREFOX = "firefox-esr"
 RECORDER = Path("tools") / "firefox" / "librunsel-firefox-audit.so"
