@@ -415,7 +415,7 @@ def record(build_dir: Path, out: Path, pages: int | None, page_timeout: float,
         named = log.rename(logs / f"{role}.{pid}.log.gz")
         marks_file = (logs / f"{pid}.marks.jsonl").rename(logs / f"{role}.{pid}.marks.jsonl")
         summary = summarize(pid, named, marks_file, role)
-        summary["log"], summary["marks"] = named.name, f"{role}.{pid}.marks.jsonl"
+        summary["log"], summary["marks_file"] = named.name, marks_file.name
         processes.append(summary)
         problems += problems_of(summary, labels)
     document = {

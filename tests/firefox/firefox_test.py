@@ -1,0 +1,171 @@
+#!/usr/bin/env python3
+"""meson test --suite firefox: stock firefox-esr as the workload (tools/firefox/README.md).
+
+- A one-page session recorded with the rtld-audit recorder passes its own checks (every
+  process's log complete, the tab marks in it, coverage against the allocator's
+  num_operations, no address handed out twice while live), and its content log replays
+  on two containers (rb_first, lifo) that agree on every figure the container cannot
+  change (records, marks, live and allocated bytes at each mark) and on Firefox's own
+  allocator, whose allocated bytes at the tab mark are within 1 % of runsel's.
+- A log cut in the middle of a line, plain and as a gzip stream cut short, replays with
+  --partial, which says how many lines it used (each line complete and counted here),
+  and the cut gzip log is refused without it.
+
+    tests/firefox/firefox_test.py --build-dir build
+Needs firefox-esr (tools/runsel installs it): without it, fails with one line saying so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import gzip
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+CLI = ROOT / "tools" / "runsel_cli.py"
+sys.path.insert(0, str(ROOT / "experiments"))
+
+from harness import firefox_record, firefox_replay  # noqa: E402
+
+BUILD_DIR = Path("build")
+RECORDING: dict = {}  # the one-page session, recorded once for every test
+
+
+def recording() -> dict:
+    if not RECORDING:
+        scratch = tempfile.mkdtemp(prefix="runsel-firefox-test-")
+        atexit.register(shutil.rmtree, scratch, True)
+        document = firefox_record.record(BUILD_DIR, Path(scratch), pages=1, page_timeout=120,
+                                         force=True)
+        RECORDING.update(document, directory=Path(scratch) / next(
+            p.name for p in Path(scratch).iterdir() if p.is_dir()))
+    return RECORDING
+
+
+def content_log() -> Path:
+    document = recording()
+    process = next(p for p in document["processes"] if p["role"] == "content")
+    return document["directory"] / process["log"]
+
+
+def replay(*args: str) -> subprocess.CompletedProcess:
+    command = [sys.executable, str(CLI), "replay", "--build-dir", str(BUILD_DIR), *map(str, args)]
+    return subprocess.run(command, capture_output=True, text=True, timeout=600,
+                          errors="backslashreplace")
+
+
+class Recording(unittest.TestCase):
+    def test_a_one_page_session_passes_its_checks(self):
+        document = recording()
+        self.assertTrue(document["passed"], document["problems"])
+        self.assertEqual([p["role"] for p in document["processes"]], ["parent", "content"])
+        for process in document["processes"]:
+            with self.subTest(process["role"]):
+                self.assertTrue(process["complete"])
+                self.assertEqual(process["live_reuses"], 0)
+                self.assertGreater(process["calls"], 10_000)
+                # Each mark is a line of its own; calls are the other lines.
+                self.assertEqual(process["lines"], process["calls"] + process["marks"])
+                self.assertGreaterEqual(process["coverage"], firefox_record.MIN_COVERAGE)
+                self.assertLessEqual(process["coverage"], firefox_record.MAX_COVERAGE)
+                for label in ("tab_1_loaded", "tabs_closed"):
+                    self.assertIn(label, process["mark_labels"])
+        with gzip.open(content_log(), "rt") as log:
+            first = log.readline()
+        self.assertRegex(first, r"^\d+ \d+ [a-z_]+\([0-9a-fx,]*\)(=0x[0-9a-f]+)?\n$")
+
+    def test_the_content_log_replays_on_two_containers_and_on_firefox(self):
+        with tempfile.TemporaryDirectory() as scratch:
+            figures = Path(scratch) / "replays.json"
+            done = replay("--variant", "rb_first", "--variant", "lifo", "--reference", "firefox",
+                          "--json", figures, content_log())
+            self.assertEqual(done.returncode, 0, done.stderr)
+            replays = json.loads(figures.read_text())["replays"]
+        self.assertEqual(sorted(replays), ["firefox", "lifo", "rb_first"])
+        marks = {name: [p for p in doc["checkpoints"] if p["kind"] == "mark"]
+                 for name, doc in replays.items()}
+        self.assertGreaterEqual(len(marks["lifo"]), 3)  # tab_1_loaded, tabs_closed, exit
+        for name in ("lifo", "firefox"):
+            self.assertEqual(replays[name]["trace"]["records"], replays["rb_first"]["trace"]["records"])
+            self.assertEqual(replays[name]["replay"]["reused_live"], 0)
+            self.assertEqual(replays[name]["replay"]["checksum"],
+                             replays["rb_first"]["replay"]["checksum"])
+            for mine, theirs in zip(marks[name], marks["rb_first"]):
+                self.assertEqual(mine["live_requested"], theirs["live_requested"])
+        for mine, theirs in zip(marks["lifo"], marks["rb_first"]):
+            self.assertEqual(mine["allocated"], theirs["allocated"])  # the same classes
+        tab = marks["lifo"][0]
+        self.assertAlmostEqual(marks["firefox"][0]["allocated"] / tab["allocated"], 1, delta=0.01)
+        self.assertEqual(replays["firefox"]["variant"], "firefox")
+
+
+class Partial(unittest.TestCase):
+    def setUp(self):
+        scratch = tempfile.TemporaryDirectory(prefix="runsel-firefox-partial-")
+        self.addCleanup(scratch.cleanup)
+        self.dir = Path(scratch.name)
+        with gzip.open(content_log(), "rb") as log:
+            self.text = log.read(4_000_000)
+
+    def cut_mid_line(self) -> tuple[bytes, int]:
+        """The text cut 7 bytes into a line; the number of complete lines before it."""
+        end = self.text.rfind(b"\n", 0, len(self.text) // 2) + 1
+        return self.text[:end + 7], self.text[:end].count(b"\n")
+
+    def used(self, done: subprocess.CompletedProcess) -> int:
+        found = re.search(r"partial: used (\d+) complete lines", done.stdout)
+        self.assertIsNotNone(found, done.stdout + done.stderr)
+        return int(found.group(1))
+
+    def test_a_plain_log_cut_mid_line(self):
+        data, complete = self.cut_mid_line()
+        log = self.dir / "cut.log"
+        log.write_bytes(data)
+        done = replay("--variant", "rb_first", "--partial", log)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertEqual(self.used(done), complete)
+        self.assertIn("dropped the cut last line", done.stdout)
+        self.assertIn(f"{complete} records", done.stdout)
+        without = replay("--variant", "rb_first", log)  # the cut line is malformed
+        self.assertEqual(without.returncode, 2, without.stdout)
+        self.assertIn("malformed logalloc log at line", without.stderr)
+
+    def test_a_gzip_stream_cut_short(self):
+        whole = gzip.compress(self.text, compresslevel=1)
+        log = self.dir / "cut.log.gz"
+        log.write_bytes(whole[:len(whole) // 2])
+        done = replay("--variant", "rb_first", "--partial", log)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        used = self.used(done)
+        self.assertIn("the gzip stream ends early", done.stdout)
+        self.assertGreater(used, 1000)
+        self.assertIn(f"{used} records", done.stdout)  # every line used became a record
+        refused = replay("--variant", "rb_first", log)
+        self.assertEqual(refused.returncode, 2)
+        self.assertIn("cut short", refused.stderr)
+
+
+def main() -> int:
+    global BUILD_DIR
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--build-dir", type=Path, required=True)
+    args, rest = parser.parse_known_args()
+    BUILD_DIR = args.build_dir.resolve()
+    try:
+        firefox_record.firefox_version()
+    except firefox_record.RecordFailed as failure:
+        print(f"firefox_test: {failure}", file=sys.stderr)
+        return 1
+    return 0 if unittest.main(argv=[sys.argv[0], *rest], exit=False).result.wasSuccessful() else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
