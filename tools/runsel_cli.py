@@ -95,7 +95,7 @@ def harness_arguments(args: argparse.Namespace) -> list[str]:
     if args.aslr:
         forwarded.append("--aslr")
     for option in ("repeat", "scale", "seed", "instruction_scale", "timeout", "webkit_pages",
-                   "webkit_repeat"):
+                   "webkit_repeat", "firefox_pages"):
         value = getattr(args, option)
         if value is not None:
             forwarded += [f"--{option.replace('_', '-')}", str(value)]
@@ -120,11 +120,16 @@ def command_report(args: argparse.Namespace) -> int:
                env_changes=PACKAGE_PATH)
 
 
+# The firefox workload's recorder and reference replayer (tools/firefox/), and the
+# converter its logalloc logs go through.
+FIREFOX_TARGETS = ("runsel-firefox-audit", "runsel-firefox-replay", "runsel-trace-convert")
+
+
 def trace_tools(build_dir: Path) -> list[Path]:
     """The recorder and every container's replayer: the report records the webkit
     workload's web processes and replays their traces (and any --trace) exactly."""
     return [root_relative(Path(target["filename"][0])) for target in build_targets(build_dir)
-            if target["name"] == RECORDER_TARGET
+            if target["name"] in (RECORDER_TARGET, *FIREFOX_TARGETS)
             or target["name"].startswith(REPLAYER_PREFIX)]
 
 
@@ -353,7 +358,8 @@ def parser() -> argparse.ArgumentParser:
                              f"{default['instruction_scale']}, quick: "
                              f"{quick['instruction_scale']})")
     report.add_argument("--workload", action="append", default=[], metavar="NAME",
-                        help="only this workload (repeatable)")
+                        help="only this workload (repeatable); firefox: the recorded stock "
+                             "Firefox session, replayed exactly")
     report.add_argument("--allocator", action="append", default=[], metavar="NAME",
                         help="only this allocator (repeatable): a container, glibc, jemalloc, "
                              "mimalloc or tcmalloc")
@@ -367,6 +373,10 @@ def parser() -> argparse.ArgumentParser:
                         help="rounds of the webkit workload (default: "
                              f"{default['webkit_repeat']}, the other allocators "
                              f"{default['webkit_peer_repeat']}; quick: {quick['webkit_repeat']})")
+    report.add_argument("--firefox-pages", type=positive(int), metavar="N",
+                        help="pages of the recorded Firefox session (default: "
+                             f"{default['firefox_pages']}; quick: {quick['firefox_pages']}); "
+                             "recorded once per Firefox version and corpus (results/firefox/)")
     report.add_argument("--timeout", type=positive(float), metavar="SECONDS",
                         help="per run (default: the harness's)")
     report.add_argument("--aslr", action="store_true",

@@ -365,12 +365,12 @@ def record(build_dir: Path, out: Path, pages: int | None, page_timeout: float,
                 (session_dir / process["log"]).exists() for process in document["processes"]):
             print(f"firefox record: reusing {session_dir} (Firefox {version}, same corpus)",
                   file=sys.stderr)
-            document["reused"] = True
+            document["reused"], document["directory"] = True, str(session_dir)
             return document
     if session_dir.exists():
         shutil.rmtree(session_dir)
-    for other in out.glob("*-*p") if out.exists() else []:  # another version or corpus
-        if other.is_dir() and other != session_dir:
+    for other in out.glob("*-*p") if out.exists() else []:  # another Firefox's: never mixed
+        if other.is_dir() and not other.name.startswith(f"{version}-"):
             shutil.rmtree(other)
     logs = session_dir
     logs.mkdir(parents=True)
@@ -427,6 +427,7 @@ def record(build_dir: Path, out: Path, pages: int | None, page_timeout: float,
                 "opens its log files from every process), at most 4 tabs open",
     }
     run_file.write_text(json.dumps(document, indent=1) + "\n")
+    document["directory"] = str(session_dir)
     if problems:
         raise RecordFailed("the recording fails its checks (kept in "
                            f"{session_dir} for inspection):\n  " + "\n  ".join(problems))

@@ -27,6 +27,7 @@ if __name__ == "__main__":  # run by Debian's python3 when this one lacks what t
                       "tabulate": "python3-tabulate"}, "harness")
 
 from . import comparisons, counting, metrics, replays, report, runs, targets, verdict
+from . import firefox_workload
 from . import webkit_record
 from .allocators import REFERENCE, WORKLOAD_PREFIX
 from .presets import DEFAULT, QUICK, positive
@@ -34,6 +35,7 @@ from .presets import DEFAULT, QUICK, positive
 REPLAY = "replay"  # workload_replay needs a trace: one replay:<name> workload per --trace
 WEBKIT = "webkit"  # a browser engine: experiments/webkit/driver.py under Debian's python3
 WEBKIT_REPLAY = "webkit replay"  # its web process's trace, replayed exactly per container
+FIREFOX = "firefox"  # stock firefox-esr recorded and replayed (firefox_workload.py)
 KEEP_CHUNK_MAPS = (REFERENCE, "lifo")  # the occupancy pictures compare these two
 SCHEMA_VERSION = 2  # results.json's layout: experiments/README.md, "results.json"
 
@@ -244,6 +246,11 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--webkit-repeat", type=positive(int), metavar="N",
                         help="rounds the webkit workload takes part in (default "
                              f"{DEFAULT['webkit_repeat']}, --quick {QUICK['webkit_repeat']})")
+    parser.add_argument("--firefox-pages", type=positive(int), metavar="N",
+                        help="pages of the corpus the recorded Firefox session loads (default "
+                             f"{DEFAULT['firefox_pages']}, --quick {QUICK['firefox_pages']}); "
+                             "--workload firefox alone runs only it; naming other workloads "
+                             "without firefox leaves it out")
     parser.add_argument("--timeout", type=float, default=600, help="per run, seconds")
     parser.add_argument("--counters", choices=("auto", "off"), default="auto",
                         help="run each workload once under each variant's counting library "
@@ -267,6 +274,12 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     args.counted_allocators = () if args.allocator else preset["counted_allocators"]
     args.peer_repeat = (None if preset["peer_repeat"] is None
                         else min(args.repeat, preset["peer_repeat"]))
+    args.firefox_pages = args.firefox_pages or preset["firefox_pages"]
+    args.firefox_parent = preset["firefox_parent"]
+    args.firefox_replay_allocators = () if args.allocator else preset["firefox_replay_allocators"]
+    args.firefox = not args.workload or FIREFOX in args.workload
+    args.only_firefox = args.workload == [FIREFOX]
+    args.workload = [name for name in args.workload if name != FIREFOX]
     return args
 
 
@@ -274,8 +287,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_arguments(argv)
     started = time.time()
     load_before = round(os.getloadavg()[0], 2)
-    programs = discover_workloads(args.build_dir)
-    workloads = pick([dataclasses.replace(w, peer_repeat=args.peer_repeat)
+    programs = [] if args.only_firefox else discover_workloads(args.build_dir)
+    workloads = [] if args.only_firefox else pick([dataclasses.replace(w, peer_repeat=args.peer_repeat)
                       for w in programs if w.name != REPLAY]
                      + [webkit_workload(args)]
                      + [dataclasses.replace(w, peer_repeat=args.peer_repeat)
@@ -350,6 +363,24 @@ def main(argv: list[str] | None = None) -> int:
             "detail": entry.get("error") or f"{Path(entry['trace']).name}: "
                       f"{len(entry['allocators'])} containers"})
         phases.end("webkit replay")
+    firefox = None
+    if args.firefox:
+        print("harness: the firefox workload (stock firefox-esr, recorded once per version "
+              "and corpus)", file=sys.stderr)
+        containers = [name for name in args.allocator or args.firefox_replay_allocators
+                      if name in replays.replayers(args.build_dir)] or None
+        firefox = firefox_workload.firefox_summary(
+            args.build_dir, ROOT / "results" / "firefox", args.firefox_pages, containers,
+            parent=args.firefox_parent, timeout=max(args.timeout, 900),
+            progress=lambda text: print(f"harness: {text}", file=sys.stderr))
+        summary["checks"].append({
+            "workload": FIREFOX, "ok": "error" not in firefox,
+            "check": "stock Firefox recorded (coverage, no live reuse) and its logs replayed "
+                     "on every container and on Firefox's own allocator",
+            "detail": firefox.get("error") or
+                      f"{len(firefox['processes'])} processes, "
+                      f"{'reused' if firefox['reused_recording'] else 'recorded'} session"})
+        phases.end("firefox")
     results = {
         "schema_version": SCHEMA_VERSION,
         "generated": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
@@ -388,6 +419,7 @@ def main(argv: list[str] | None = None) -> int:
         "discarded": discarded,
         "verdict": verdict.build(summary["workloads"]),
         "targets": targets.judge_workloads(summary["workloads"], REFERENCE),
+        "firefox": firefox,
     }
     phases.end("statistics")
     results["phase_seconds"] = phases.wall

@@ -45,8 +45,7 @@ def recording() -> dict:
         atexit.register(shutil.rmtree, scratch, True)
         document = firefox_record.record(BUILD_DIR, Path(scratch), pages=1, page_timeout=120,
                                          force=True)
-        RECORDING.update(document, directory=Path(scratch) / next(
-            p.name for p in Path(scratch).iterdir() if p.is_dir()))
+        RECORDING.update(document, directory=Path(document["directory"]))
     return RECORDING
 
 
