@@ -72,7 +72,7 @@ def process_entry(build_dir: Path, session: Path, process: dict, containers: dic
     trace = session / (process["log"].removesuffix(".log.gz") + ".trace")
     if not trace.exists() or trace.stat().st_mtime < log.stat().st_mtime:
         progress(f"converting {log.name}")
-        firefox_replay.convert(build_dir, log, trace)
+        firefox_replay.convert(build_dir, log, trace, partial=not process["complete"])
     side = firefox_record.read_marks(session / process["marks_file"])
     jobs = [(name, program, None) for name, program in containers.items()]
     if MATCHING in containers:

@@ -305,7 +305,8 @@ def firefox_recording_table(results: dict):
              f"{p['recording']['calls']:,d}",
              f"{p['recording']['coverage']:.1%} of {p['recording']['num_operations']:,d}",
              f"{p['recording']['frees_dropped']:,d} ({p['recording']['frees_dropped_share']:.2%})",
-             p["recording"]["live_reuses"], f"{p['recording']['bytes'] / 2**20:.1f} MiB"]
+             p["recording"]["live_reuses"], f"{p['recording']['bytes'] / 2**20:.1f} MiB"
+             + ("" if p["recording"]["complete"] else ", cut short: its complete lines replayed")]
             for p in firefox.get("processes", [])]
     if "error" in firefox:
         rows = [["-", "-", "-", "-", "-", "-", "-", firefox["error"]]]
