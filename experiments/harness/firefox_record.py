@@ -54,6 +54,7 @@ MAX_TABS = 4
 SETTLE_SECONDS = 3.0
 MIN_COVERAGE, MAX_COVERAGE = 0.90, 1.05  # logged calls / the allocator's num_operations
 MAX_DROPPED_FREES = 0.10                  # frees of blocks allocated before recording
+RUN_FORMAT = 2  # run.json's layout: a cached recording of another layout is recorded again
 SCROLL = ("const done = arguments[arguments.length - 1];"
           "(async () => {"
           "const height = document.documentElement.scrollHeight;"
@@ -361,7 +362,8 @@ def record(build_dir: Path, out: Path, pages: int | None, page_timeout: float,
     run_file = session_dir / "run.json"
     if run_file.exists() and not force:
         document = json.loads(run_file.read_text())
-        if document.get("passed") and document.get("recorder") == recorder_key(recorder) and all(
+        if document.get("passed") and document.get("format") == RUN_FORMAT and \
+                document.get("recorder") == recorder_key(recorder) and all(
                 (session_dir / process["log"]).exists() for process in document["processes"]):
             print(f"firefox record: reusing {session_dir} (Firefox {version}, same corpus)",
                   file=sys.stderr)
@@ -419,7 +421,8 @@ def record(build_dir: Path, out: Path, pages: int | None, page_timeout: float,
         processes.append(summary)
         problems += problems_of(summary, labels)
     document = {
-        "workload": "firefox", "firefox": version, "corpus": corpus_key(chosen),
+        "workload": "firefox", "format": RUN_FORMAT, "firefox": version,
+        "corpus": corpus_key(chosen),
         "recorder": recorder_key(recorder), "pages": session.loaded,
         "marks": labels, "wall_seconds": round(wall, 1), "processes": processes,
         "problems": problems, "passed": not problems, "reused": False,

@@ -106,6 +106,34 @@ class Recording(unittest.TestCase):
         self.assertEqual(replays["firefox"]["variant"], "firefox")
 
 
+class LogChecks(unittest.TestCase):
+    """The recording's own checks (firefox_record.check_log) on a log with planted faults."""
+
+    LINES = ["1 1 malloc(16)=0x10", "1 1 malloc(16)=0x20", "1 2 free(0x10)",
+             "1 2 free(0x999)",              # never handed out: a dropped free
+             "1 1 realloc(0x20,32)=0x30",    # frees 0x20
+             "1 1 malloc(8)=0x30",           # 0x30 handed out again while live
+             "1 1 jemalloc_stats()", "1 1 free(0x0)", "1 1 calloc(2,8)=0x40",
+             "1 1 realloc(0x777,0)=0x0"]     # frees an address never handed out
+
+    def check(self, text: str) -> dict:
+        with tempfile.TemporaryDirectory() as scratch:
+            log = Path(scratch) / "1.log.gz"
+            log.write_bytes(gzip.compress(text.encode()))
+            return firefox_record.check_log(log)
+
+    def test_planted_faults_are_counted(self):
+        figures = self.check("\n".join(self.LINES) + "\n")
+        self.assertEqual(figures, {"lines": 10, "calls": 9, "marks": 1, "frees": 4,
+                                   "frees_dropped": 2, "live_reuses": 1, "complete": True})
+
+    def test_a_cut_log_counts_its_complete_lines(self):
+        figures = self.check("\n".join(self.LINES) + "\n1 1 mall")
+        self.assertFalse(figures["complete"])
+        self.assertEqual(figures["lines"], 10)
+        self.assertEqual(figures["live_reuses"], 1)
+
+
 class Partial(unittest.TestCase):
     def setUp(self):
         scratch = tempfile.TemporaryDirectory(prefix="runsel-firefox-partial-")
