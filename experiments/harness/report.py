@@ -327,7 +327,8 @@ def firefox_marks_table(results: dict):
     firefox = results.get("firefox") or {}
     matching = "lifo"
     headers = ["process", "mark", "figure", "in the browser", "firefox (replay)",
-               f"{matching} (classic runs)", "vs firefox", f"{matching}@firefox", "vs firefox"]
+               f"{matching} (classic runs)", "vs firefox", f"{matching}@firefox", "vs firefox",
+               "the run sizes alone"]
     rows = []
     for process in firefox.get("processes", []):
         for mark in process["marks"]:
@@ -346,13 +347,15 @@ def firefox_marks_table(results: dict):
                              f"{mine:,d}" if mine is not None else "-",
                              percent_to(mine, base) if mine is not None and base else "-",
                              f"{theirs:,d}" if theirs is not None else "-",
-                             percent_to(theirs, base) if theirs is not None and base else "-"])
+                             percent_to(theirs, base) if theirs is not None and base else "-",
+                             percent_to(theirs, mine) if theirs is not None and mine else "-"])
     note = ("Bytes. in the browser: mozjemalloc's own figures inside the recorded process at "
             "that mark (all its arenas, many threads). firefox (replay): the same log replayed "
             "on Firefox's allocator, one arena, one thread: the reference. "
             f"{matching} (classic runs): runsel's classic run sizes; {matching}@firefox: "
             f"the installed Firefox's, read from its bin statistics "
-            f"({firefox.get('run_pages_setting', '')}).")
+            f"({firefox.get('run_pages_setting', '')}); the run sizes alone: "
+            f"{matching}@firefox against {matching}, the same container on the same trace.")
     return "Firefox: every mark", headers, rows, note
 
 

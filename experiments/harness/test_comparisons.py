@@ -1,5 +1,5 @@
 """meson test --suite harness (harness_statistics): the comparisons and the verdict on
-synthetic data with known answers. A planted difference must be found with an interval
+synthetic data with known answers, and the report's Firefox tables on a known entry. A planted difference must be found with an interval
 that holds it; noise must read "same time" only when the interval is tight, and
 "underpowered" otherwise; pairing must cancel drift shared by a round; and the bug
 1857133 judgements must follow their rules.
@@ -13,7 +13,7 @@ import unittest
 
 import numpy as np
 
-from . import comparisons, metrics, targets, verdict
+from . import comparisons, metrics, report, targets, verdict
 
 ROUNDS = 21
 
@@ -358,6 +358,55 @@ class Targets(unittest.TestCase):
         self.assertEqual(ring["judged"]["status"], targets.MISSED)  # 3x against 2x
         self.assertEqual(ring["aim"], 1.5)
         self.assertEqual(rows[("BM_mixed", "resident")]["judged"]["text"], "-")
+
+
+
+
+def firefox_entry() -> dict:
+    """results.json's firefox entry with known figures: at tab_1_loaded the reference has
+    bin_unused 1000, lifo 800 (classic runs) and lifo@firefox 1030."""
+    def figures(bin_unused: int, committed: int) -> dict:
+        return {"allocated": 5000, "committed": committed, "bin_unused": bin_unused,
+                "resident": committed, "dirty": 0, "live_requested": 4000}
+    mark = {"label": "tab_1_loaded", "ops": 10,
+            "in_browser": {"allocated": 6000, "committed": 9000, "bin_unused": 3000},
+            "figures": {"lifo": figures(800, 8000), "lifo@firefox": figures(1030, 8100),
+                        "firefox": figures(1000, 7500)}}
+    every = {**mark, "label": "every"}
+    recording = {"lines": 12, "calls": 11, "coverage": 0.97, "num_operations": 11,
+                 "frees": 4, "frees_dropped": 1, "frees_dropped_share": 0.25,
+                 "live_reuses": 0, "complete": False, "bytes": 2**20}
+    return {"firefox": "153", "pages": ["a"], "reused_recording": True,
+            "run_pages_setting": "run_pages:4", "rows": {"lifo": "classic run sizes"},
+            "processes": [{"role": "content", "pid": 7, "recording": recording,
+                           "marks": [every, mark]}]}
+
+
+class FirefoxTables(unittest.TestCase):
+    """The report's firefox tables (report.py) on a known entry."""
+
+    def test_every_mark_against_the_reference_and_the_run_sizes_alone(self):
+        _, headers, rows, _ = report.firefox_marks_table({"firefox": firefox_entry()})
+        self.assertEqual(len(rows), 3)  # the every-N mark is left out: one row per figure
+        bin_unused = dict(zip(headers, rows[2]))
+        self.assertEqual(bin_unused["figure"], "bin_unused")
+        self.assertEqual(bin_unused["in the browser"], "3,000")
+        self.assertEqual(rows[2][6], "-20.00 %")  # lifo against the reference
+        self.assertEqual(rows[2][8], "+3.00 %")   # lifo@firefox against the reference
+        self.assertEqual(bin_unused["the run sizes alone"], "+28.75 %")  # 1030 / 800
+
+    def test_every_container_and_the_recording(self):
+        _, _, rows, note = report.firefox_containers_table({"firefox": firefox_entry()})
+        by_row = {row[0]: row for row in rows}
+        self.assertEqual(by_row["firefox"][5:], ["+0.00 %", "+0.00 %"])
+        self.assertEqual(by_row["lifo"][5:], ["+6.67 %", "-20.00 %"])
+        self.assertIn("tab_1_loaded", note)
+        _, _, rows, note = report.firefox_recording_table({"firefox": firefox_entry()})
+        self.assertEqual(rows[0][4], "97.0% of 11")
+        self.assertIn("cut short", rows[0][7])
+        self.assertIn("reused", note)
+        _, _, rows, _ = report.firefox_recording_table({"firefox": {"error": "no firefox-esr"}})
+        self.assertEqual(rows[0][-1], "no firefox-esr")
 
 
 if __name__ == "__main__":
