@@ -22,10 +22,8 @@
 // This library lives in its own link namespace with its own libc, whose malloc
 // is not Firefox's: nothing here is recorded or recurses.
 #define _GNU_SOURCE
-#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <link.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -39,36 +37,28 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "recorder.h"
 #include "stats_layout.h"
-
 // --- the functions wrapped -------------------------------------------------------
 
-enum Function {
-  F_MALLOC, F_CALLOC, F_REALLOC, F_FREE, F_MEMALIGN, F_POSIX_MEMALIGN, F_ALIGNED_ALLOC,
-  F_VALLOC, F_STRDUP, F_STRNDUP, F_XMALLOC, F_XCALLOC, F_XREALLOC, F_XMEMALIGN, F_XSTRDUP,
-  F_XSTRNDUP, F_XMEMDUP, F_ARENA_MALLOC, F_ARENA_CALLOC, F_ARENA_REALLOC, F_ARENA_FREE,
-  F_ARENA_MEMALIGN, F_EXIT, F_UNDERSCORE_EXIT, F_CAPITAL_EXIT, F_COUNT
-};
 
-static const char* const function_names[F_COUNT] = {
+const char* const function_names[F_COUNT] = {
   "malloc", "calloc", "realloc", "free", "memalign", "posix_memalign", "aligned_alloc",
   "valloc", "strdup", "strndup", "moz_xmalloc", "moz_xcalloc", "moz_xrealloc",
   "moz_xmemalign", "moz_xstrdup", "moz_xstrndup", "moz_xmemdup", "moz_arena_malloc",
   "moz_arena_calloc", "moz_arena_realloc", "moz_arena_free", "moz_arena_memalign",
   "exit", "_exit", "_Exit",
 };
-#define FIRST_EXIT F_EXIT  // the exits are wrapped wherever they are defined (libc)
 
-static uintptr_t real[F_COUNT];     // the executable's (or libc's) definitions
-static uintptr_t wrapper[F_COUNT];  // ours
+uintptr_t real[F_COUNT];
+uintptr_t wrapper[F_COUNT];
 
-static int function_named(const char* name) {
+int function_named(const char* name) {
   if (name == NULL) return -1;
   for (int i = 0; i < F_COUNT; ++i)
     if (strcmp(name, function_names[i]) == 0) return i;
   return -1;
 }
-
 // --- per-process log -----------------------------------------------------------------
 
 #define TEXT_BUFFER (256 * 1024)
@@ -301,7 +291,7 @@ static void side_record(const char* label) {
 }
 
 // At exit: an "exit" mark, then the gzip stream's end.
-static void finish_log(void) {
+void finish_log(void) {
   pthread_mutex_lock(&log_state.lock);
   if (log_state.active && log_state.fd >= 0 && log_state.pid == (pid_t)syscall(SYS_getpid)) {
     write_mark("exit");
@@ -468,7 +458,6 @@ static void w_capital_exit(int status) {
   ((void (*)(int))real[F_CAPITAL_EXIT])(status);
   __builtin_unreachable();
 }
-
 static const uintptr_t wrappers_in_order[F_COUNT] = {
   (uintptr_t)w_malloc, (uintptr_t)w_calloc, (uintptr_t)w_realloc, (uintptr_t)w_free,
   (uintptr_t)w_memalign, (uintptr_t)w_posix_memalign, (uintptr_t)w_aligned_alloc,
@@ -480,104 +469,9 @@ static const uintptr_t wrappers_in_order[F_COUNT] = {
   (uintptr_t)w_capital_exit,
 };
 
-// --- objects: which is the executable, and their dynamic sections -------------------------
-
-#define MAX_OBJECTS 1024
-
-struct object {
-  struct link_map* map;
-  bool executable;   // the program: its exports are the allocator
-  bool patched;      // its data slots were rewritten after its relocation
-};
-static struct object objects[MAX_OBJECTS];
-static unsigned object_count;
-static struct link_map* executable_map;
-
-// A dynamic-section pointer: glibc adjusts most objects' entries to addresses, not all.
-static uintptr_t dynamic_address(const struct link_map* map, ElfW(Addr) value) {
-  return value < map->l_addr ? map->l_addr + value : value;
-}
-
-static const ElfW(Dyn)* dynamic_entry(const struct link_map* map, ElfW(Sxword) tag) {
-  for (const ElfW(Dyn)* d = map->l_ld; d != NULL && d->d_tag != DT_NULL; ++d)
-    if (d->d_tag == tag) return d;
-  return NULL;
-}
-
-// The address of `name` defined in `map` (its GNU hash table), or 0.
-static uintptr_t defined_address(const struct link_map* map, const char* name) {
-  const ElfW(Dyn)* hash = dynamic_entry(map, DT_GNU_HASH);
-  const ElfW(Dyn)* symbols = dynamic_entry(map, DT_SYMTAB);
-  const ElfW(Dyn)* strings = dynamic_entry(map, DT_STRTAB);
-  if (hash == NULL || symbols == NULL || strings == NULL) return 0;
-  const uint32_t* table = (const uint32_t*)dynamic_address(map, hash->d_un.d_ptr);
-  const ElfW(Sym)* symbol = (const ElfW(Sym)*)dynamic_address(map, symbols->d_un.d_ptr);
-  const char* text = (const char*)dynamic_address(map, strings->d_un.d_ptr);
-  uint32_t buckets = table[0], offset = table[1], bloom_words = table[2];
-  const uint32_t* bucket = table + 4 + bloom_words * (sizeof(ElfW(Addr)) / 4);
-  const uint32_t* chain = bucket + buckets;
-  uint32_t h = 5381;
-  for (const unsigned char* c = (const unsigned char*)name; *c; ++c) h = h * 33 + *c;
-  for (uint32_t i = bucket[h % buckets]; i != 0 && i >= offset; ++i) {
-    uint32_t other = chain[i - offset];
-    if ((other | 1) == (h | 1) && strcmp(text + symbol[i].st_name, name) == 0 &&
-        symbol[i].st_shndx != SHN_UNDEF)
-      return map->l_addr + symbol[i].st_value;
-    if (other & 1) break;
-  }
-  return 0;
-}
-
-// Rewrites the object's data slots (GLOB_DAT and absolute 64-bit relocations) that
-// hold one of the executable's allocation functions so they hold the wrapper. The
-// slot's page may be read-only already (RELRO): it is made writable and left so.
-static unsigned patch_data_slots(struct link_map* map) {
-  const ElfW(Dyn)* rela = dynamic_entry(map, DT_RELA);
-  const ElfW(Dyn)* size = dynamic_entry(map, DT_RELASZ);
-  const ElfW(Dyn)* symbols = dynamic_entry(map, DT_SYMTAB);
-  const ElfW(Dyn)* strings = dynamic_entry(map, DT_STRTAB);
-  if (rela == NULL || size == NULL || symbols == NULL || strings == NULL) return 0;
-  const ElfW(Rela)* r = (const ElfW(Rela)*)dynamic_address(map, rela->d_un.d_ptr);
-  const ElfW(Rela)* end = (const ElfW(Rela)*)((const char*)r + size->d_un.d_val);
-  const ElfW(Sym)* symbol = (const ElfW(Sym)*)dynamic_address(map, symbols->d_un.d_ptr);
-  const char* text = (const char*)dynamic_address(map, strings->d_un.d_ptr);
-  long page = sysconf(_SC_PAGESIZE);
-  unsigned patched = 0;
-  for (; r < end; ++r) {
-    unsigned type = ELF64_R_TYPE(r->r_info), index = ELF64_R_SYM(r->r_info);
-    if ((type != R_X86_64_GLOB_DAT && type != R_X86_64_64) || index == 0) continue;
-    int function = function_named(text + symbol[index].st_name);
-    if (function < 0 || function >= FIRST_EXIT || real[function] == 0) continue;
-    uintptr_t* slot = (uintptr_t*)(map->l_addr + r->r_offset);
-    uintptr_t expected = real[function] + (type == R_X86_64_64 ? (uintptr_t)r->r_addend : 0);
-    if (*slot != expected) continue;  // not bound to the executable (or not yet)
-    uintptr_t start = (uintptr_t)slot & ~(uintptr_t)(page - 1);
-    if (mprotect((void*)start, (size_t)page * 2, PROT_READ | PROT_WRITE) != 0 &&
-        mprotect((void*)start, (size_t)page, PROT_READ | PROT_WRITE) != 0)
-      continue;
-    *slot = wrapper[function] + (type == R_X86_64_64 ? (uintptr_t)r->r_addend : 0);
-    ++patched;
-  }
-  return patched;
-}
-
-static struct object* object_of(uintptr_t* cookie) {
-  uintptr_t index = *cookie;
-  return index < object_count ? &objects[index] : NULL;
-}
-
-static void patch_unpatched(bool relocated) {
-  if (!log_state.active) return;
-  for (unsigned i = 0; i < object_count; ++i) {
-    if (objects[i].patched || objects[i].executable) continue;
-    patch_data_slots(objects[i].map);
-    if (relocated) objects[i].patched = true;
-  }
-}
-
 // --- process set-up ----------------------------------------------------------------------
 
-static void start_recording(void) {
+void start_recording(uintptr_t (*lookup)(const char* name)) {
   const char* directory = getenv("RUNSEL_FIREFOX_LOG_DIR");
   if (directory == NULL || directory[0] == 0) {
     say("RUNSEL_FIREFOX_LOG_DIR is not set; nothing is recorded");
@@ -588,10 +482,10 @@ static void start_recording(void) {
   log_state.every = every ? strtoull(every, NULL, 10) : 1000000;
   for (int i = 0; i < F_COUNT; ++i) {
     wrapper[i] = wrappers_in_order[i];
-    if (i < FIRST_EXIT) real[i] = defined_address(executable_map, function_names[i]);
+    if (i < FIRST_EXIT) real[i] = lookup(function_names[i]);
   }
-  log_state.stats = (jemalloc_stats_fn)defined_address(executable_map, "jemalloc_stats_internal");
-  log_state.num_bins = (num_bins_fn)defined_address(executable_map, "jemalloc_stats_num_bins");
+  log_state.stats = (jemalloc_stats_fn)lookup("jemalloc_stats_internal");
+  log_state.num_bins = (num_bins_fn)lookup("jemalloc_stats_num_bins");
   const char* marks = getenv("RUNSEL_FIREFOX_MARKS");
   if (marks != NULL && marks[0] != 0) {
     int fd = open(marks, O_RDONLY | O_CLOEXEC);
@@ -608,7 +502,7 @@ static void start_recording(void) {
 }
 
 // Called once the executable's allocator can run (its relocations are done).
-static void check_stats_layout(void) {
+void check_stats_layout(void) {
   if (log_state.stats == NULL || log_state.num_bins == NULL) {
     say("this Firefox exports no jemalloc_stats_internal: recording without its figures");
     return;
@@ -623,62 +517,7 @@ static void check_stats_layout(void) {
         "page 4 KiB): recording without its figures");
 }
 
-// --- the audit interface ------------------------------------------------------------------
-
-unsigned int la_version(unsigned int version) {
-  return version < LAV_CURRENT ? version : LAV_CURRENT;
-}
-
-unsigned int la_objopen(struct link_map* map, Lmid_t namespace_id, uintptr_t* cookie) {
-  if (namespace_id != LM_ID_BASE || object_count == MAX_OBJECTS) return 0;
-  struct object* o = &objects[object_count];
-  o->map = map;
-  o->executable = object_count == 0;  // the first object reported is the program
-  o->patched = false;
-  *cookie = object_count++;
-  if (o->executable) {
-    executable_map = map;
-    if (defined_address(map, "jemalloc_stats_internal") != 0 &&
-        defined_address(map, "malloc") != 0)
-      start_recording();  // another program (a helper, a shell) is left alone
-  }
-  return LA_FLG_BINDTO | LA_FLG_BINDFROM;
-}
-
-void la_activity(uintptr_t* cookie, unsigned int flag) {
-  (void)cookie;
-  if (flag == LA_ACT_CONSISTENT) patch_unpatched(false);
-}
-
-void la_preinit(uintptr_t* cookie) {
-  (void)cookie;
-  if (!log_state.active) return;
-  patch_unpatched(true);
-  check_stats_layout();
-}
-
-uintptr_t la_symbind64(ElfW(Sym)* symbol, unsigned int index, uintptr_t* from_cookie,
-                       uintptr_t* to_cookie, unsigned int* flags, const char* name) {
-  (void)index;
-  *flags |= LA_SYMB_NOPLTENTER | LA_SYMB_NOPLTEXIT;
-  if (!log_state.active) return symbol->st_value;
-  struct object* from = object_of(from_cookie);
-  struct object* to = object_of(to_cookie);
-  if (from == NULL || to == NULL || from->executable) return symbol->st_value;
-  int function = function_named(name);
-  if (function < 0) return symbol->st_value;
-  if (function >= FIRST_EXIT) {  // exit, _exit, _Exit: flush the log first
-    if (real[function] == 0) real[function] = symbol->st_value;
-    return real[function] == symbol->st_value ? wrapper[function] : symbol->st_value;
-  }
-  if (!to->executable) return symbol->st_value;
-  real[function] = symbol->st_value;
-  if (!from->patched) {  // its data slots were bound before its first PLT slot
-    patch_data_slots(from->map);
-    from->patched = true;
-  }
-  return wrapper[function];
-}
+bool recording(void) { return log_state.active; }
 
 // A process that returns from main or calls exit() through the executable.
 __attribute__((destructor)) static void at_unload(void) { finish_log(); }
