@@ -1,20 +1,14 @@
-// librunsel-firefox-audit.so: an rtld-audit library (LD_AUDIT) that records the
-// allocation calls of a stock firefox-esr, whose executable holds mozjemalloc,
-// as Mozilla logalloc lines, one gzip file per process (tools/firefox/README.md).
-//
-// How calls are caught: every binding of another object (libxul, libc, ...) to
-// one of the executable's allocation functions is given a wrapper instead
-// (la_symbind64; glibc also reports BIND_NOW PLT bindings), and the object's
-// GLOB_DAT and R_X86_64_64 slots that hold such a function (function pointers:
-// Rust code calls through them) are rewritten to the wrapper. Calls inside the
-// executable itself (mozglue) are not seen.
+// librunsel-firefox-audit.so, the log half: records the allocation calls of a
+// stock firefox-esr, whose executable holds mozjemalloc, as Mozilla logalloc
+// lines, one gzip file per process (tools/firefox/README.md). audit.c, the audit
+// interface, decides which calls reach the wrappers here.
 //
 // Ordering: one buffer under one lock. A free is written before the memory is
 // released and an allocation after it is obtained, so an address never appears
 // handed out twice while live; realloc runs under the lock (it frees and
 // allocates in one call).
 //
-// Marks: a `jemalloc_stats()` line every RUNSEL_FIREFOX_EVERY lines and for each
+// Marks: a `jemalloc_stats()` line every RUNSEL_FIREFOX_EVERY calls and for each
 // label a driver publishes in the file named by RUNSEL_FIREFOX_MARKS (the layout
 // of tools/trace/format.md's marks file); at each, the executable's own
 // jemalloc_stats_internal figures go to the side file <pid>.marks.jsonl.
@@ -25,7 +19,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
