@@ -10,6 +10,9 @@
 - A log cut in the middle of a line, plain and as a gzip stream cut short, replays with
   --partial, which says how many lines it used (each line complete and counted here),
   and the cut gzip log is refused without it.
+- The recording's own checks count planted faults (a dropped free, a live reuse, a cut
+  line), and the Marionette client frames commands and answers (cut anywhere) and turns
+  an error answer, or no server, into one clear error.
 
     tests/firefox/firefox_test.py --build-dir build
 Needs firefox-esr (tools/runsel installs it): without it, fails with one line saying so.
@@ -26,6 +29,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 from pathlib import Path
 
@@ -104,6 +108,65 @@ class Recording(unittest.TestCase):
         tab = marks["lifo"][0]
         self.assertAlmostEqual(marks["firefox"][0]["allocated"] / tab["allocated"], 1, delta=0.01)
         self.assertEqual(replays["firefox"]["variant"], "firefox")
+
+
+class MarionetteClient(unittest.TestCase):
+    """harness/marionette.py against a loopback server that frames its answers in pieces."""
+
+    def test_commands_answers_and_errors(self):
+        import json as json_module
+        import socket
+        import threading
+        from harness.marionette import Marionette, MarionetteError
+        listener = socket.create_server(("127.0.0.1", 0))
+        port = listener.getsockname()[1]
+        seen = []
+
+        def frame(message) -> bytes:
+            data = json_module.dumps(message).encode()
+            return str(len(data)).encode() + b":" + data
+
+        def serve():
+            connection, _ = listener.accept()
+            with connection:
+                greeting = frame({"applicationType": "gecko", "marionetteProtocol": 3})
+                connection.sendall(greeting[:3])  # a length cut before its colon
+                connection.sendall(greeting[3:])
+                pending = b""
+                for answer in ({"value": {"handle": "42"}}, None):
+                    while b":" not in pending or len(pending.split(b":", 1)[1]) < \
+                            int(pending.split(b":", 1)[0]):
+                        pending += connection.recv(4096)
+                    length, rest = pending.split(b":", 1)
+                    command, pending = json_module.loads(rest[:int(length)]), rest[int(length):]
+                    seen.append(command)
+                    if answer is None:
+                        reply = frame([1, command[1], {"error": "no such window",
+                                                       "message": "gone"}, None])
+                    else:
+                        reply = frame([1, command[1], None, answer])
+                    connection.sendall(reply[:7])
+                    connection.sendall(reply[7:])
+        server = threading.Thread(target=serve, daemon=True)
+        server.start()
+        client = Marionette(port, timeout=10)
+        greeting = client.connect(time.monotonic() + 10, lambda: True)
+        self.assertEqual(greeting["marionetteProtocol"], 3)
+        self.assertEqual(client.command("WebDriver:NewWindow", {"type": "tab"}), {"handle": "42"})
+        with self.assertRaisesRegex(MarionetteError, "WebDriver:CloseWindow: no such window"):
+            client.command("WebDriver:CloseWindow")
+        client.close()
+        server.join(10)
+        listener.close()
+        self.assertEqual([c[2] for c in seen], ["WebDriver:NewWindow", "WebDriver:CloseWindow"])
+        self.assertEqual(seen[0][0], 0)
+        self.assertEqual(seen[1][1], seen[0][1] + 1)  # message ids count up
+
+    def test_no_server_is_one_clear_error(self):
+        from harness.marionette import Marionette, MarionetteError
+        port = firefox_record.free_port()
+        with self.assertRaisesRegex(MarionetteError, f"no Marionette server on 127.0.0.1:{port}"):
+            Marionette(port).connect(time.monotonic() + 0.5, lambda: True)
 
 
 class LogChecks(unittest.TestCase):
