@@ -104,29 +104,3 @@ def exact_difference(value: float | None, reference: float | None) -> dict | Non
     percent = 100 * (value / reference - 1) if reference else None
     return {"difference": value - reference, "percent": percent, "low": percent,
             "high": percent, "half_width": 0.0, "exact": True}
-
-
-def detectable(comparison: dict | None) -> str:
-    """What the comparison could resolve, in words."""
-    if not comparison or comparison.get("half_width") is None:
-        return "-"
-    if comparison.get("exact"):
-        return "exact"
-    return f"±{comparison['half_width']:.1f} %"
-
-
-def describe_time(comparison: dict | None, target: float = TARGET_PERCENT) -> str:
-    """One phrase for a time comparison; never "no difference" when underpowered."""
-    if not comparison or comparison.get("percent") is None:
-        return "time not measured"
-    kind = comparison["outcome"]
-    if kind == TOO_FEW:
-        return f"time: too few pairs ({comparison['n_pairs']})"
-    if kind == LOWER:
-        return f"faster by {-comparison['percent']:.1f} %"
-    if kind == HIGHER:
-        return f"slower by {comparison['percent']:.1f} %"
-    if kind == NO_DIFFERENCE:
-        return f"same time (within ±{comparison['half_width']:.1f} %)"
-    return (f"time underpowered: could only see ≥ {comparison['half_width']:.1f} % "
-            f"(target {target:g} %)")
