@@ -48,9 +48,11 @@ def percent_difference(values, reference, axis=-1):
 
 
 def compare_paired(values, reference, target: float = TARGET_PERCENT, seed: int = 4) -> dict:
-    """values[i] and reference[i] come from the same round. Returns
-    {percent, low, high, half_width, n_pairs, outcome, method}; percent and the
-    bounds are None when there are too few pairs."""
+    """values[i] and reference[i] come from the same round. Returns {percent, low, high,
+    half_width, n_pairs, outcome, method} and, with an interval, constant (every pair had
+    the same ratio). With fewer than MIN_PAIRS pairs (and no constant ratio) the bounds
+    and the half-width are None but percent is the point estimate; everything is None
+    when there is no pair, or a value is not above 0."""
     values, reference = np.asarray(values, dtype=float), np.asarray(reference, dtype=float)
     n = len(values)
     if n == 0 or np.any(values <= 0) or np.any(reference <= 0):

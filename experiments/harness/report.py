@@ -114,7 +114,7 @@ def verdict_table(results: dict):
     note = (f"Differences to {reference} in percent (negative = less). Time: "
             f"{'CPU' if any_cpu_time(results) else 'wall'} time of the measured region, "
             f"{settings['repeat']} interleaved rounds at scale {settings['scale']}"
-            f"{extra_rounds_text(settings)}, paired by round: trimmed mean of the per-round ratios with a 95 % paired bootstrap interval "
+            f"{extra_rounds_text(settings)}, paired by round: trimmed mean of the per-round log ratios, as a percent, with a 95 % paired bootstrap interval "
             "(scipy.stats.bootstrap, BCa). \"Detects\" is the interval's half-width, the "
             f"smallest difference the comparison could have seen; {resolution['resolving']} of "
             f"{resolution['with_interval']} time comparisons resolve ±{target:g} %. A comparison wider than "

@@ -2,7 +2,8 @@
 directory, then checks its output: the files exist, every allocator is present for
 every workload, the numbers are sane, runsel's stats identity holds, and rb_first,
 array_heap, pairing_heap and every other container that picks alike (meson.build's
-container table) make the same choices.
+container table) make the same choices; the verdict's sentences fit its numbers; and
+re-rendering the run's results.json gives report.md and report.html byte for byte.
 
     python3 -m harness.test_harness --build-dir build  (in experiments/)
 """

@@ -36,7 +36,8 @@ CONFIRMED, REFUTED, NOT_RESOLVABLE = "confirmed", "refuted", "not resolvable"
 
 def memory_comparison(workload: dict, pair: dict, reference: dict) -> dict | None:
     """Exact where replayed (resident at the key checkpoint; committed when the replay
-    did not write its blocks), else the paired comparison of resident memory."""
+    did not write its blocks), else the paired comparison of what each run's resident
+    memory grew by from its first checkpoint to the key one (metrics.summarize)."""
     if workload["kind"] == "replay":
         exact, base = pair.get("exact"), reference.get("exact")
         if not exact or not base:
