@@ -50,7 +50,7 @@ class CostFailed(Exception):
     pass
 
 
-# --- reading callgrind's output ----------------------------------------------------------
+# --- running in parallel (counts only) ---------------------------------------------------
 
 
 def usable_cores() -> int:
@@ -71,6 +71,9 @@ def counted_map(function, items: list, done=None) -> list:
             if done:
                 done(items[index], results[index])
     return results
+
+
+# --- reading callgrind's output ----------------------------------------------------------
 
 
 def read_callgrind(path: Path, allocator_object: str | None) -> dict:

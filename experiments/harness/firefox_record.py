@@ -36,17 +36,23 @@ from .interpreter import ROOT
 from .marionette import Marionette, MarionetteError
 
 
-def load_webkit_driver():
-    """experiments/webkit/driver.py, the webkit workload, whose pinned corpus (pages,
-    pins, checks) and marks file this workload shares; a script, loaded by path."""
-    spec = importlib.util.spec_from_file_location(
-        "webkit_driver", ROOT / "experiments" / "webkit" / "driver.py")
+WEBKIT_DIR = ROOT / "experiments" / "webkit"
+
+
+def load_webkit_module(name: str):
+    """A module of experiments/webkit/ (the webkit workload, whose pinned corpus and
+    marks file this workload shares): scripts run by Debian's python3, loaded by path
+    with their folder on the import path (driver.py imports its siblings)."""
+    if str(WEBKIT_DIR) not in sys.path:
+        sys.path.append(str(WEBKIT_DIR))
+    spec = importlib.util.spec_from_file_location(f"webkit_{name}", WEBKIT_DIR / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
-webkit = load_webkit_driver()
+corpus = load_webkit_module("webkit_corpus")  # pages, pins, their checks
+webkit = load_webkit_module("driver")  # select_pages, TraceMarks, RunFailed
 
 FIREFOX = "firefox-esr"
 RECORDER = Path("tools") / "firefox" / "librunsel-firefox-audit.so"
@@ -107,7 +113,7 @@ def firefox_version() -> str:
     if shutil.which(FIREFOX) is None:
         raise RecordFailed("firefox-esr is missing (Debian package firefox-esr: "
                            "apt-get install firefox-esr; tools/runsel installs it)")
-    version = webkit.installed_version(FIREFOX)
+    version = corpus.installed_version(FIREFOX)
     if version is None:
         raise RecordFailed(f"{FIREFOX} is on the PATH but not from the Debian package "
                            "firefox-esr (apt-get install firefox-esr)")
@@ -116,7 +122,7 @@ def firefox_version() -> str:
 
 def corpus_key(pages: list[dict]) -> str:
     """The pages recorded, by URL and pinned sums."""
-    text = json.dumps([[webkit.page_url(page), page.get("sha256", [])] for page in pages])
+    text = json.dumps([[corpus.page_url(page), page.get("sha256", [])] for page in pages])
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
@@ -194,7 +200,7 @@ class Session:
         begun = time.monotonic()
         handle = self.client.command("WebDriver:NewWindow", {"type": "tab"})["handle"]
         self.client.command("WebDriver:SwitchToWindow", {"handle": handle})
-        url = webkit.page_url(page)
+        url = corpus.page_url(page)
         self.client.command("WebDriver:Navigate", {"url": url})
         ready = page.get("ready", "true")
         script = (f"return [document.title, Boolean({ready}), "
@@ -352,7 +358,7 @@ def record(build_dir: Path, out: Path, pages: int | None, page_timeout: float,
     recorder = (build_dir / RECORDER).resolve()
     if not recorder.exists():
         raise RecordFailed(f"{recorder} is not built (ninja -C {build_dir} {RECORDER})")
-    arguments = argparse.Namespace(url=[], corpus=webkit.CORPUS, pages=pages)
+    arguments = argparse.Namespace(url=[], corpus=corpus.CORPUS, pages=pages)
     try:
         chosen = webkit.select_pages(arguments)
     except webkit.RunFailed as failure:
