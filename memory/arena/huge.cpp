@@ -12,6 +12,7 @@
 #include "arena/arena.h"
 #include "arena/base.h"
 #include "arena/layout.h"
+#include "platform/fatal.h"
 #include "platform/lock.h"
 #include "platform/os.h"
 #include "structures/chunk_registry.h"
@@ -295,10 +296,15 @@ Figures figures() {
   return g_figures;
 }
 
+// Each difference is one line on stderr naming the mapping or the figure.
 bool walk_and_compare() {
   LockGuard guard(g_lock);
+  bool ok = true;
   const char* why = nullptr;
-  if (!g_tree.check(&why)) return false;
+  if (!g_tree.check(&why)) {
+    message("check: huge: the tree of live mappings: ", why);
+    return false;
+  }
   Figures walked;
   for (Node* n = g_tree.first(); n != nullptr; n = g_tree.next(n)) {
     walked.mapped += n->mapped;
@@ -307,19 +313,40 @@ bool walk_and_compare() {
     ++walked.count;
     if (n->usable > n->resident || n->resident > n->mapped || n->mapped % kChunkSize != 0 ||
         n->usable % kPageSize != 0 || n->resident % kPageSize != 0) {
-      return false;
+      message("check: huge: live mapping ", static_cast<const void*>(n->address), ": usable ",
+              n->usable, ", resident ", n->resident, ", mapped ", n->mapped,
+              " (must be page multiples, usable <= resident <= mapped, mapped whole chunks)");
+      ok = false;
     }
   }
   for (Node* n = g_cache; n != nullptr; n = n->next_cached) {
     walked.cached_mapped += n->mapped;
     walked.dirty += n->resident;
     ++walked.cached;
-    if (n->usable != 0 || n->resident > n->mapped || n->mapped % kChunkSize != 0) return false;
-    if (!ChunkRegistry::lookup(n->address).is_none()) return false;  // a cached mapping is not live
+    if (n->usable != 0 || n->resident > n->mapped || n->mapped % kChunkSize != 0) {
+      message("check: huge: cached mapping ", static_cast<const void*>(n->address), ": usable ",
+              n->usable, ", resident ", n->resident, ", mapped ", n->mapped,
+              " (must be 0, <= mapped, whole chunks)");
+      ok = false;
+    }
+    if (!ChunkRegistry::lookup(n->address).is_none()) {
+      message("check: huge: cached mapping ", static_cast<const void*>(n->address),
+              " is still registered as live");
+      ok = false;
+    }
   }
-  return walked.mapped == g_figures.mapped && walked.allocated == g_figures.allocated &&
-         walked.count == g_figures.count && walked.dirty == g_figures.dirty &&
-         walked.cached_mapped == g_figures.cached_mapped && walked.cached == g_figures.cached;
+  auto compare = [&](const char* what, std::size_t counted, std::size_t found) {
+    if (counted == found) return;
+    message("check: huge: ", what, ": counters say ", counted, ", the walk finds ", found);
+    ok = false;
+  };
+  compare("mapped", g_figures.mapped, walked.mapped);
+  compare("allocated", g_figures.allocated, walked.allocated);
+  compare("count", g_figures.count, walked.count);
+  compare("dirty", g_figures.dirty, walked.dirty);
+  compare("cached mapped", g_figures.cached_mapped, walked.cached_mapped);
+  compare("cached", g_figures.cached, walked.cached);
+  return ok;
 }
 
 // The fork handlers hold the lock across fork(), from one function to another:

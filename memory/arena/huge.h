@@ -54,7 +54,8 @@ struct Figures {
   std::size_t cached_mapped = 0, dirty = 0, cached = 0, reused = 0;
 };
 Figures figures();
-// Walks the tree and checks it against the counters; false on mismatch.
+// Walks the tree and the cache and checks them against the counters; false
+// on a mismatch, each written to stderr.
 bool walk_and_compare();
 
 void lock_for_fork();

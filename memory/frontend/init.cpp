@@ -11,6 +11,7 @@
 #include "arena/base.h"
 #include "arena/huge.h"
 #include "frontend/frontend.h"
+#include "platform/fatal.h"
 #include "platform/os.h"
 #include "structures/chunk_registry.h"
 
@@ -62,13 +63,7 @@ void after_fork_in_child() {
 // One line on stderr: `runsel: <setting>: ignoring "<text>" (<expected>)`. The
 // bad value is ignored and the default stays (no allocation).
 void complain(const char* setting, const char* text, std::size_t length, const char* expected) {
-  os::write_all(2, "runsel: ", 8);
-  os::write_all(2, setting, std::strlen(setting));
-  os::write_all(2, ": ignoring \"", 12);
-  os::write_all(2, text, length);
-  os::write_all(2, "\" (", 3);
-  os::write_all(2, expected, std::strlen(expected));
-  os::write_all(2, ")\n", 2);
+  message(setting, ": ignoring \"", TextSlice{text, length}, "\" (", expected, ")");
 }
 
 void complain_about_conf(const char* entry, std::size_t length) {

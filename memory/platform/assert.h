@@ -5,10 +5,7 @@
 // containers' check(), run by the checked build and the tests.
 #pragma once
 
-#include <unistd.h>
-
-#include <cstdlib>
-#include <cstring>
+#include "platform/fatal.h"
 
 #if !defined(NDEBUG) || defined(RUNSEL_CHECKED) || defined(RUNSEL_ASSERTIONS)
 #define RUNSEL_ASSERTIONS_ON 1
@@ -28,24 +25,10 @@ inline constexpr bool kChecked =
     false;
 #endif
 
-// Writes "runsel: assertion failed: FILE:LINE: CONDITION" and aborts. No
-// allocation and no stdio: it may run inside malloc.
-[[noreturn]] inline void assertion_failed(const char* file, int line, const char* condition) {
-  char number[16];
-  char* end = number + sizeof(number);
-  char* digits = end;
-  do {
-    *--digits = static_cast<char>('0' + line % 10);
-    line /= 10;
-  } while (line != 0 && digits != number);
-  const char* parts[] = {"runsel: assertion failed: ", file, ":", nullptr, ": ", condition, "\n"};
-  for (const char* part : parts) {
-    const char* text = part != nullptr ? part : digits;
-    const std::size_t length =
-        part != nullptr ? std::strlen(part) : static_cast<std::size_t>(end - digits);
-    [[maybe_unused]] const ssize_t written = ::write(2, text, length);
-  }
-  std::abort();
+// Writes "runsel: assertion failed: FILE:LINE: CONDITION" and aborts.
+[[noreturn, gnu::cold, gnu::noinline]] inline void assertion_failed(const char* file, int line,
+                                                                    const char* condition) {
+  fatal("assertion failed: ", file, ":", line, ": ", condition);
 }
 
 }  // namespace runsel

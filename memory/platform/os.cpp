@@ -12,6 +12,8 @@
 
 #include <cstdlib>
 
+#include "platform/fatal.h"
+
 namespace runsel::os {
 
 namespace {
@@ -135,11 +137,8 @@ void write_all(int fd, const char* text, std::size_t length) {
 }
 
 void fatal_lock_reentered() {
-  static const char kMessage[] =
-      "runsel: malloc or free re-entered on a thread that is inside the allocator (called from "
-      "a signal handler?): aborting instead of deadlocking\n";
-  write_all(2, kMessage, sizeof(kMessage) - 1);
-  abort();
+  fatal("malloc or free re-entered on a thread that is inside the allocator (called from a "
+        "signal handler?): aborting instead of deadlocking");
 }
 
 }  // namespace runsel::os
