@@ -68,6 +68,8 @@ struct PageMapEntry {
   std::uintptr_t class_tag() const { return bits & kClassTagMask; }
 };
 
+// The header and its page map are guarded by the owning arena's lock
+// (Arena::lock, which the analysis cannot name from here).
 struct Chunk {
   // First, where a write past the end of the block before the chunk lands (a
   // huge allocation's or the previous chunk's last large run's): a keyed value

@@ -12,6 +12,7 @@
 #include "arena/arena.h"
 #include "arena/base.h"
 #include "arena/layout.h"
+#include "platform/assert.h"
 #include "platform/fatal.h"
 #include "platform/lock.h"
 #include "platform/os.h"
@@ -19,6 +20,8 @@
 #include "structures/rb_tree.h"
 
 namespace runsel::huge {
+
+constinit Lock g_lock;
 
 namespace {
 
@@ -39,35 +42,34 @@ struct ByAddress {
 
 constexpr std::size_t kRecentSlots = 64;
 
-constinit Lock g_lock;
-constinit RbTree<Node, ByAddress> g_tree;
-constinit Figures g_figures;
-constinit const void* g_recent[kRecentSlots] = {};
-constinit std::size_t g_recent_next = 0;
-constinit Node* g_cache = nullptr;
-constinit CacheLimits g_limits;
+constinit RbTree<Node, ByAddress> g_tree RUNSEL_GUARDED_BY(g_lock);
+constinit Figures g_figures RUNSEL_GUARDED_BY(g_lock);
+// The addresses of the last kRecentSlots huge frees, for double-free messages.
+constinit const void* g_recent[kRecentSlots] RUNSEL_GUARDED_BY(g_lock) = {};
+constinit std::size_t g_recent_next RUNSEL_GUARDED_BY(g_lock) = 0;
+constinit Node* g_cache RUNSEL_GUARDED_BY(g_lock) = nullptr;
+constinit CacheLimits g_limits RUNSEL_GUARDED_BY(g_lock);
 
 // A cached mapping serves a request of `mapped` bytes if it is at least as big
 // and not more than this many times bigger (address space, not memory: its
 // pages past `resident` cost nothing).
 constexpr std::size_t kMaxReuseRatio = 4;
 
-// The live node starting exactly at p, or null. Caller holds g_lock.
-Node* find(const void* p) {
+// The live node starting exactly at p, or null.
+Node* find(const void* p) RUNSEL_REQUIRES(g_lock) {
   Node* node = g_tree.first_not_below([p](const Node* n) { return n->address < p; });
   return node != nullptr && node->address == p ? node : nullptr;
 }
 
-// The live node covering p, or null. Caller holds g_lock, so the registry's
-// huge entries (written under g_lock) name live nodes.
-Node* covering(const void* p) {
+// The live node covering p, or null. Under g_lock the registry's huge
+// entries (written under g_lock) name live nodes.
+Node* covering(const void* p) RUNSEL_REQUIRES(g_lock) {
   const ChunkOwner owner = ChunkRegistry::lookup(p);
   return owner.is_huge() ? owner.as<Node>() : nullptr;
 }
 
 // Takes the smallest cached mapping that can serve `mapped` bytes, or null.
-// Caller holds g_lock.
-Node* take_cached(std::size_t mapped) {
+Node* take_cached(std::size_t mapped) RUNSEL_REQUIRES(g_lock) {
   Node** best = nullptr;
   for (Node** link = &g_cache; *link != nullptr; link = &(*link)->next_cached) {
     const std::size_t have = (*link)->mapped;
@@ -85,8 +87,9 @@ Node* take_cached(std::size_t mapped) {
 }
 
 // Unlinks the cached mappings that are too old or over the byte limit (the
-// oldest first) into `*evicted`. Caller holds g_lock.
-void evict_locked(std::uint64_t now, std::size_t limit_bytes, Node** evicted) {
+// oldest first) into `*evicted`, to be unmapped after g_lock is released.
+void evict_locked(std::uint64_t now, std::size_t limit_bytes, Node** evicted)
+    RUNSEL_REQUIRES(g_lock) {
   std::size_t kept = 0;
   for (Node** link = &g_cache; *link != nullptr;) {
     Node* node = *link;
@@ -114,8 +117,9 @@ void unmap_evicted(Node* evicted) {
   }
 }
 
-// Makes a cached mapping live again for `usable` bytes. Caller holds g_lock.
-void* reuse(Node* node, std::size_t usable, bool zero) {
+// Makes a cached mapping live again for `usable` bytes.
+void* reuse(Node* node, std::size_t usable, bool zero) RUNSEL_REQUIRES(g_lock) {
+  RUNSEL_ASSERT(node->usable == 0 && node->resident <= node->mapped && usable <= node->mapped);
   if (!ChunkRegistry::set_range(node->address, node->mapped, ChunkOwner::huge(node))) {
     ChunkRegistry::set_range(node->address, node->mapped, ChunkOwner::none());
     os::unmap(node->address, node->mapped);
@@ -141,9 +145,13 @@ void* reuse(Node* node, std::size_t usable, bool zero) {
 
 }  // namespace
 
-void configure(const CacheLimits& limits) { g_limits = limits; }
+void configure(const CacheLimits& limits) {
+  LockGuard guard(g_lock);
+  g_limits = limits;
+}
 
 void* allocate(std::size_t size, std::size_t alignment, bool zero) {
+  RUNSEL_ASSERT(alignment >= kChunkSize && (alignment & (alignment - 1)) == 0);
   const std::size_t usable = page_ceiling(size);
   const std::size_t mapped = chunk_ceiling(usable);
   if (usable < size || mapped < usable) return nullptr;

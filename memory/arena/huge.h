@@ -9,7 +9,17 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "arena/base.h"
+#include "platform/lock.h"
+#include "structures/chunk_registry.h"
+
 namespace runsel::huge {
+
+// Guards the huge allocations' tree, their cache and figures (huge.cpp);
+// the registry's huge entries are written under it. Taken after the arenas'
+// locks in fork preparation (never while one is held otherwise), before the
+// metadata allocator's and the registry's.
+extern Lock g_lock RUNSEL_ACQUIRED_BEFORE(base::g_lock, g_registry_lock);
 
 struct CacheLimits {
   std::size_t max_bytes = std::size_t{64} << 20;  // mapped bytes the cache may hold

@@ -26,7 +26,8 @@ struct Bin;
 // covers `bin` only; the container links in `hook` are verified by the
 // containers before they are followed; `free_count`, `first_free_word` and
 // the bitmap are not protected (the heap walker, runsel_check, finds them
-// inconsistent).
+// inconsistent). Like all of a chunk, a run header is guarded by its arena's
+// lock (Arena::lock: the analysis cannot name another object's lock here).
 struct Run {
   Bin* bin;
   ContainerHook<Run> hook;

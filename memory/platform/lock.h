@@ -31,6 +31,9 @@
 #define RUNSEL_ACQUIRE(...) RUNSEL_THREAD_ATTRIBUTE(acquire_capability(__VA_ARGS__))
 #define RUNSEL_RELEASE(...) RUNSEL_THREAD_ATTRIBUTE(release_capability(__VA_ARGS__))
 #define RUNSEL_ASSERT_CAPABILITY(x) RUNSEL_THREAD_ATTRIBUTE(assert_capability(x))
+// The lock order (memory/README.md, "Lock order"): a lock declared
+// RUNSEL_ACQUIRED_BEFORE(other) is never taken while `other` is held.
+#define RUNSEL_ACQUIRED_BEFORE(...) RUNSEL_THREAD_ATTRIBUTE(acquired_before(__VA_ARGS__))
 // For the few functions whose locking the analysis cannot follow (the fork
 // handlers take every arena's lock in a loop); each says why.
 #define RUNSEL_NO_THREAD_SAFETY_ANALYSIS RUNSEL_THREAD_ATTRIBUTE(no_thread_safety_analysis)

@@ -12,6 +12,7 @@
 
 #include <cstdlib>
 
+#include "platform/assert.h"
 #include "platform/fatal.h"
 
 namespace runsel::os {
@@ -42,6 +43,7 @@ void* map_anywhere(std::size_t size) {
 }  // namespace
 
 void* map_aligned(std::size_t size, std::size_t alignment) {
+  RUNSEL_ASSERT(alignment >= 4096 && (alignment & (alignment - 1)) == 0);
   KeepErrno keep_errno;
   // Optimistically map exactly `size`; most kernels hand out addresses that
   // continue earlier mappings, which are often aligned already.
