@@ -6,14 +6,15 @@
 // child and after a signal interrupted the allocator.
 #pragma once
 
+#include <errno.h>
+#include <unistd.h>
+
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <type_traits>
-
-#include "platform/os.h"
 
 namespace runsel {
 
@@ -72,9 +73,19 @@ class Line {
     if (negative) *--first = '-';
     add(TextSlice{first, static_cast<std::size_t>(end - first)});
   }
+  // To stderr, retrying short and interrupted writes; errno is left as it was.
+  // Inline, with no call into os.cpp, so that header-only users (the unit
+  // tests of the containers) link.
   void write() {
     text_[length_++] = '\n';
-    os::write_all(2, text_, length_);
+    const int saved_errno = errno;
+    for (const char* cursor = text_; cursor < text_ + length_;) {
+      const ssize_t written = ::write(2, cursor, static_cast<std::size_t>(text_ + length_ - cursor));
+      if (written < 0 && errno == EINTR) continue;
+      if (written <= 0) break;
+      cursor += written;
+    }
+    errno = saved_errno;
   }
 
  private:
