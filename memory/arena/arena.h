@@ -1,6 +1,6 @@
-// An arena: one lock, its chunks, a best-fit tree of free page runs, the 45
-// small bins, a few spare chunks and its purge policy (purge.h). `lock`
-// guards all of it. Each method says whether it takes the lock itself
+// An arena: one lock, its chunks, best-fit trees of free page runs (one per
+// class tag), the 45 (or 48) small bins, a few spare chunks and its purge
+// policy (purge.h). `lock` guards all of it. Each method says whether it takes the lock itself
 // (RUNSEL_EXCLUDES: the caller must not hold it) or expects the caller to
 // hold it (RUNSEL_REQUIRES); clang's -Wthread-safety checks every call.
 #pragma once

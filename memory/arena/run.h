@@ -13,6 +13,7 @@
 #include "arena/keyed_check.h"
 #include "arena/size_classes.h"
 #include "containers/hook.h"
+#include "platform/assert.h"
 #include "structures/chunk_registry.h"
 
 namespace runsel {
@@ -31,7 +32,7 @@ struct Bin;
 struct Run {
   Bin* bin;
   ContainerHook<Run> hook;
-  std::uint16_t free_count;       // <= nregs <= 251 (size_classes.h checks the bound)
+  std::uint16_t free_count;       // <= nregs (size_classes.h checks nregs fits 16 bits)
   std::uint16_t first_free_word;  // < bitmap_words
   std::uint32_t check;            // header_check(bin, this, key)
 
@@ -61,8 +62,9 @@ struct Run {
     }
   }
 
-  // Takes the lowest free region. Requires free_count > 0.
+  // Takes the lowest free region.
   void* take(const BinInfo& info) {
+    RUNSEL_ASSERT(free_count > 0);
     std::uint64_t* words = bitmap();
     std::uint32_t w = first_free_word;
     while (words[w] == 0) ++w;

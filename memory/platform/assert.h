@@ -1,8 +1,10 @@
 // Cheap assertions: O(1) checks of the invariants at the seams (a bin and its
-// container, a run and its bin). On in debug builds (NDEBUG unset), in checked
-// builds (-Dchecked=true) and wherever RUNSEL_ASSERTIONS is defined (the unit
-// tests); compiled out of release builds. The expensive O(n) walkers are the
-// containers' check(), run by the checked build and the tests.
+// container, a run and its bin) and of the preconditions callers must meet
+// (alignments, page multiples, a lock held). On in debug builds (NDEBUG
+// unset), in checked builds (-Dchecked=true) and wherever RUNSEL_ASSERTIONS is
+// defined (the unit tests); in release builds the condition is compiled but
+// never evaluated. The expensive O(n) walkers are the containers' check(),
+// run by the checked build and the tests.
 #pragma once
 
 #include "platform/fatal.h"
