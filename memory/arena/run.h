@@ -21,7 +21,7 @@ namespace runsel {
 struct Bin;
 
 // The header follows the previous run's last region, so a write past the end
-// of that region lands on `bin`. `check` is a keyed mix of the bin pointer and
+// of that region lands on `bin`. `check` is a keyed check of the bin pointer and
 // the run's address (keyed_check.h): free recomputes it before trusting `bin`,
 // and a header forged for another bin without the key fails it. `check`
 // covers `bin` only; the container links in `hook` are verified by the
