@@ -1,5 +1,6 @@
-// Fixed geometry of the heap: chunk and page sizes, the chunk header's page
-// count, and the size-class boundaries. Everything here is constexpr.
+// Fixed geometry of the heap: chunk and page sizes and the size-class
+// boundaries (the chunk header's page count is chunk.h's). Everything here is
+// constexpr.
 #pragma once
 
 #include <cstddef>

@@ -110,7 +110,8 @@ static_assert(bin_table_is_sound(), "every class: >= 2 regions, <= 2.4 % overhea
 // The geometry in force: the classic rule's (kBinInfo) unless RUNSEL_CONF's
 // run_pages gave every class its run size (the layout of another allocator, such
 // as an installed Firefox's; memory/README.md). Written once at start-up, before
-// the first arena exists; read everywhere a class's run layout is needed.
+// the first arena exists; read everywhere a class's run layout is needed,
+// without a lock: nothing writes it once a second thread can run.
 inline constinit std::array<BinInfo, kNumBins> g_bin_geometry = kBinInfo;
 inline const BinInfo& bin_info(std::size_t index) { return g_bin_geometry[index]; }
 inline bool classic_geometry() {
