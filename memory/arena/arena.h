@@ -261,6 +261,10 @@ class Arena {
   // The purge policy's two hooks: after pages became dirty, and before pages
   // are handed out (the later allocation a deferred purge waits for).
   void after_pages_dirtied() RUNSEL_REQUIRES(lock);
+  bool process_budget_applies() const;
+  std::size_t weighed_dirty() const RUNSEL_REQUIRES(lock);
+  std::size_t weighed_budget() const RUNSEL_REQUIRES(lock);
+  void purge_to_half_budget() RUNSEL_REQUIRES(lock);
   void before_page_allocation() RUNSEL_REQUIRES(lock);
   void run_decay_step(std::uint64_t now) RUNSEL_REQUIRES(lock);
   void check_container(const Bin& bin) const RUNSEL_REQUIRES(lock);
@@ -284,14 +288,12 @@ class Arena {
   }
   // Spare chunks (all usable pages free) kept for reuse instead of a munmap
   // and a fresh mmap (plus an mprotect for the guard page): at most
-  // kMaxSpareChunks. Their dirty pages count against the purge policy like
+  // purge_.spare_chunks. Their dirty pages count against the purge policy like
   // any other; a purged spare chunk costs only its header pages. Purging
   // everything (runsel_free_dirty_pages) unmaps all spares but one.
-  static constexpr std::size_t kMaxSpareChunks = 8;
   // Idle chunks (nothing allocated, class tags kept) whose dirty pages wait
-  // for the purge policy: the most recently emptied one; older ones are
-  // purged when another empties.
-  static constexpr std::size_t kMaxDirtyIdleChunks = 1;
+  // for the purge policy: the purge_.idle_dirty_chunks most recently emptied;
+  // older ones are purged when another empties.
 
   Chunk* chunks_ RUNSEL_GUARDED_BY(lock) = nullptr;        // every chunk, spare ones included
   Chunk* dirty_chunks_ RUNSEL_GUARDED_BY(lock) = nullptr;  // chunks with dirty pages, oldest first
@@ -308,6 +310,15 @@ class Arena {
   // header pages + allocated run pages + dirty pages
   std::size_t committed_pages_ RUNSEL_GUARDED_BY(lock) = 0;
   std::size_t dirty_pages_ RUNSEL_GUARDED_BY(lock) = 0;
+  // dirty_pages_ changes only through these: the process-wide total follows.
+  void add_dirty(std::size_t pages) RUNSEL_REQUIRES(lock) {
+    dirty_pages_ += pages;
+    g_process_dirty_pages.fetch_add(pages, std::memory_order_relaxed);
+  }
+  void remove_dirty(std::size_t pages) RUNSEL_REQUIRES(lock) {
+    dirty_pages_ -= pages;
+    g_process_dirty_pages.fetch_sub(pages, std::memory_order_relaxed);
+  }
   std::size_t large_allocated_ RUNSEL_GUARDED_BY(lock) = 0;  // bytes
   std::uint64_t large_nmalloc_ RUNSEL_GUARDED_BY(lock) = 0;
   std::uint64_t large_nfree_ RUNSEL_GUARDED_BY(lock) = 0;
