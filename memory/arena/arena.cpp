@@ -107,6 +107,7 @@ void Arena::unlink_spare(Chunk* chunk) {
 }
 
 void Arena::purge_all() {
+  take_remote_frees();
   release_empty_runs();
   purge_down_to(0);
   release_clean_spares();
@@ -448,6 +449,7 @@ std::size_t Arena::purge_chunk(Chunk* chunk, std::size_t target_pages) {
 void* Arena::malloc_large(std::size_t size, bool zero) {
   const std::size_t pages = size >> kPageShift;
   LockGuard guard(lock);
+  take_remote_frees();
   char* run = allocate_pages(pages, 0, size | kAllocated | kLarge, kAllocated | kLarge, zero);
   if (run == nullptr) return nullptr;
   large_allocated_ += size;

@@ -144,6 +144,21 @@ class Arena {
   // malloc_small_one_thread: only a large free, an emptied run and the
   // periodic sweep of kept runs are calls.
   BadPointer free_one_thread(Chunk* chunk, void* p) RUNSEL_EXCLUDES(lock);
+  // Frees `p` in `chunk` (owned by this arena) from a thread of another
+  // arena, without this arena's lock when `p` is a small region: it is
+  // checked as free() checks it (page map, run header) and queued on the
+  // arena's remote frees, a lock-free stack linked through the regions'
+  // first words, which whoever next holds the lock takes in
+  // (take_remote_frees). A double free is then caught there, by the region's
+  // bitmap bit (twice in the queue: the second visit finds the bit set).
+  // Large allocations take the lock. Returns kNone or the problem.
+  BadPointer free_remote(Chunk* chunk, void* p) RUNSEL_EXCLUDES(lock);
+  // Frees every region queued by free_remote; aborts naming a region that
+  // was already free. Cheap when the queue is empty (one load).
+  void take_remote_frees() RUNSEL_REQUIRES(lock) {
+    if (remote_frees_.load(std::memory_order_relaxed) != nullptr) take_queued_remote_frees();
+  }
+
   // Usable size of a live pointer, or 0 with *problem set.
   std::size_t usable_size(Chunk* chunk, const void* p, BadPointer* problem) RUNSEL_EXCLUDES(lock);
   // Resizes a large allocation in place; false if the neighbours do not allow it.
@@ -197,6 +212,10 @@ class Arena {
   void* malloc_from_fresh_run_then_unlock(Bin& bin, std::size_t bin_index) RUNSEL_RELEASE(lock);
   void run_emptied_then_unlock(Bin& bin, Run* run) RUNSEL_RELEASE(lock);
   void sweep_empty_runs_then_unlock() RUNSEL_RELEASE(lock);
+  void take_queued_remote_frees() RUNSEL_REQUIRES(lock);
+  // A small free with the lock held, from start to end (the queued remote
+  // frees): free_as's steps without releasing the lock.
+  BadPointer free_small_locked(const PointerClass& target) RUNSEL_REQUIRES(lock);
   void free_large_then_unlock(Chunk* chunk, std::size_t page, std::size_t size)
       RUNSEL_RELEASE(lock);
 
@@ -325,6 +344,11 @@ class Arena {
   std::uint64_t purges_ RUNSEL_GUARDED_BY(lock) = 0;
 
   Bin bins_[kNumBins] RUNSEL_GUARDED_BY(lock);
+
+  // Regions freed by other threads, not yet taken in (free_remote): the
+  // newest first, each region's first word the next. On its own cache line,
+  // which only remote frees and the lock holder's check touch.
+  alignas(64) std::atomic<void*> remote_frees_{nullptr};
 };
 
 // Whether the arena chunk at `address` (chunk-aligned) still has its canary

@@ -84,14 +84,17 @@ inline void Arena::touched_run(Bin& bin, Run* run) {
 // functions), so nothing has to be kept across a call. With threads they
 // call the any-thread form, out of line (bin.cpp).
 
-// The lock while the process has one thread (the caller has checked).
+// The lock while the process has one thread (the caller has checked): no
+// other thread can have queued a remote free.
 struct OneThreadLocking {
+  static constexpr bool kAnyThread = false;
   static void acquire(Lock& lock) RUNSEL_ACQUIRE(lock) { lock.lock_single_threaded(); }
   static void release(Lock& lock) RUNSEL_RELEASE(lock) { lock.unlock_single_threaded(); }
 };
 
 // The lock whatever the number of threads.
 struct AnyThreadLocking {
+  static constexpr bool kAnyThread = true;
   static void acquire(Lock& lock) RUNSEL_ACQUIRE(lock) { lock.lock(); }
   static void release(Lock& lock) RUNSEL_RELEASE(lock) { lock.unlock(); }
 };
@@ -100,6 +103,7 @@ template <class Locking>
 [[gnu::always_inline]] inline void* Arena::malloc_small_as(std::size_t bin_index) {
   const BinInfo& info = kBinInfo[bin_index];
   Locking::acquire(lock);
+  if constexpr (Locking::kAnyThread) take_remote_frees();
   Bin& bin = bins_[bin_index];
   Run* run = pick_run(bin);
   bin.counters.pick(bin.runs.size(), run ? run->free_count : 0, info.nregs);
@@ -125,6 +129,7 @@ template <class Locking>
 template <class Locking>
 [[gnu::always_inline]] inline BadPointer Arena::free_as(Chunk* chunk, void* p) {
   Locking::acquire(lock);
+  if constexpr (Locking::kAnyThread) take_remote_frees();
   const PointerClass target = classify(chunk, p);
   if (target.problem != BadPointer::kNone) {
     Locking::release(lock);

@@ -176,10 +176,12 @@ void* allocate_aligned(std::size_t alignment, std::size_t size) {
   if (problem != huge::Problem::kNone) fatal_huge(function, p, problem);
 }
 
-// deallocate() of a pointer in an arena chunk, with the any-thread lock.
+// deallocate() of a pointer in an arena chunk while the process has threads:
+// with the arena's lock from a thread of that arena, else (a remote free)
+// queued for it without its lock (Arena::free_remote).
 [[gnu::noinline]] void deallocate_any_thread(void* p, const char* function, Arena* arena) {
   Chunk* chunk = Chunk::of(p);
-  BadPointer problem = arena->free(chunk, p);
+  BadPointer problem = arena == t_arena ? arena->free(chunk, p) : arena->free_remote(chunk, p);
   if (problem != BadPointer::kNone) fatal_bad_pointer(function, p, chunk, problem);
 }
 

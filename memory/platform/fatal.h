@@ -64,4 +64,29 @@ inline char* append_text(char* out, const char* text) {
   std::abort();
 }
 
+// A double free (or a free of something that is not a live region) found
+// when an arena took in the frees other threads had queued for it (its
+// remote frees): the freeing thread has moved on, so the message names the
+// pointer and when it was found. Writes "runsel: free(P): PROBLEM (found when
+// its arena took in frees from other threads)" and aborts.
+[[noreturn, gnu::cold, gnu::noinline]] inline void remote_free_rejected(const void* pointer,
+                                                                       const char* problem) {
+  using fatal_detail::append_address, fatal_detail::append_text;
+  char line[320];
+  char* end = append_text(line, "runsel: free(");
+  end = append_address(end, pointer);
+  end = append_text(end, "): ");
+  const std::size_t room = sizeof(line) - static_cast<std::size_t>(end - line) - 64;
+  const std::size_t length = std::strlen(problem) < room ? std::strlen(problem) : room;
+  std::memcpy(end, problem, length);
+  end += length;
+  end = append_text(end, " (found when its arena took in frees from other threads)\n");
+  for (const char* cursor = line; cursor < end;) {
+    const ssize_t written = ::write(2, cursor, static_cast<std::size_t>(end - cursor));
+    if (written <= 0) break;
+    cursor += written;
+  }
+  std::abort();
+}
+
 }  // namespace runsel

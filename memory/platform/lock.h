@@ -29,6 +29,7 @@
 #define RUNSEL_EXCLUDES(...) RUNSEL_THREAD_ATTRIBUTE(locks_excluded(__VA_ARGS__))
 #define RUNSEL_ACQUIRE(...) RUNSEL_THREAD_ATTRIBUTE(acquire_capability(__VA_ARGS__))
 #define RUNSEL_RELEASE(...) RUNSEL_THREAD_ATTRIBUTE(release_capability(__VA_ARGS__))
+#define RUNSEL_TRY_ACQUIRE(...) RUNSEL_THREAD_ATTRIBUTE(try_acquire_capability(__VA_ARGS__))
 // For the few functions whose locking the analysis cannot follow (the fork
 // handlers take every arena's lock in a loop); each says why.
 #define RUNSEL_NO_THREAD_SAFETY_ANALYSIS RUNSEL_THREAD_ATTRIBUTE(no_thread_safety_analysis)
@@ -65,6 +66,19 @@ class RUNSEL_CAPABILITY("mutex") Lock {
     }
     owner_.store(&lock_detail::t_self, std::memory_order_relaxed);
     lock_detail::t_acquiring = outer;
+  }
+
+  // Takes the lock only if it is free (never waits); true if taken. Only
+  // while the process has threads.
+  bool try_lock() RUNSEL_TRY_ACQUIRE(true) {
+    const Lock* outer = lock_detail::t_acquiring;
+    lock_detail::t_acquiring = this;
+    std::uint32_t expected = kFree;
+    const bool taken = state_.compare_exchange_strong(expected, kLocked, std::memory_order_acquire,
+                                                      std::memory_order_relaxed);
+    if (taken) owner_.store(&lock_detail::t_self, std::memory_order_relaxed);
+    lock_detail::t_acquiring = outer;
+    return taken;
   }
 
   void unlock() RUNSEL_RELEASE() {
