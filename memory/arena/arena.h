@@ -143,7 +143,10 @@ class Arena {
   // The same while the process has one thread, inline like
   // malloc_small_one_thread: only a large free, an emptied run and the
   // periodic sweep of kept runs are calls.
-  BadPointer free_one_thread(Chunk* chunk, void* p) RUNSEL_EXCLUDES(lock);
+  BadPointer free_one_thread(Chunk* chunk, void* p,
+                             std::size_t expected_bin = kAnyBin) RUNSEL_EXCLUDES(lock);
+  // Arena::free with the bin the caller knows (sized delete), or kAnyBin.
+  BadPointer free_sized(Chunk* chunk, void* p, std::size_t expected_bin) RUNSEL_EXCLUDES(lock);
   // Frees `p` in `chunk` (owned by this arena) from a thread of another
   // arena, without this arena's lock when `p` is a small region: it is
   // checked as free() checks it (page map, run header) and queued on the
@@ -195,7 +198,12 @@ class Arena {
 
   // Where `p` in `chunk` points: never reads the memory at `p`. Whether a
   // small region is live is the caller's check (its run's bitmap).
-  PointerClass classify(Chunk* chunk, const void* p) const RUNSEL_REQUIRES(lock);
+  // `expected_bin`: the bin the caller knows `p` belongs to (sized delete),
+  // or kAnyBin. The class geometry then comes from the size, not from the
+  // run header; a run of another bin is classified as without it.
+  static constexpr std::size_t kAnyBin = ~std::size_t{0};
+  PointerClass classify(Chunk* chunk, const void* p, std::size_t expected_bin = kAnyBin) const
+      RUNSEL_REQUIRES(lock);
   std::size_t index_of_bin(const Bin& bin) const RUNSEL_REQUIRES(lock) {
     return static_cast<std::size_t>(&bin - bins_);
   }
@@ -205,7 +213,7 @@ class Arena {
   template <class Locking>
   void* malloc_small_as(std::size_t bin) RUNSEL_EXCLUDES(lock);
   template <class Locking>
-  BadPointer free_as(Chunk* chunk, void* p) RUNSEL_EXCLUDES(lock);
+  BadPointer free_as(Chunk* chunk, void* p, std::size_t expected_bin) RUNSEL_EXCLUDES(lock);
   // Their rarer steps, out of line, each the last of its path: an allocation
   // when the container has no run, a run that has just emptied, the sweep of
   // kept runs, a large free. Each releases the lock.
@@ -238,6 +246,12 @@ class Arena {
     const std::uintptr_t bin = reinterpret_cast<std::uintptr_t>(run->bin);
     const std::uintptr_t first = reinterpret_cast<std::uintptr_t>(bins_);
     return bin - first < sizeof(bins_) && run->header_intact(run_key_);
+  }
+  // The geometry of an intact run's class, from the bin pointer's offset in
+  // bins_ (arithmetic) and the constant table, not through Bin::info: one
+  // dependent load fewer on every free.
+  const BinInfo& info_of_run(const Run* run) const RUNSEL_REQUIRES(lock) {
+    return kBinInfo[static_cast<std::size_t>(run->bin - bins_)];
   }
   // The seam: the only calls on a bin's container (small_paths.h), each with its
   // cheap assertions, and the container's walker after it in checked builds.
@@ -356,7 +370,7 @@ class Arena {
 bool chunk_canary_intact(const void* address);
 
 // Inline: it is on every free.
-inline PointerClass Arena::classify(Chunk* chunk, const void* p) const {
+inline PointerClass Arena::classify(Chunk* chunk, const void* p, std::size_t expected_bin) const {
   PointerClass target;
   target.page = chunk->page_index(p);
   const std::uintptr_t address = reinterpret_cast<std::uintptr_t>(p);
@@ -373,11 +387,15 @@ inline PointerClass Arena::classify(Chunk* chunk, const void* p) const {
     }
   } else {
     target.run = reinterpret_cast<Run*>(bits & ~kPageMask);
-    if (!run_header_intact(target.run)) {
+    if (expected_bin != kAnyBin && target.run->bin == &bins_[expected_bin] &&
+        target.run->header_intact(run_key_)) {
+      target.info = &kBinInfo[expected_bin];
+    } else if (!run_header_intact(target.run)) {
       target.problem = BadPointer::kCorruptRunHeader;
       return target;
+    } else {
+      target.info = &info_of_run(target.run);
     }
-    target.info = &info_of(*target.run->bin);
     const std::uintptr_t reg0 =
         reinterpret_cast<std::uintptr_t>(target.run) + target.info->reg0_offset;
     target.region = address < reg0 ? 0 : target.info->region_index(address - reg0);

@@ -201,6 +201,12 @@ BadPointer Arena::free_small_locked(const PointerClass& target) {
 
 void* Arena::malloc_small(std::size_t bin_index) { return malloc_small_as<AnyThreadLocking>(bin_index); }
 
-BadPointer Arena::free(Chunk* chunk, void* p) { return free_as<AnyThreadLocking>(chunk, p); }
+BadPointer Arena::free(Chunk* chunk, void* p) {
+  return free_as<AnyThreadLocking>(chunk, p, kAnyBin);
+}
+
+BadPointer Arena::free_sized(Chunk* chunk, void* p, std::size_t expected_bin) {
+  return free_as<AnyThreadLocking>(chunk, p, expected_bin);
+}
 
 }  // namespace runsel

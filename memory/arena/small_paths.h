@@ -127,10 +127,11 @@ template <class Locking>
 }
 
 template <class Locking>
-[[gnu::always_inline]] inline BadPointer Arena::free_as(Chunk* chunk, void* p) {
+[[gnu::always_inline]] inline BadPointer Arena::free_as(Chunk* chunk, void* p,
+                                                        std::size_t expected_bin) {
   Locking::acquire(lock);
   if constexpr (Locking::kAnyThread) take_remote_frees();
-  const PointerClass target = classify(chunk, p);
+  const PointerClass target = classify(chunk, p, expected_bin);
   if (target.problem != BadPointer::kNone) {
     Locking::release(lock);
     return target.problem;
@@ -166,8 +167,9 @@ template <class Locking>
   return BadPointer::kNone;
 }
 
-[[gnu::always_inline]] inline BadPointer Arena::free_one_thread(Chunk* chunk, void* p) {
-  return free_as<OneThreadLocking>(chunk, p);
+[[gnu::always_inline]] inline BadPointer Arena::free_one_thread(Chunk* chunk, void* p,
+                                                                std::size_t expected_bin) {
+  return free_as<OneThreadLocking>(chunk, p, expected_bin);
 }
 
 }  // namespace runsel
