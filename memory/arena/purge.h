@@ -39,11 +39,13 @@ struct PurgeSettings {
   // excess over half of it from its own pages, and idle chunks keep their
   // dirty pages for the policy; `decay` keeps its schedule and purges the
   // same way when the total crosses it. A process with one arena is
-  // unchanged. 32 MiB: measured on the threaded bench programs against 8 and
-  // 16 MiB, the least that keeps what a phase of the stress program drains
-  // for the next (8 MiB: 0.75x glibc's peak RSS but 5.8x its faults; 32 MiB:
-  // 1.06x and 2.2x), while 8 arenas could keep 128 MiB before.
-  std::size_t total_budget_pages = 32 * 256;
+  // unchanged. 48 MiB: measured on the threaded bench programs and the
+  // threads workload against 8 to 64 MiB, the least that keeps what a phase
+  // drains for the next (stress, peak RSS and minor faults against glibc's:
+  // 8 MiB 0.75x and 5.8x, 32 MiB 1.05x and 2.3x, 48 MiB 1.19x and 1.5x,
+  // 64 MiB 1.29x and 1.2x; threads: 32 MiB 0.82x and 2.4x, 48 MiB 0.97x and
+  // 2.0x), while 8 arenas could keep 128 MiB before.
+  std::size_t total_budget_pages = 48 * 256;
   // Spare chunks an arena keeps (chunks whose pages are all free).
   std::size_t spare_chunks = 8;
   // Idle chunks (nothing allocated, class tags kept) an arena lets keep their

@@ -258,15 +258,15 @@ TEST(Arenas, AnExitedThreadsArenaIsReused) {
   EXPECT_EQ(runsel_check(), 0);
 }
 
-// Six threads at once (so, up to the arena limit, six arenas) each free 14 MiB
+// Seven threads at once (so, up to the arena limit, seven arenas) each free 15 MiB
 // of their own large blocks: the dirty pages of all arenas together stay
 // within the deferred policy's hard bound on them, twice the process-wide
-// budget (purge.h: 32 MiB), where each arena alone (below 16 MiB, its own
+// budget (purge.h: 48 MiB), where each arena alone (below 16 MiB, its own
 // hard bound) kept them all.
 TEST(Arenas, DirtyPagesAreBoundedAcrossArenas) {
-  constexpr unsigned kThreads = 6;
-  constexpr size_t kBlock = 256 * 1024, kBlocks = 56;
-  constexpr size_t kProcessBound = 2 * 32 * 256 * 4096;
+  constexpr unsigned kThreads = 7;
+  constexpr size_t kBlock = 256 * 1024, kBlocks = 60;
+  constexpr size_t kProcessBound = 2 * 48 * 256 * 4096;
   std::barrier sync(kThreads);
   std::vector<std::thread> workers;
   for (unsigned t = 0; t < kThreads; ++t) {
