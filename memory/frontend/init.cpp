@@ -207,6 +207,7 @@ constinit thread_local Arena* t_arena = nullptr;
 
 __attribute__((noinline)) Arena* choose_arena() {
   Arena* arena;
+  bool keyed;  // the detach key exists (read under the lock)
   {
     LockGuard guard(g_init_lock);
     initialise_locked();
@@ -222,11 +223,14 @@ __attribute__((noinline)) Arena* choose_arena() {
     }
     arena = g_arenas[index];
     ++g_arena_threads[index];
-    if (!g_detach_key_created) g_detach_key_created = pthread_key_create(&g_detach_key, detach_thread) == 0;
+    if (!g_detach_key_created) {
+      g_detach_key_created = pthread_key_create(&g_detach_key, detach_thread) == 0;
+    }
+    keyed = g_detach_key_created;
   }
   t_arena = arena;
   // After t_arena is set: should glibc allocate for the key, that finds the arena.
-  if (g_detach_key_created) pthread_setspecific(g_detach_key, arena);
+  if (keyed) pthread_setspecific(g_detach_key, arena);
   // Registered after the arena is usable: pthread_atfork may itself allocate.
   if (!g_fork_handlers_registered.exchange(true)) {
     pthread_atfork(prepare_fork, after_fork_in_parent, after_fork_in_child);
