@@ -347,8 +347,9 @@ def run_bench_programs(args: argparse.Namespace, libraries: dict[str, Path],
     command = [sys.executable, BENCH_PROGRAMS, "--build-dir", args.build_dir,
                *(part for spec in specs for part in ("--preload", spec)),
                "--rounds", str(args.rounds), "--scale", str(args.scale), "--out", json_path]
-    show(command)
-    completed = subprocess.run([str(part) for part in command], stdout=subprocess.PIPE, text=True)
+    show(command, PACKAGE_PATH)
+    completed = subprocess.run([str(part) for part in command], stdout=subprocess.PIPE, text=True,
+                               env={**os.environ, **PACKAGE_PATH})
     print(completed.stdout, end="")
     if completed.returncode != 0:
         raise StepFailed(f"{BENCH_PROGRAMS} exited with {completed.returncode}")

@@ -12,6 +12,8 @@ malloc it calls, and runsel's variant and purge policy), or the comparison stops
 Ratios are the paired difference of experiments/harness/comparisons.py (trimmed mean of
 per-round log ratios, 95 % bootstrap interval), as ratios; the geometric mean row pairs
 each round's geometric mean over the programs.
+
+Needs experiments/ on PYTHONPATH (the harness package), as compare.py does.
 """
 
 from __future__ import annotations
@@ -26,15 +28,17 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "harness"))
-import allocators  # noqa: E402  (standard library only)
+from harness import allocators
+from harness.allocators import GLIBC, PEERS, Allocator, identity_problem, round_order
+from harness.interpreter import ensure_libraries
+from harness.presets import positive
 
-allocators.ensure_libraries({"numpy": "python3-numpy", "scipy": "python3-scipy"}, "programs.py")
-import comparisons  # noqa: E402
-from allocators import Allocator, identity_problem, round_order  # noqa: E402
+if __name__ == "__main__":  # run by Debian's python3 when this one lacks numpy or scipy
+    ensure_libraries({"numpy": "python3-numpy", "scipy": "python3-scipy"}, "programs.py")
+from harness import comparisons  # noqa: E402
 
-GLIBC = "glibc"
-PEERS = ("glibc", "jemalloc", "mimalloc", "tcmalloc")
+NOT_RUNSEL = (GLIBC, *PEERS)  # the allocators runsel's time is held against
+
 RUNSEL_FILE_PREFIXES = ("lib" + allocators.VARIANT_TARGET_PREFIX,
                         "lib" + allocators.SETTING_TARGET_PREFIX)
 
@@ -95,14 +99,14 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         metavar="NAME=PATH[:VAR=VALUE]",
                         help="an allocator to LD_PRELOAD, optionally with one variable set "
                              "(repeatable); glibc always runs")
-    parser.add_argument("--rounds", type=allocators.positive(int), default=5,
+    parser.add_argument("--rounds", type=positive(int), default=5,
                         help="interleaved rounds, at least 5 for intervals (default: 5)")
-    parser.add_argument("--scale", type=allocators.positive(float), default=1.0,
+    parser.add_argument("--scale", type=positive(float), default=1.0,
                         help="operation counts of every program (default: 1)")
     parser.add_argument("--program", action="append", default=[], metavar="NAME",
                         help="only this program (repeatable): " +
                              ", ".join(p.name for p in PROGRAMS))
-    parser.add_argument("--timeout", type=allocators.positive(float), default=300.0,
+    parser.add_argument("--timeout", type=positive(float), default=300.0,
                         help="seconds per run (default: 300)")
     parser.add_argument("--out", type=Path, help="write every run and the summary as JSON")
     args = parser.parse_args(argv)
@@ -213,7 +217,7 @@ def best_peer_series(runs: list[dict], program: str, peers: list[str],
 def summarise(runs: list[dict], args: argparse.Namespace) -> dict:
     programs = [p.name for p in args.programs]
     names = [a.name for a in args.allocators]
-    peers = [n for n in names if n in PEERS]
+    peers = [n for n in names if n in NOT_RUNSEL]
     summary: dict = {"programs": programs, "allocators": names, "metrics": {}}
     for metric, *_ in METRICS:
         table: dict = {}
@@ -227,7 +231,7 @@ def summarise(runs: list[dict], args: argparse.Namespace) -> dict:
             if metric == "seconds" and program != "geometric mean" and len(peers) > 1:
                 best = best_peer_series(runs, program, peers, metric)
                 row["vs_best_peer"] = {name: ratio(series(runs, program, name, metric), best)
-                                       for name in names if name not in PEERS}
+                                       for name in names if name not in NOT_RUNSEL}
             table[program] = row
         summary["metrics"][metric] = table
     return summary
@@ -259,10 +263,10 @@ def markdown(summary: dict, args: argparse.Namespace, load: tuple[float, float])
                          " | ".join(cell(row[n]) for n in names[1:]) + " |")
         lines.append("")
     time_rows = summary["metrics"]["seconds"]
-    own = [n for n in names if n not in PEERS]
+    own = [n for n in names if n not in NOT_RUNSEL]
     if own and any("vs_best_peer" in row for row in time_rows.values()):
         lines += ["### time ÷ the best peer (per round, the fastest of " +
-                  ", ".join(n for n in names if n in PEERS) + ")", "",
+                  ", ".join(n for n in names if n in NOT_RUNSEL) + ")", "",
                   "| program | " + " | ".join(own) + " |", "|---" * (len(own) + 1) + "|"]
         for program, row in time_rows.items():
             if "vs_best_peer" in row:

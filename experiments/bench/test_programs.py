@@ -3,7 +3,7 @@
 runs with known answers: exact ratios to glibc, the geometric mean over programs, the
 time against the per-round fastest peer, and the allocator spec NAME=PATH:VAR=VALUE.
 
-    /usr/bin/python3 experiments/bench/test_programs.py
+    PYTHONPATH=experiments /usr/bin/python3 experiments/bench/test_programs.py
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import programs  # noqa: E402
-from allocators import Allocator  # noqa: E402
+from harness.allocators import Allocator  # noqa: E402
 
 ROUNDS = 6
 
