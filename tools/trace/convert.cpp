@@ -1,10 +1,12 @@
 // runsel-trace-convert: Mozilla logalloc text logs to runsel traces and back
 // (tools/trace/format.md, "Firefox's logalloc logs").
 //
-//   runsel-trace-convert from-logalloc [--pid N] LOG TRACE
+//   runsel-trace-convert from-logalloc [--pid N] [--partial] LOG TRACE
 //       LOG (plain or gzip-compressed) -> the runsel trace of one of its
 //       processes: --pid N, or by default the one with the most calls. Every
 //       jemalloc_stats() line becomes a mark. Prints each process it saw.
+//       --partial: the log of a killed process; a last line without its
+//       newline (and a gzip stream cut short) is dropped, and it says so.
 //   runsel-trace-convert to-logalloc TRACE LOG
 //       a runsel trace -> a logalloc log (gzip-compressed when LOG ends in .gz).
 //
@@ -35,7 +37,7 @@ using namespace runsel::trace;
 
 int usage() {
   std::fprintf(stderr,
-               "usage: runsel-trace-convert from-logalloc [--pid N] LOG TRACE\n"
+               "usage: runsel-trace-convert from-logalloc [--pid N] [--partial] LOG TRACE\n"
                "       runsel-trace-convert to-logalloc TRACE LOG\n"
                "LOG is a Mozilla logalloc log, plain or gzip-compressed (to-logalloc: "
                "compressed when it ends in .gz).\n");
@@ -103,7 +105,8 @@ struct GzipPipe {
 
 bool exited_zero(int status) { return status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0; }
 
-int from_logalloc(const char* log, const char* out, bool has_pid, std::uint64_t wanted) {
+int from_logalloc(const char* log, const char* out, bool has_pid, std::uint64_t wanted,
+                  bool partial) {
   if (starts_with(log, kMagic, sizeof kMagic)) {
     std::fprintf(stderr, "runsel-trace-convert: %s: a runsel trace already: nothing to convert\n",
                  log);
@@ -130,8 +133,14 @@ int from_logalloc(const char* log, const char* out, bool has_pid, std::uint64_t 
   char* line = nullptr;
   std::size_t room = 0;
   ssize_t length;
+  std::size_t cut = 0;  // bytes of a last line without its newline, dropped under --partial
   while ((length = getline(&line, &room, in)) >= 0) {
-    if (length > 0 && line[length - 1] == '\n') --length;
+    if (length > 0 && line[length - 1] == '\n') {
+      --length;
+    } else if (partial) {
+      cut = static_cast<std::size_t>(length);
+      break;
+    }
     if (!parser.line(line, static_cast<std::size_t>(length))) break;
   }
   std::free(line);
@@ -139,10 +148,14 @@ int from_logalloc(const char* log, const char* out, bool has_pid, std::uint64_t 
   int gzip_status = gzip ? pipe.finish() : (std::fclose(in), 0);
   // gzip exiting non-zero: the file is not gzip data or is cut short, whatever the
   // parser made of what came out (killed by SIGPIPE: the parser stopped reading).
-  if (gzip && gzip_status != -1 && WIFEXITED(gzip_status) && WEXITSTATUS(gzip_status) != 0) {
+  bool gzip_cut = gzip && gzip_status != -1 && WIFEXITED(gzip_status) &&
+                  WEXITSTATUS(gzip_status) != 0;
+  if (gzip_cut && partial) {
+    gzip_status = 0;
+  } else if (gzip_cut) {
     std::fprintf(stderr,
-                 "runsel-trace-convert: %s: gzip could not decompress it (corrupt or cut "
-                 "short)\n",
+                 "runsel-trace-convert: %s: gzip could not decompress it (corrupt, or cut "
+                 "short: --partial)\n",
                  log);
     return 2;
   }
@@ -152,11 +165,12 @@ int from_logalloc(const char* log, const char* out, bool has_pid, std::uint64_t 
       std::fprintf(stderr, "runsel-trace-convert: %s: not a runsel trace or a logalloc log (%s)\n",
                    log, parser.error().c_str());
     else
-      std::fprintf(stderr, "runsel-trace-convert: %s: malformed logalloc log at %s\n", log,
-                   parser.error().c_str());
+      std::fprintf(stderr, "runsel-trace-convert: %s: malformed logalloc log at %s%s\n", log,
+                   parser.error().c_str(),
+                   partial ? "" : " (the log of a killed process: --partial)");
     return 2;
   }
-  if (read_error || (gzip && !exited_zero(gzip_status))) {
+  if (read_error || (gzip && !exited_zero(gzip_status) && !(partial && gzip_cut))) {
     std::fprintf(stderr, "runsel-trace-convert: %s: %s\n", log,
                  gzip ? "gzip could not be run to the end" : "read error");
     return 1;
@@ -187,6 +201,10 @@ int from_logalloc(const char* log, const char* out, bool has_pid, std::uint64_t 
   }
   std::printf("wrote %s: %zu bytes, %" PRIu64 " records of pid %" PRIu64 "\n", out, bytes.size(),
               chosen->count, chosen->pid);
+  if (partial)
+    std::printf("partial: %s%s; every complete line before it converted\n",
+                cut ? "the last line had no newline and was dropped" : "no line was cut",
+                gzip_cut ? ", the gzip stream was cut short" : "");
   return 0;
 }
 
@@ -252,16 +270,23 @@ int main(int argc, char** argv) {
   std::string mode = argv[1];
   if (mode == "to-logalloc" && argc == 4) return to_logalloc(argv[2], argv[3]);
   if (mode != "from-logalloc") return usage();
-  bool has_pid = false;
+  bool has_pid = false, partial = false;
   std::uint64_t pid = 0;
   int i = 2;
-  if (i + 1 < argc && std::strcmp(argv[i], "--pid") == 0) {
-    char* end = nullptr;
-    pid = std::strtoull(argv[i + 1], &end, 10);
-    if (*end != 0 || argv[i + 1][0] == 0) return usage();
-    has_pid = true;
-    i += 2;
+  for (;;) {
+    if (i + 1 < argc && std::strcmp(argv[i], "--pid") == 0) {
+      char* end = nullptr;
+      pid = std::strtoull(argv[i + 1], &end, 10);
+      if (*end != 0 || argv[i + 1][0] == 0) return usage();
+      has_pid = true;
+      i += 2;
+    } else if (i < argc && std::strcmp(argv[i], "--partial") == 0) {
+      partial = true;
+      ++i;
+    } else {
+      break;
+    }
   }
   if (argc - i != 2) return usage();
-  return from_logalloc(argv[i], argv[i + 1], has_pid, pid);
+  return from_logalloc(argv[i], argv[i + 1], has_pid, pid, partial);
 }
