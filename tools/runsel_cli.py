@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """runsel's command line: configures and builds the allocator, then runs one job
-(report, test, bench). Started by tools/runsel once the Debian packages are in.
+(report, test, bench, trace, replay). Started by tools/runsel once the Debian packages
+are in. The entry shim of the tooling package (experiments/harness/): the one place
+that puts experiments/ on the import path.
 
 Every step prints the command it runs ("+ ..."), so any step can be repeated by
 hand from the repository root. Standard library only: a fresh machine has it.
@@ -18,19 +20,26 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-sys.path[:0] = [str(Path(__file__).resolve().parent.parent / part)
-                for part in ("tools/trace", "experiments/harness")]
-import allocators as shared  # noqa: E402  (the Python tools' shared module; standard library only)
-import runsel_trace_cli  # noqa: E402  (tools/trace/: the trace and replay subcommands)
-from runsel_trace_cli import RECORDER_TARGET, REPLAYER_PREFIX  # noqa: E402
-from build_steps import (ROOT, StepFailed, build, capture_json, configure,  # noqa: E402
-                         requested_options, run, show)
-from allocators import (COUNTING_TARGET_PREFIX, REFERENCE as REFERENCE_VARIANT,  # noqa: E402
-                        SETTING_TARGET_PREFIX, build_targets, positive, targets_named)
+if __name__ == "__main__":  # the tooling package, experiments/harness/
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "experiments"))
+
+from harness import allocators as shared
+from harness import trace_cli
+from harness.allocators import (COUNTING_TARGET_PREFIX, RECORDER_TARGET,
+                                REFERENCE as REFERENCE_VARIANT, REPLAYER_PREFIX,
+                                SETTING_TARGET_PREFIX, WORKLOAD_PREFIX, build_targets,
+                                targets_named)
+from harness.build_steps import (StepFailed, build, capture_json, configure, requested_options,
+                                 run, show)
+from harness.interpreter import PACKAGE_ROOT, ROOT
+from harness.presets import DEFAULT, QUICK, positive
+
 BUILD_DIR = Path("build")
 RESULTS_DIR = Path("results")
-HARNESS = Path("experiments/harness/harness.py")
-WORKLOAD_PREFIX = "workload_"  # meson's name for build/experiments/workload_<name>
+HARNESS = "harness.harness"  # run as python3 -m harness.harness
+# A child Python that imports the package (the commands run at the repository root).
+PACKAGE_PATH = {"PYTHONPATH": ":".join(filter(None, [str(PACKAGE_ROOT.relative_to(ROOT)),
+                                                     os.environ.get("PYTHONPATH")]))}
 REPORT_DIR = RESULTS_DIR / "report"
 BENCH_PROGRAM = Path("experiments/malloc_bench")  # under the build directory
 BENCH_COMPARE = Path("experiments/bench/compare.py")
@@ -78,7 +87,7 @@ def workload_programs(build_dir: Path) -> list[Path]:
 
 
 def harness_arguments(args: argparse.Namespace) -> list[str]:
-    """The report's options, passed on to experiments/harness/harness.py."""
+    """The report's options, passed on to the harness (harness.py)."""
     forwarded = ["--build-dir", str(args.build_dir), "--out", str(args.out),
                  "--instructions", args.instructions]
     if args.quick:
@@ -107,7 +116,8 @@ def command_report(args: argparse.Namespace) -> int:
         raise StepFailed(f"meson defines no {WORKLOAD_PREFIX}* programs: is -Dbenchmarks=disabled?")
     build_libraries(args, extra=programs + report_libraries(args.build_dir)
                     + trace_tools(args.build_dir))
-    return run([sys.executable, HARNESS, *harness_arguments(args)], check=False)
+    return run([sys.executable, "-m", HARNESS, *harness_arguments(args)], check=False,
+               env_changes=PACKAGE_PATH)
 
 
 def trace_tools(build_dir: Path) -> list[Path]:
@@ -272,8 +282,9 @@ def command_bench(args: argparse.Namespace) -> int:
     json_path, markdown_path = RESULTS_DIR / "bench.json", RESULTS_DIR / "bench.md"
     command = [sys.executable, BENCH_COMPARE, "--bench", program, *preloads, "--out", json_path,
                *args.compare_args]
-    show(command)
-    completed = subprocess.run([str(part) for part in command], stdout=subprocess.PIPE, text=True)
+    show(command, PACKAGE_PATH)
+    completed = subprocess.run([str(part) for part in command], stdout=subprocess.PIPE, text=True,
+                               env={**os.environ, **PACKAGE_PATH})
     print(completed.stdout, end="")
     if completed.returncode != 0:
         raise StepFailed(f"{BENCH_COMPARE} exited with {completed.returncode}")
@@ -286,13 +297,10 @@ def command_bench(args: argparse.Namespace) -> int:
 
 
 class PresetText(dict):
-    """A harness preset for help text: numbers as %g, "?" for what could not be read."""
-
-    def __missing__(self, key: str) -> str:
-        return "?"
+    """A harness preset for help text: numbers as %g."""
 
     def __getitem__(self, key: str) -> str:
-        value = super().__getitem__(key) if key in self else self.__missing__(key)
+        value = super().__getitem__(key)
         return format(value, "g") if isinstance(value, float) else str(value)
 
 
@@ -314,8 +322,7 @@ def parser() -> argparse.ArgumentParser:
                     "meson, then runs the job.")
     commands = main.add_subparsers(dest="command", metavar="COMMAND")
     shared_options = [build_options()]
-    presets = shared.harness_presets()  # harness.py's DEFAULT and QUICK, as text
-    default, quick = (PresetText(presets["DEFAULT"]), PresetText(presets["QUICK"]))
+    default, quick = PresetText(DEFAULT), PresetText(QUICK)
 
     report = commands.add_parser(
         "report", parents=shared_options,
@@ -397,7 +404,7 @@ def parser() -> argparse.ArgumentParser:
                        help=f"more {BENCH_COMPARE} arguments (after --)")
     bench.set_defaults(handler=command_bench)
 
-    runsel_trace_cli.add_commands(commands, shared_options)
+    trace_cli.add_commands(commands, shared_options)
     return main
 
 

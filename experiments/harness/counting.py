@@ -9,8 +9,8 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-import allocators as allocator_discovery
-import runs
+from . import allocators as allocator_discovery
+from . import runs
 
 BIN_COUNTERS = ("picks", "picks_with_choice", "runs_created", "runs_destroyed")
 HISTOGRAMS = ("nonfull_at_pick", "picked_fullness")

@@ -1,10 +1,9 @@
-#!/usr/bin/env python3
 """The harness: runs every workload under every allocator (each runsel variant, glibc,
 jemalloc, mimalloc, tcmalloc), interleaved and repeated, checks which allocator served
 each run, counts instructions, and writes results.json plus the report (Markdown and
 self-contained HTML with pictures). `tools/runsel report` builds, then runs this.
 
-    experiments/harness/harness.py [--quick] [--out DIR] [--build-dir DIR] ...
+    python3 -m harness.harness [--quick] [--out DIR] [--build-dir DIR] ...  (in experiments/)
 """
 
 from __future__ import annotations
@@ -20,56 +19,22 @@ import sys
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent.parent
-LIBRARIES = {"matplotlib": "python3-matplotlib", "scipy": "python3-scipy",
-             "tabulate": "python3-tabulate"}  # {module: Debian package} the report needs
+from . import allocators as allocator_discovery
+from .interpreter import ROOT, SYSTEM_PYTHON, ensure_libraries
 
-sys.path[:0] = [str(HERE), str(ROOT / "tools")]
-import allocators as allocator_discovery  # noqa: E402  (standard library only)
+if __name__ == "__main__":  # run by Debian's python3 when this one lacks what the report needs
+    ensure_libraries({"matplotlib": "python3-matplotlib", "scipy": "python3-scipy",
+                      "tabulate": "python3-tabulate"}, "harness")
 
-# Under Debian's python3 when this interpreter lacks one of LIBRARIES.
-allocator_discovery.ensure_libraries(LIBRARIES, "harness")
+from . import comparisons, counting, metrics, replays, report, runs, targets, verdict
+from . import webkit_record
+from .allocators import REFERENCE, WORKLOAD_PREFIX
+from .presets import DEFAULT, QUICK, positive
 
-import comparisons  # noqa: E402
-import counting  # noqa: E402
-import metrics  # noqa: E402
-import replays  # noqa: E402
-import runs  # noqa: E402
-import runsel_report  # noqa: E402
-import targets  # noqa: E402
-import verdict  # noqa: E402
-from allocators import REFERENCE, SYSTEM_PYTHON, positive  # noqa: E402
-
-WORKLOAD_PREFIX = "workload_"
 REPLAY = "replay"  # workload_replay needs a trace: one replay:<name> workload per --trace
 WEBKIT = "webkit"  # a browser engine: experiments/webkit/driver.py under Debian's python3
-WEBKIT_DRIVER = ROOT / "experiments" / "webkit" / "driver.py"
 WEBKIT_REPLAY = "webkit replay"  # its web process's trace, replayed exactly per container
-# Run lengths, for a default report of about 20 minutes on 2 cores. The containers, which
-# the verdict compares to 2 %, take part in every round (repeat, then up to `extend`
-# seconds of extra rounds for the comparisons still wider than that); the peers and the
-# settings (rb_first@purge:NAME, ...) in the first peer_repeat rounds. A webkit run costs
-# seconds of start-up and page loads and its time cannot resolve a container to 2 %
-# anyway, so it runs live under the containers of bug 1857133 (webkit_allocators; the
-# peers in its first round) while its trace is replayed exactly on every container.
-# --quick exists so that CI exercises every step in a minute or two: its webkit runs and
-# replays and its callgrind counts (about a second of valgrind start-up each) cover its
-# anchors only.
-QUICK_ANCHORS = ("rb_first", "lifo", "jemalloc")
-BUG_1857133 = ("rb_first", "rb_root", "lifo", "array_heap")  # experiments/harness/verdict.py
-PEERS = ("glibc", "jemalloc", "mimalloc", "tcmalloc")
-DEFAULT = {"repeat": 15, "scale": 1.0, "instruction_scale": 0.05, "extend": 90,
-           "webkit_pages": 2, "webkit_repeat": 5, "webkit_peer_repeat": 1,
-           "webkit_allocators": BUG_1857133 + PEERS, "webkit_replay_allocators": (),
-           "webkit_record_pages": 4, "webkit_cost_records": 100_000,
-           "counted_allocators": (), "peer_repeat": 7}
-QUICK = {"repeat": 5, "scale": 0.05, "instruction_scale": 0.01, "extend": 0,
-         "webkit_pages": 2, "webkit_repeat": 1, "webkit_peer_repeat": 1,
-         "webkit_allocators": QUICK_ANCHORS, "webkit_replay_allocators": QUICK_ANCHORS,
-         "webkit_record_pages": 2, "webkit_cost_records": 50_000,
-         "counted_allocators": QUICK_ANCHORS, "peer_repeat": None}
-KEEP_CHUNK_MAPS = ("rb_first", "lifo")  # the occupancy pictures compare these two
+KEEP_CHUNK_MAPS = (REFERENCE, "lifo")  # the occupancy pictures compare these two
 SCHEMA_VERSION = 2  # results.json's layout: experiments/README.md, "results.json"
 
 
@@ -109,7 +74,7 @@ def trace_workloads(programs: list[runs.Workload], traces: list[Path]) -> list[r
 def webkit_workload(args: argparse.Namespace) -> runs.Workload:
     """The browser engine: the driver loads args.webkit_pages pages of its pinned corpus;
     no instruction counts (a browser under callgrind would take hours)."""
-    arguments = (str(WEBKIT_DRIVER), "--pages", str(args.webkit_pages),
+    arguments = (str(webkit_record.DRIVER), "--pages", str(args.webkit_pages),
                  "--time-limit", str(max(120, 60 * args.webkit_pages)))
     return runs.Workload(WEBKIT, Path(SYSTEM_PYTHON), arguments, repeat=args.webkit_repeat,
                          allocators=args.webkit_allocators, counted=False, family="webkit",
@@ -118,17 +83,15 @@ def webkit_workload(args: argparse.Namespace) -> runs.Workload:
 
 
 def webkit_exact_replay(args: argparse.Namespace, progress) -> dict:
-    """Records one webkit run (experiments/webkit/record.py: a trace per web process, with
+    """Records one webkit run (webkit_record.py: a trace per web process, with
     a mark at each of the driver's checkpoints) and replays the trace of the web process
     that held the pages on every container: exact figures at every tab. The traces stay
     in <out>/webkit-traces/ (generated, like the report)."""
-    sys.path.insert(0, str(WEBKIT_DRIVER.parent))
-    import record  # noqa: E402  (experiments/webkit/record.py)
     out = args.out / "webkit-traces"
     print(f"harness: recording the web processes of a {args.webkit_record_pages}-page webkit "
           f"run into {out}", file=sys.stderr)
     try:
-        traces = record.record(args.build_dir, out, args.webkit_record_pages)
+        traces = webkit_record.record(args.build_dir, out, args.webkit_record_pages)
         trace = traces[0]["path"]  # the largest: the process that held the pages
         containers = [name for name in args.allocator or args.webkit_replay_allocators
                       if name in replays.replayers(args.build_dir)] or None
@@ -136,7 +99,7 @@ def webkit_exact_replay(args: argparse.Namespace, progress) -> dict:
                                              label="webkit replay", containers=containers,
                                              progress=progress,
                                              cost_records=args.webkit_cost_records)
-    except (record.RecordFailed, replays.ReplayFailed, subprocess.TimeoutExpired) as failure:
+    except (webkit_record.RecordFailed, replays.ReplayFailed, subprocess.TimeoutExpired) as failure:
         return {"kind": "replay", "family": "webkit", "label": "webkit replay",
                 "error": str(failure), "allocators": {}}
     tabs = [point["name"] for point in next(iter(entry["allocators"].values()))["exact"]
@@ -153,7 +116,7 @@ def webkit_exact_replay(args: argparse.Namespace, progress) -> dict:
 
 def check_webkit() -> None:
     """Fails early (not after the first runs) when the browser or its corpus is missing."""
-    check = subprocess.run([SYSTEM_PYTHON, str(WEBKIT_DRIVER), "--check"], capture_output=True,
+    check = subprocess.run([SYSTEM_PYTHON, str(webkit_record.DRIVER), "--check"], capture_output=True,
                            text=True)
     if check.returncode != 0:
         sys.exit(f"harness: the webkit workload cannot run: {check.stderr.strip()}\n"
@@ -415,7 +378,7 @@ def main(argv: list[str] | None = None) -> int:
                      "extend_seconds": args.extend, "extra_rounds": extra_rounds,
                      "counters": "counted" if counted else "not measured (no counting "
                      "libraries built)" if args.counters == "auto" else "off"},
-        "reference": allocator_discovery.REFERENCE,
+        "reference": REFERENCE,
         "allocators": [{"name": a.name, "runsel": a.runsel, "setting": a.setting,
                         "preload": str(a.preload) if a.preload else None} for a in allocators],
         "missing_allocators": missing,
@@ -424,15 +387,15 @@ def main(argv: list[str] | None = None) -> int:
         "checks": summary["checks"],
         "discarded": discarded,
         "verdict": verdict.build(summary["workloads"]),
-        "targets": targets.judge_workloads(summary["workloads"], allocator_discovery.REFERENCE),
+        "targets": targets.judge_workloads(summary["workloads"], REFERENCE),
     }
     phases.end("statistics")
     results["phase_seconds"] = phases.wall
     results["phase_cpu_seconds"] = phases.cpu
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "results.json").write_text(json.dumps(results, indent=1) + "\n")
-    markdown, html = runsel_report.write_report(results, args.out)
-    print(runsel_report.summary_text(results))
+    markdown, html = report.write_report(results, args.out)
+    print(report.summary_text(results))
     print(f"\nreport: {html}\n        {markdown}\nresults: {args.out / 'results.json'}")
     failed = [check for check in results["checks"] if not check["ok"]]
     return 1 if discarded or failed else 0

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import statistics
 
-import comparisons
-from allocators import REFERENCE
+from . import comparisons
+from .allocators import REFERENCE
 
 BOOTSTRAP_RESAMPLES = 2000
 MIN_LIVE_FOR_FRAGMENTATION = 64 << 10  # below this, resident ÷ live is noise

@@ -8,7 +8,7 @@ container's share) comes from callgrind on the first records of the trace (cost.
 its pick counters (what choices the container had) from one more replay on the counting
 twin of its library.
 
-    python3 experiments/harness/replays.py --build-dir build --trace PATH [--out FILE]
+    python3 -m harness.replays --build-dir build --trace PATH [--out FILE]  (PYTHONPATH=experiments)
 """
 
 from __future__ import annotations
@@ -21,13 +21,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-import cost as callgrind_cost
+from . import cost as callgrind_cost
+from .allocators import REFERENCE, REPLAYER_PREFIX
 
-REPLAYER_PREFIX = "runsel-replay-"
 COUNTING_REPLAYER = "tools/runsel-counting-replay-{}"  # on the counting twin, built on demand
 PICK_COUNTERS = ("picks", "picks_with_choice", "nonfull_at_pick", "picked_fullness",
                  "runs_created", "runs_destroyed")
-REFERENCE = "rb_first"
 FIGURES = ("mapped", "committed", "allocated", "waste", "dirty", "bookkeeping", "bin_unused",
            "resident")
 

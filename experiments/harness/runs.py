@@ -12,8 +12,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import cost as callgrind_cost
-from allocators import Allocator, identity_problem, round_order
+from . import cost as callgrind_cost
+from .allocators import Allocator, identity_problem, round_order
+from .cost import FIXED_LAYOUT
 
 
 @dataclass(frozen=True)
@@ -86,12 +87,6 @@ class Progress:
 
     def note(self, text: str) -> None:
         sys.stderr.write(("\n" if self.live else "") + text + "\n")
-
-
-# Address-space randomisation off: chunks are chosen by address, and where the kernel
-# places each mapping (and whether a huge realloc can grow in place) must not vary
-# between runs, or two runs of one variant make different choices.
-FIXED_LAYOUT = ["setarch", "-R"]
 
 
 def run_interleaved(workloads: list[Workload], allocators: list[Allocator], repeat: int,

@@ -1,27 +1,19 @@
-#!/usr/bin/env python3
 """meson test --suite harness (harness_statistics): the comparisons and the verdict on
 synthetic data with known answers. A planted difference must be found with an interval
 that holds it; noise must read "same time" only when the interval is tight, and
 "underpowered" otherwise; pairing must cancel drift shared by a round; and the bug
 1857133 judgements must follow their rules.
 
-    /usr/bin/python3 experiments/harness/test_comparisons.py
+    /usr/bin/python3 -m harness.test_comparisons  (in experiments/)
 """
 
 from __future__ import annotations
 
-import sys
 import unittest
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import comparisons  # noqa: E402
-import metrics  # noqa: E402
-import targets  # noqa: E402
-import verdict  # noqa: E402
+from . import comparisons, metrics, targets, verdict
 
 ROUNDS = 21
 
@@ -367,17 +359,6 @@ class Targets(unittest.TestCase):
         self.assertEqual(ring["aim"], 1.5)
         self.assertEqual(rows[("BM_mixed", "resident")]["judged"]["text"], "-")
 
-
-class Presets(unittest.TestCase):
-    """tools/runsel's help reads harness.py's presets from its source (it cannot import the
-    harness on a fresh machine): what it reads must be what the harness runs with."""
-
-    def test_presets_read_from_the_source_are_the_harness_presets(self):
-        import allocators
-        import harness
-        read = allocators.harness_presets()
-        self.assertEqual(read["DEFAULT"], harness.DEFAULT)
-        self.assertEqual(read["QUICK"], harness.QUICK)
 
 if __name__ == "__main__":
     unittest.main(verbosity=1)

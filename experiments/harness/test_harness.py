@@ -1,11 +1,10 @@
-#!/usr/bin/env python3
 """meson test --suite harness: runs the harness in --quick mode into a temporary
 directory, then checks its output: the files exist, every allocator is present for
 every workload, the numbers are sane, runsel's stats identity holds, and rb_first,
 array_heap, pairing_heap and every other container that picks alike (meson.build's
 container table) make the same choices.
 
-    experiments/harness/test_harness.py --build-dir build
+    python3 -m harness.test_harness --build-dir build  (in experiments/)
 """
 
 from __future__ import annotations
@@ -18,11 +17,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-
-from allocators import REFERENCE, same_choice_groups  # noqa: E402
-import targets  # noqa: E402
+from . import targets
+from .allocators import REFERENCE, same_choice_groups
+from .interpreter import package_environment
 
 # The allocators every report must hold besides runsel's variants: glibc, and the three
 # that tools/runsel installs (README's package list). Written here, not discovered: the
@@ -337,10 +334,10 @@ def main() -> int:
     expected = container_names(args.build_dir) + list(SYSTEM_ALLOCATORS)
     with tempfile.TemporaryDirectory(prefix="runsel-harness-") as scratch:
         out = args.keep or Path(scratch)
-        command = [sys.executable, str(HERE / "harness.py"), "--quick", "--build-dir",
+        command = [sys.executable, "-m", "harness.harness", "--quick", "--build-dir",
                    str(args.build_dir), "--out", str(out)]
         print("+ " + " ".join(command), flush=True)
-        code = subprocess.call(command)
+        code = subprocess.call(command, env=package_environment())
         failures = Failures()
         failures.expect(code == 0, f"harness exited with {code}")
         check_files(out, failures)

@@ -6,20 +6,16 @@ between traces must be called not resolvable; a trace-wide swing that moves ever
 container alike (the purge phase of one recording) must cancel in the pairing; identical
 figures are identical; one trace is exact for that trace only.
 
-    /usr/bin/python3 experiments/harness/test_judgement.py
+    PYTHONPATH=experiments /usr/bin/python3 -m harness.test_judgement
 """
 
 from __future__ import annotations
 
-import sys
 import unittest
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import judgement  # noqa: E402
+from . import judgement
 
 MiB = 1 << 20
 

@@ -6,8 +6,8 @@ that was not measured stays None and reads "not measured".
 
 from __future__ import annotations
 
-import comparisons
-from allocators import REFERENCE, is_setting
+from . import comparisons
+from .allocators import REFERENCE, is_setting
 
 # Mozilla bug 1857133, measured on Windows against the address-ordered tree (runsel's
 # rb_first). Percent differences: sp3 as time (negative = faster), base and tp6 as

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Records the webkit workload's web processes: one driver run under the trace recorder
 (build/tools/librunsel-trace.so, as `tools/runsel trace` runs it), with a checkpoint mark
 in every trace at each of the driver's checkpoints (tab_N_loaded, tabs_closed, exit).
@@ -7,11 +6,13 @@ document: pages, checkpoints, which pids were web processes) in the output direc
 
 With --corpus, records a trace corpus instead: every page range (--pages A-B, repeatable)
 --repeat times, each recording in its own directory under --cache, reused while the
-corpus file, the WebKitGTK version and the commit of the recording's code (tools/trace,
-experiments/webkit) are the same (experiments/README.md, "The trace corpus").
+corpus file, the WebKitGTK version and the commit of the recording's code (the recorder,
+the trace format, the driver and its corpus) are the same (experiments/README.md, "The
+trace corpus").
 
-    python3 experiments/webkit/record.py [--pages N] [--out results/traces/webkit]
-    python3 experiments/webkit/record.py --corpus [--pages 1-4 --repeat 5 ...]
+    python3 -m harness.webkit_record [--pages N] [--out DIR]  (in experiments/; default
+        DIR: results/traces/webkit)
+    python3 -m harness.webkit_record --corpus [--pages 1-4 --repeat 5 ...]
     tools/runsel replay results/traces/webkit/WebKitWebProcess.<pid>
 """
 
@@ -26,13 +27,10 @@ import sys
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent.parent
-sys.path.insert(0, str(ROOT / "experiments" / "harness"))
+from .allocators import measured_environment
+from .interpreter import ROOT, SYSTEM_PYTHON
 
-from allocators import measured_environment  # noqa: E402
-DRIVER = HERE / "driver.py"
-SYSTEM_PYTHON = "/usr/bin/python3"
+DRIVER = ROOT / "experiments" / "webkit" / "driver.py"  # the webkit workload
 RECORDER = Path("tools") / "librunsel-trace.so"
 MARKS_SIZE = 65536
 PREFIX = "process."  # every traced process's file, until sorted out
@@ -88,14 +86,14 @@ def record(build_dir: Path, out: Path, pages: int, timeout: float = 900, first: 
 
 # --- the trace corpus ------------------------------------------------------------------------
 
-CORPUS = HERE / "corpus.json"
+CORPUS = DRIVER.parent / "corpus.json"
 CACHE = ROOT / "results" / "traces" / "corpus"
 # The default corpus: 8 recordings, the default page set (the report's first four pages)
 # five times, and three other page sets once.
 DEFAULT_RANGES = ((1, 4), (1, 4), (1, 4), (1, 4), (1, 4), (5, 8), (9, 12), (13, 16))
 # What a recording depends on: the recorder, the trace format, the driver and its pages.
 RECORDING_INPUTS = (ROOT / "tools" / "trace" / "recorder.cpp",
-                    ROOT / "tools" / "trace" / "trace_format.h", DRIVER, HERE / "corpus.json")
+                    ROOT / "tools" / "trace" / "trace_format.h", DRIVER, CORPUS)
 BROWSER_PACKAGE = "libwebkit2gtk-4.1-0"
 
 

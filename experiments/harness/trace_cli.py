@@ -4,8 +4,8 @@
   runsel replay [--every N] [--variant NAME] [--json FILE] TRACE
                                                   replays TRACE on every container, compares
 
-runsel_cli.py registers them with add_commands(); they configure, build and show
-their steps with tools/build_steps.py, as runsel_cli does. Standard library only.
+tools/runsel_cli.py registers them with add_commands(); they configure, build and show
+their steps with build_steps.py, as runsel_cli.py does. Standard library only.
 """
 
 from __future__ import annotations
@@ -20,18 +20,18 @@ import tempfile
 import time
 from pathlib import Path
 
-import allocators
-import build_steps as steps
+from . import allocators
+from . import build_steps as steps
+from .allocators import RECORDER_TARGET, REPLAYER_PREFIX
+from .interpreter import ROOT
 
-RECORDER_TARGET = "runsel-trace"  # build/tools/librunsel-trace.so
-REPLAYER_PREFIX = "runsel-replay-"  # build/tools/runsel-replay-<container>
 CONVERTER_TARGET = "runsel-trace-convert"  # build/tools/runsel-trace-convert (logalloc logs)
 TRACE_MAGIC = b"RSTR"
 TRACES_DIR = Path("results/traces")
 
 
 def caller_directory() -> Path:
-    """Where the user typed the command (runsel_cli moves to the repository root)."""
+    """Where the user typed the command (runsel_cli.py moves to the repository root)."""
     return Path(os.environ.get("PWD", os.getcwd()))
 
 
@@ -60,7 +60,7 @@ def command_trace(args: argparse.Namespace) -> int:
     if args.output:
         pattern = from_caller(args.output)
     else:
-        pattern = steps.ROOT / TRACES_DIR / (Path(command[0]).name + ".%p")
+        pattern = ROOT / TRACES_DIR / (Path(command[0]).name + ".%p")
     pattern.parent.mkdir(parents=True, exist_ok=True)
     preload = " ".join(filter(None, [str(library.resolve()), os.environ.get("LD_PRELOAD")]))
     changes = {"LD_PRELOAD": preload, "RUNSEL_TRACE": str(pattern)}
@@ -306,7 +306,7 @@ def replay_every_container(args: argparse.Namespace, trace: Path) -> int:
 
 
 def add_commands(commands, parents: list[argparse.ArgumentParser]) -> None:
-    """Adds `trace` and `replay` to runsel_cli's subcommands."""
+    """Adds `trace` and `replay` to runsel_cli.py's subcommands."""
     trace = commands.add_parser(
         "trace", parents=parents, help="record a program's allocation calls",
         description="Runs CMD with build/tools/librunsel-trace.so preloaded (and "

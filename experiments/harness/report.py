@@ -1,7 +1,7 @@
 """What `tools/runsel report` shows: one function per table (results in, rows out) and
-one per picture (experiments/harness/pictures.py), and three renderers (terminal text,
+one per picture (pictures.py), and three renderers (terminal text,
 Markdown, self-contained HTML) that lay the same tables and pictures out with tabulate.
-Input is results.json as experiments/harness/harness.py writes it (its layout:
+Input is results.json as harness.py writes it (its layout:
 experiments/README.md, "results.json"). The verdict opens the report.
 """
 
@@ -495,7 +495,7 @@ def leading(results: dict) -> int:
 
 def pictures(results: dict, out: Path) -> list[tuple[str, Path]]:
     """Draws every picture into `out`; returns (caption, path) of those drawn."""
-    import pictures as draw  # experiments/harness/pictures.py (needs matplotlib)
+    from . import pictures as draw  # needs matplotlib
 
     drawn = [
         ("Time versus peak resident memory (lower left is better)",
