@@ -16,7 +16,6 @@ prints the replay cost of a trace on every container as JSON.
 from __future__ import annotations
 
 import argparse
-import concurrent.futures
 import json
 import os
 import re
@@ -58,26 +57,6 @@ class CostFailed(Exception):
 
 
 # --- reading callgrind's output ----------------------------------------------------------
-
-
-def usable_cores() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-
-
-def counted_map(function, items: list, done=None) -> list:
-    """[function(item) for item in items], as many at once as this process has cores: only
-    for work whose results do not depend on the machine's load (callgrind counts, exact
-    replays, pick counters), never for timed runs. done(item, result) is called in the
-    order the work finishes; an exception from function is raised here."""
-    with concurrent.futures.ThreadPoolExecutor(max_workers=usable_cores()) as pool:
-        futures = {pool.submit(function, item): index for index, item in enumerate(items)}
-        results = [None] * len(items)
-        for future in concurrent.futures.as_completed(futures):
-            index = futures[future]
-            results[index] = future.result()
-            if done:
-                done(items[index], results[index])
-    return results
 
 
 def read_callgrind(path: Path, allocator_object: str | None) -> dict:
