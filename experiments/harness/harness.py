@@ -24,9 +24,11 @@ from .interpreter import ROOT, SYSTEM_PYTHON, ensure_libraries
 
 if __name__ == "__main__":  # run by Debian's python3 when this one lacks what the report needs
     ensure_libraries({"matplotlib": "python3-matplotlib", "scipy": "python3-scipy",
-                      "tabulate": "python3-tabulate"}, "harness")
+                      "tabulate": "python3-tabulate", "distributed": "python3-distributed"},
+                     "harness")
 
-from . import comparisons, counting, metrics, replays, report, runs, targets, verdict
+from . import comparisons, counting, fanout, judgement, metrics, replays, report, runs
+from . import targets, verdict
 from . import webkit_record
 from .allocators import REFERENCE, WORKLOAD_PREFIX
 from .presets import DEFAULT, QUICK, positive
@@ -82,36 +84,87 @@ def webkit_workload(args: argparse.Namespace) -> runs.Workload:
                          peer_repeat=min(args.webkit_repeat, args.webkit_peer_repeat))
 
 
-def webkit_exact_replay(args: argparse.Namespace, progress) -> dict:
-    """Records one webkit run (webkit_record.py: a trace per web process, with
-    a mark at each of the driver's checkpoints) and replays the trace of the web process
-    that held the pages on every container: exact figures at every tab. The traces stay
-    in <out>/webkit-traces/ (generated, like the report)."""
-    out = args.out / "webkit-traces"
-    print(f"harness: recording the web processes of a {args.webkit_record_pages}-page webkit "
-          f"run into {out}", file=sys.stderr)
+def corpus_files(paths: list[Path], build_dir: Path, cache: Path) -> dict[str, Path]:
+    """Any replayable files (runsel traces, or logalloc logs, plain or gzip-compressed, such
+    as a recorded Firefox session's) as corpus traces {name: trace}: logs are converted once
+    into `cache` (again when the log is newer)."""
+    found = {}
+    for path in paths:
+        path = path.resolve()
+        if not path.is_file():
+            sys.exit(f"harness: --corpus-file {path}: no such file")
+        with open(path, "rb") as file:
+            is_trace = file.read(4) == b"RSTR"
+        trace = path
+        if not is_trace:
+            trace = cache / (path.name + ".trace")
+            if not trace.exists() or trace.stat().st_mtime < path.stat().st_mtime:
+                cache.mkdir(parents=True, exist_ok=True)
+                done = subprocess.run([str(build_dir / "tools" / "runsel-trace-convert"),
+                                       "from-logalloc", str(path), str(trace)],
+                                      capture_output=True, text=True)
+                if done.returncode != 0:
+                    sys.exit(f"harness: --corpus-file {path}: {done.stderr.strip()}")
+        found[path.name] = trace
+    return found
+
+
+def webkit_corpus(args: argparse.Namespace, progress) -> tuple[dict, dict]:
+    """The trace corpus (experiments/README.md, "The trace corpus"): the webkit recordings
+    of args.corpus_ranges (cached: webkit_record.record_corpus) and the --corpus-file
+    traces, each replayed exactly on every container (fanout tasks), with callgrind windows
+    over the first traces. Returns (the first webkit trace's summary entry, the "webkit
+    replay" workload of the tables; results.json's "corpus": every trace's entry and the
+    judgement over each group of traces)."""
+    containers = [name for name in args.allocator or args.webkit_replay_allocators
+                  if name in replays.replayers(args.build_dir)] or None
+    recordings = []
     try:
-        traces = webkit_record.record(args.build_dir, out, args.webkit_record_pages)
-        trace = traces[0]["path"]  # the largest: the process that held the pages
-        containers = [name for name in args.allocator or args.webkit_replay_allocators
-                      if name in replays.replayers(args.build_dir)] or None
-        entry = replays.exact_replay_summary(trace, args.build_dir, family="webkit",
-                                             label="webkit replay", containers=containers,
-                                             progress=progress,
-                                             cost_records=args.webkit_cost_records)
-    except (webkit_record.RecordFailed, replays.ReplayFailed, subprocess.TimeoutExpired) as failure:
-        return {"kind": "replay", "family": "webkit", "label": "webkit replay",
-                "error": str(failure), "allocators": {}}
-    tabs = [point["name"] for point in next(iter(entry["allocators"].values()))["exact"]
+        recordings = webkit_record.record_corpus(args.build_dir, list(args.corpus_ranges),
+                                                 progress=progress)
+    except (webkit_record.RecordFailed, subprocess.TimeoutExpired) as failure:
+        progress(f"recording the corpus failed: {failure}")
+        return ({"kind": "replay", "family": "webkit", "label": "webkit replay",
+                 "error": str(failure), "allocators": {}},
+                {"error": str(failure), "recordings": [], "groups": {}})
+    groups = {"webkit": {entry["name"]: Path(entry["trace"]) for entry in recordings}}
+    if args.corpus_file:
+        groups["files"] = corpus_files(args.corpus_file, args.build_dir,
+                                       args.out / "corpus-traces")
+    corpus = {"recordings": recordings, "groups": {}, "fanout": None,
+              "cost": {"traces": args.corpus_cost_traces, "windows": args.corpus_windows,
+                       "window_records": args.corpus_window_records}}
+    first = None
+    for group, traces in groups.items():
+        try:
+            entries = replays.corpus_summaries(
+                traces, args.build_dir, "webkit" if group == "webkit" else "trace",
+                containers=containers, timeout=args.timeout, progress=progress,
+                cost_traces=args.corpus_cost_traces, windows=args.corpus_windows,
+                window_records=args.corpus_window_records)
+        except replays.ReplayFailed as failure:
+            corpus["groups"][group] = {"error": str(failure), "entries": {}}
+            continue
+        for entry in entries.values():
+            for pair in entry["allocators"].values():  # the choices table reads the totals
+                counted = pair.get("counters")
+                if counted and "bins" in counted and "total" not in counted:
+                    counted["total"] = counting.totals(counted["bins"])
+        usable = {name: entry for name, entry in entries.items() if "error" not in entry}
+        corpus["groups"][group] = {
+            "entries": entries,
+            "judgement": judgement.judge_corpus(usable, REFERENCE) if usable else None}
+        if group == "webkit" and usable:
+            first = dict(next(iter(usable.values())))
+    corpus["fanout"] = fanout.describe()
+    if first is None:
+        return ({"kind": "replay", "family": "webkit", "label": "webkit replay",
+                 "error": "no webkit trace of the corpus replayed", "allocators": {}}, corpus)
+    first["label"] = "webkit replay"
+    tabs = [point["name"] for point in next(iter(first["allocators"].values()))["exact"]
             ["checkpoints"] if point["name"].startswith("tab_")]
-    entry["key_checkpoint"] = tabs[-1] if tabs else entry["key_checkpoint"]  # as the live runs
-    for pair in entry["allocators"].values():  # the report's choices table reads the totals
-        counted = pair.get("counters")
-        if counted and "bins" in counted and "total" not in counted:
-            counted["total"] = counting.totals(counted["bins"])
-    entry["traces"] = [{"pid": t["pid"], "path": str(t["path"]), "bytes": t["bytes"]}
-                       for t in traces]
-    return entry
+    first["key_checkpoint"] = tabs[-1] if tabs else first["key_checkpoint"]  # as the live runs
+    return first, corpus
 
 
 def check_webkit() -> None:
@@ -244,6 +297,15 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--webkit-repeat", type=positive(int), metavar="N",
                         help="rounds the webkit workload takes part in (default "
                              f"{DEFAULT['webkit_repeat']}, --quick {QUICK['webkit_repeat']})")
+    parser.add_argument("--corpus-file", action="append", default=[], type=Path,
+                        metavar="PATH", help="add this trace or logalloc log (a Firefox "
+                        "session's, a real program's) to the trace corpus (repeatable): these "
+                        "files are judged as one more group of replicates")
+    parser.add_argument("--scheduler", metavar="ADDRESS",
+                        help="run the deterministic steps (replays, callgrind counts) on this "
+                             "Dask scheduler (tcp://HOST:8786), whose workers see this build "
+                             "and the traces at the same paths; default: a local cluster on "
+                             "this machine's cores")
     parser.add_argument("--timeout", type=float, default=600, help="per run, seconds")
     parser.add_argument("--counters", choices=("auto", "off"), default="auto",
                         help="run each workload once under each variant's counting library "
@@ -262,6 +324,9 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     args.webkit_allocators = () if args.allocator else preset["webkit_allocators"]
     args.webkit_replay_allocators = () if args.allocator else preset["webkit_replay_allocators"]
     args.webkit_cost_records = preset["webkit_cost_records"]
+    for name in ("corpus_ranges", "corpus_cost_traces", "corpus_windows",
+                 "corpus_window_records"):
+        setattr(args, name, preset[name])
     args.webkit_record_pages = max(args.webkit_pages, preset["webkit_record_pages"])
     args.webkit_peer_repeat = preset["webkit_peer_repeat"]
     args.counted_allocators = () if args.allocator else preset["counted_allocators"]
@@ -272,6 +337,7 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_arguments(argv)
+    fanout.configure(args.scheduler)
     started = time.time()
     load_before = round(os.getloadavg()[0], 2)
     programs = discover_workloads(args.build_dir)
@@ -340,16 +406,29 @@ def main(argv: list[str] | None = None) -> int:
                                           "ok": False, "detail": str(failure)})
     phases.end("exact replays")
     trim_chunk_maps(summary)
+    corpus = None
     if any(workload.name == WEBKIT for workload in workloads):
-        entry = webkit_exact_replay(args, lambda text: print(f"harness: {text}", file=sys.stderr))
+        entry, corpus = webkit_corpus(args, lambda text: print(f"harness: {text}",
+                                                               file=sys.stderr))
         summary["workloads"][WEBKIT_REPLAY] = entry
         summary["checks"].append({
             "workload": WEBKIT_REPLAY, "ok": "error" not in entry,
-            "check": "the web processes of a webkit run recorded with their checkpoint marks, "
-                     "the one that held the pages replayed exactly on every container",
-            "detail": entry.get("error") or f"{Path(entry['trace']).name}: "
+            "check": "the trace corpus: webkit runs recorded with their checkpoint marks (or "
+                     "reused), each replayed exactly on every container, the reference twice "
+                     "to the byte",
+            "detail": entry.get("error") or f"{len(corpus['recordings'])} recordings, "
+                      f"{sum(1 for r in corpus['recordings'] if r['reused'])} reused; "
                       f"{len(entry['allocators'])} containers"})
-        phases.end("webkit replay")
+        for group in corpus["groups"].values():
+            for name, replayed in group.get("entries", {}).items():
+                reference = replayed["allocators"].get(REFERENCE)
+                summary["checks"].append({
+                    "workload": f"corpus:{name}", "ok": "error" not in replayed and bool(
+                        reference) and reference["exact"]["repeated_identical"] is True,
+                    "check": f"two exact replays on {REFERENCE} agree to the byte",
+                    "detail": replayed.get("error", "")})
+        phases.end("trace corpus")
+    fanout.close()
     results = {
         "schema_version": SCHEMA_VERSION,
         "generated": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
@@ -386,7 +465,8 @@ def main(argv: list[str] | None = None) -> int:
         "summary": summary["workloads"],
         "checks": summary["checks"],
         "discarded": discarded,
-        "verdict": verdict.build(summary["workloads"]),
+        "corpus": corpus,
+        "verdict": verdict.build(summary["workloads"], corpus),
         "targets": targets.judge_workloads(summary["workloads"], REFERENCE),
     }
     phases.end("statistics")
