@@ -109,12 +109,13 @@ def checkpoint_named(entry: dict, container: str, name: str) -> dict | None:
 
 
 def moments(entry: dict) -> dict[str, str]:
-    """The checkpoints a trace is judged at: "loaded" (its key checkpoint: the last tab
-    loaded), "closed" (after the tabs close, else the end of the trace) and "peak" (of live
-    bytes)."""
+    """The checkpoints a trace is judged at: "loaded" (the last tab_N_loaded mark, else its
+    key checkpoint), "closed" (after the tabs close, else the end of the trace) and "peak"
+    (of live bytes)."""
     first = next(iter(entry["allocators"].values()))["exact"]["checkpoints"]
     names = [point["name"] for point in first]
-    return {"loaded": entry.get("key_checkpoint") or "peak",
+    tabs = [name for name in names if name.startswith("tab_") and name.endswith("_loaded")]
+    return {"loaded": tabs[-1] if tabs else entry.get("key_checkpoint") or "peak",
             "closed": "tabs_closed" if "tabs_closed" in names else "end",
             "peak": "peak" if "peak" in names else names[-1]}
 

@@ -113,6 +113,14 @@ class CorpusJudgement(unittest.TestCase):
         self.assertEqual(judged["containers"]["lifo"]["memory"]["closed"]["footprint"]
                          ["outcome"], "identical")
 
+    def test_loaded_is_the_last_tab_loaded_not_the_last_mark(self):
+        entry = replay_entry({name: {"committed": MiB, "dirty": 0, "bin_unused": 0,
+                                     "resident": 0, "instructions": 1}
+                              for name in ("rb_first", "lifo")})
+        entry["key_checkpoint"] = "exit"
+        self.assertEqual(judgement.moments(entry),
+                         {"loaded": "tab_4_loaded", "closed": "tabs_closed", "peak": "peak"})
+
     def test_a_missing_figure_is_not_measured(self):
         entry = replay_entry({name: {"committed": MiB, "dirty": 0, "bin_unused": 0,
                                      "resident": 0, "instructions": 1}
