@@ -29,14 +29,15 @@ from harness.allocators import (COUNTING_TARGET_PREFIX, RECORDER_TARGET,
                                 REFERENCE as REFERENCE_VARIANT, REPLAYER_PREFIX,
                                 SETTING_TARGET_PREFIX, WORKLOAD_PREFIX, build_targets,
                                 targets_named)
-from harness.build_steps import (StepFailed, build, capture_json, configure, requested_options,
-                                 run, show)
+from harness.build_steps import (InputRejected, StepFailed, build, capture_json, configure,
+                                 requested_options, run, show)
 from harness.interpreter import PACKAGE_ROOT, ROOT
 from harness.presets import DEFAULT, QUICK, positive
 
 BUILD_DIR = Path("build")
 RESULTS_DIR = Path("results")
 HARNESS = "harness.harness"  # run as python3 -m harness.harness
+RENDERER = "harness.report"  # run as python3 -m harness.report
 # A child Python that imports the package (the commands run at the repository root).
 PACKAGE_PATH = {"PYTHONPATH": ":".join(filter(None, [str(PACKAGE_ROOT.relative_to(ROOT)),
                                                      os.environ.get("PYTHONPATH")]))}
@@ -121,6 +122,17 @@ def command_report(args: argparse.Namespace) -> int:
     build_libraries(args, extra=programs + report_libraries(args.build_dir)
                     + trace_tools(args.build_dir))
     return run([sys.executable, "-m", HARNESS, *harness_arguments(args)], check=False,
+               env_changes=PACKAGE_PATH)
+
+
+def command_render(args: argparse.Namespace) -> int:
+    """Re-renders report.md, report.html and the pictures from a results.json (nothing is
+    built or run): harness/report.py, under Debian's python3 when this one lacks
+    matplotlib, scipy or tabulate."""
+    if not args.results.is_file():
+        raise InputRejected(f"no such file: {args.results}")
+    out = ["--out", str(args.render_out)] if args.render_out else []
+    return run([sys.executable, "-m", RENDERER, args.results, *out], check=False,
                env_changes=PACKAGE_PATH)
 
 
@@ -326,8 +338,16 @@ def parser() -> argparse.ArgumentParser:
                     "meson, then runs the job.")
     commands = main.add_subparsers(dest="command", metavar="COMMAND")
     shared_options = [build_options()]
-    default, quick = PresetText(DEFAULT), PresetText(QUICK)
+    add_report(commands, shared_options)
+    add_render(commands)
+    add_test(commands, shared_options)
+    add_bench(commands, shared_options)
+    trace_cli.add_commands(commands, shared_options)
+    return main
 
+
+def add_report(commands, shared_options: list[argparse.ArgumentParser]) -> None:
+    default, quick = PresetText(DEFAULT), PresetText(QUICK)
     report = commands.add_parser(
         "report", parents=shared_options,
         help="the main job: every workload under every allocator, one report",
@@ -387,6 +407,21 @@ def parser() -> argparse.ArgumentParser:
                              "so runs of a variant choose alike)")
     report.set_defaults(handler=command_report)
 
+
+def add_render(commands) -> None:
+    render = commands.add_parser(
+        "render", help="re-render a report from its results.json (no build, no runs)",
+        description="Writes report.md, report.html and the pictures again from a results.json "
+                    "that tools/runsel report wrote, byte for byte as the run wrote them: a "
+                    "change to the report's layout or wording needs no new run.")
+    render.add_argument("results", type=Path, metavar="RESULTS_JSON",
+                        help=f"e.g. {REPORT_DIR}/results.json")
+    render.add_argument("--out", dest="render_out", type=Path, metavar="DIR",
+                        help="where to write (default: the directory of RESULTS_JSON)")
+    render.set_defaults(handler=command_render)
+
+
+def add_test(commands, shared_options: list[argparse.ArgumentParser]) -> None:
     test = commands.add_parser(
         "test", parents=shared_options,
         help="build, then run every test: main build, TSan, UBSan, checked, fuzz (meson test)",
@@ -406,6 +441,8 @@ def parser() -> argparse.ArgumentParser:
                       help="more meson test arguments (after --)")
     test.set_defaults(handler=command_test)
 
+
+def add_bench(commands, shared_options: list[argparse.ArgumentParser]) -> None:
     bench = commands.add_parser(
         "bench", parents=shared_options,
         help="build, then compare malloc_bench: glibc vs every variant and the installed peers",
@@ -416,9 +453,6 @@ def parser() -> argparse.ArgumentParser:
     bench.add_argument("compare_args", nargs="*", metavar="ARG",
                        help=f"more {BENCH_COMPARE} arguments (after --)")
     bench.set_defaults(handler=command_bench)
-
-    trace_cli.add_commands(commands, shared_options)
-    return main
 
 
 def root_relative(path: Path | None, default: Path = BUILD_DIR) -> Path:
@@ -439,6 +473,9 @@ def main(argv: list[str] | None = None) -> int:
         args.build_dir = root_relative(args.build_dir)
     if hasattr(args, "out"):
         args.out = root_relative(args.out)
+    for name in ("results", "render_out"):  # render's paths, from the caller's directory
+        if getattr(args, name, None) is not None:
+            setattr(args, name, root_relative(getattr(args, name)))
     os.chdir(ROOT)
     try:
         return args.handler(args)

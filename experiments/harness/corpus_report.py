@@ -216,13 +216,15 @@ def per_class_table(results: dict, moment: str = "closed"):
     def bins(container):
         points = entry["allocators"][container]["exact"]["checkpoints"]
         point = next((p for p in points if p["name"] == name), points[-1])
-        return {b["size"]: b["unused_bytes"] for b in point["bins"]}
+        return {b["size"]: b["unused_bytes"] for b in point.get("bins") or []}
     base = bins(reference)
     containers = [c for c in entry["allocators"] if c != reference]
     table = {c: bins(c) for c in containers}
     spread = {size: max(abs(table[c].get(size, 0) - value) for c in containers)
               for size, value in base.items()}
     top = sorted((size for size in spread if spread[size] > 0), key=lambda s: -spread[s])[:TOP_CLASSES]
+    if not top:
+        return "Size classes that differ most", [], [], ""
     headers = ["container", *[f"{size} B" for size in sorted(top)]]
     rows = [[reference, *[f"{base[size] / 1024:.0f} KiB" for size in sorted(top)]]]
     rows += [[c, *[f"{(table[c].get(size, 0) - base[size]) / 1024:+.0f}" for size in sorted(top)]]

@@ -101,7 +101,8 @@ def timing_distributions(results: dict, path: Path) -> Path:
             times = np.array(data["allocators"][name]["times"]) * 1e3
             jitter = np.linspace(-0.2, 0.2, len(times)) if len(times) > 1 else np.zeros(1)
             axis.scatter(times, row + jitter, color=colors[name], s=10, alpha=0.7)
-            axis.plot([np.median(times)] * 2, [row - 0.35, row + 0.35], color="black")
+            median = data["allocators"][name]["median_seconds"] * 1e3
+            axis.plot([median] * 2, [row - 0.35, row + 0.35], color="black")
         axis.set_yticks(range(len(names)))
         axis.set_yticklabels(names, fontsize=7)
         axis.invert_yaxis()

@@ -244,6 +244,29 @@ def corpus_summaries(traces: dict[str, Path], build_dir: Path, family: str,
     return entries
 
 
+def add_exact_replay(summary: dict, workload, build_dir: Path, timeout: float,
+                     containers: list[str]) -> None:
+    """The exact replays of a replay:<trace> workload's trace, as summary entry
+    "exact:<trace file>", and the check that the reference's two replays agree (or the
+    check that says why there are none)."""
+    trace = Path(workload.arguments[1])
+    name = f"exact:{trace.name}"
+    try:
+        entry = exact_replay_summary(trace, build_dir, family=workload.family,
+                                     label=f"{workload.label or workload.name} (exact replay)",
+                                     timeout=timeout, containers=containers)
+    except ReplayFailed as failure:
+        summary["checks"].append({"workload": workload.name, "check": "exact replay",
+                                  "ok": False, "detail": str(failure)})
+        return
+    summary["workloads"][name] = entry
+    reference = entry["allocators"].get(REFERENCE)
+    summary["checks"].append({
+        "workload": name, "check": f"two exact replays on {REFERENCE} agree to the byte",
+        "ok": bool(reference) and reference["exact"]["repeated_identical"] is True,
+        "detail": "" if reference else f"no {REFERENCE} replay"})
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--build-dir", type=Path, required=True)

@@ -26,7 +26,7 @@ class Workload:
     repeat: int | None = None  # rounds it takes part in (None: every round)
     allocators: tuple[str, ...] = ()  # only under these (empty: every allocator)
     peer_repeat: int | None = None  # rounds the other allocators take part in (None: repeat)
-    counted: bool = True  # instruction counts (callgrind cannot run a browser in time)
+    counted: bool = True  # instruction counts and counting runs (callgrind cannot run a browser in time)
     family: str = "synthetic"  # "synthetic", "webkit" or "trace": which question it speaks to
     kind: str = "live"         # "live": timed runs under LD_PRELOAD
     label: str | None = None   # the verdict table's name for it (default: name)
@@ -196,7 +196,8 @@ def count_instructions(workload: Workload, allocator: Allocator, counter: str, s
 
 def run_instruction_counts(workloads: list[Workload], allocators: list[Allocator], counter: str,
                            scale: float, seed: int, timeout: float) -> dict:
-    """{workload: {allocator: {"instructions": N} or {"error": ...}}}."""
+    """{workload: {allocator: {"instructions": N, "cost": {...}} or {"error": ...}}} for
+    the workloads that are counted."""
     workloads = [workload for workload in workloads if workload.counted]
     counts: dict = {workload.name: {} for workload in workloads}
     if counter == "callgrind":

@@ -13,7 +13,7 @@ import unittest
 
 import numpy as np
 
-from . import comparisons, metrics, targets, verdict
+from . import comparisons, metrics, targets, verdict, verdict_text
 
 ROUNDS = 21
 
@@ -28,6 +28,10 @@ def paired_runs(seed: int, effect: float, noise: float, drift: float, rounds: in
     return variant, reference
 
 
+def describe_time(result: dict) -> str:
+    return verdict_text.describe_time(result, comparisons.TARGET_PERCENT)
+
+
 class PairedComparison(unittest.TestCase):
     def test_planted_five_percent_is_found(self):
         variant, reference = paired_runs(1, 1.05, noise=0.02, drift=0.10)
@@ -36,20 +40,20 @@ class PairedComparison(unittest.TestCase):
         self.assertLess(result["low"], 5.0)
         self.assertGreater(result["high"], 5.0)
         self.assertLess(result["half_width"], comparisons.TARGET_PERCENT)
-        self.assertIn("slower by", comparisons.describe_time(result))
+        self.assertIn("slower by", describe_time(result))
 
     def test_planted_speedup_reads_faster(self):
         variant, reference = paired_runs(2, 0.95, noise=0.02, drift=0.10)
         result = comparisons.compare_paired(variant, reference)
         self.assertEqual(result["outcome"], comparisons.LOWER, result)
-        self.assertIn("faster by", comparisons.describe_time(result))
+        self.assertIn("faster by", describe_time(result))
 
     def test_quiet_noise_is_no_difference_with_a_tight_interval(self):
         variant, reference = paired_runs(3, 1.0, noise=0.005, drift=0.10)
         result = comparisons.compare_paired(variant, reference)
         self.assertEqual(result["outcome"], comparisons.NO_DIFFERENCE, result)
         self.assertLessEqual(result["half_width"], comparisons.TARGET_PERCENT)
-        self.assertIn("same time", comparisons.describe_time(result))
+        self.assertIn("same time", describe_time(result))
 
     def test_loud_noise_is_underpowered_never_no_difference(self):
         for seed in range(10):
@@ -59,7 +63,7 @@ class PairedComparison(unittest.TestCase):
             if result["outcome"] in (comparisons.HIGHER, comparisons.LOWER):
                 continue  # a false positive at this noise level is allowed (≈ 5 %)
             self.assertEqual(result["outcome"], comparisons.UNDERPOWERED, result)
-            text = comparisons.describe_time(result)
+            text = describe_time(result)
             self.assertIn("underpowered", text)
             self.assertNotIn("same", text)
 
@@ -91,7 +95,7 @@ class PairedComparison(unittest.TestCase):
         result = comparisons.compare_paired([1.0, 1.1, 1.2], [1.0, 1.0, 1.3])
         self.assertEqual(result["outcome"], comparisons.TOO_FEW)
         self.assertIsNone(result["low"])
-        self.assertIn("too few", comparisons.describe_time(result))
+        self.assertIn("too few", describe_time(result))
 
     def test_identical_ratios_are_exact(self):
         result = comparisons.compare_paired([2.0, 4.0, 6.0], [1.0, 2.0, 3.0])
@@ -180,6 +184,8 @@ class VerdictFromData(unittest.TestCase):
     def setUp(self):
         self.built = verdict.build(synthetic_summary())
         self.rows = {(row["workload"], row["container"]): row for row in self.built["rows"]}
+        for row in self.rows.values():  # the sentence the report prints for the row
+            row["line"] = verdict_text.row_line(row, comparisons.TARGET_PERCENT)
 
     def test_a_row_per_workload_and_container(self):
         self.assertEqual(len(self.built["rows"]), 8)
@@ -187,23 +193,23 @@ class VerdictFromData(unittest.TestCase):
 
     def test_planted_speedup_and_memory_show_in_the_verdict_line(self):
         churn = self.rows[("churn", "lifo")]
-        self.assertIn("faster by", churn["verdict"])
-        self.assertIn("-10.0 % instructions", churn["verdict"])
+        self.assertIn("faster by", churn["line"])
+        self.assertIn("-10.0 % instructions", churn["line"])
         self.assertAlmostEqual(churn["cost"]["d1_misses"]["percent"], 20.0)
-        self.assertIn("+1.0 % memory", self.rows[("steady_state", "lifo")]["verdict"])
+        self.assertIn("+1.0 % memory", self.rows[("steady_state", "lifo")]["line"])
 
     def test_missing_figures_say_not_measured(self):
         row = self.rows[("churn", "array_heap")]
-        self.assertIn("cost not measured", row["verdict"])
+        self.assertIn("cost not measured", row["line"])
         self.assertIsNone(row["cost"]["ll_misses"])
-        self.assertIn("memory not measured", self.rows[("webkit replay", "array_heap")]["verdict"])
-        self.assertIn("memory not comparable", self.rows[("page_load", "lifo")]["verdict"])
+        self.assertIn("memory not measured", self.rows[("webkit replay", "array_heap")]["line"])
+        self.assertIn("memory not comparable", self.rows[("page_load", "lifo")]["line"])
 
     def test_replay_memory_is_exact(self):
         memory = self.rows[("webkit replay", "lifo")]["memory"]
         self.assertEqual(memory["difference"], 20)
         self.assertEqual(memory["peak"]["difference"], 40)
-        self.assertIn("+2.00 % memory (exact)", self.rows[("webkit replay", "lifo")]["verdict"])
+        self.assertIn("+2.00 % memory (exact)", self.rows[("webkit replay", "lifo")]["line"])
 
     def test_published_claims_are_judged_from_the_data(self):
         claims = {claim["container"]: claim for claim in self.built["published"]}
@@ -215,7 +221,8 @@ class VerdictFromData(unittest.TestCase):
         self.assertEqual(lifo["tp6"]["judgement"], verdict.CONFIRMED)
         self.assertTrue(claims["lifo"]["judgement"].startswith("partly"))
         self.assertEqual(claims["rb_root"]["judgement"], verdict.NOT_RESOLVABLE)
-        self.assertIn("A linked list (lifo) is partly", self.built["paragraph"])
+        self.assertIn("A linked list (lifo) is partly",
+                      verdict_text.agreement_paragraph(self.built["published"]))
 
     def test_the_question_finds_array_heap_slower_than_lifo_on_churn(self):
         asked = self.built["question"]
@@ -223,9 +230,12 @@ class VerdictFromData(unittest.TestCase):
         answer = asked["containers"][0]
         self.assertFalse(answer["qualifies"])
         self.assertEqual(len(answer["worse"]), 1)
-        self.assertTrue(answer["worse"][0].startswith("churn time +4"), answer["worse"])
-        self.assertIn("webkit replay memory", answer["untold"])  # not measured
-        self.assertIn("No container has lifo's time and rb_first's memory", asked["answer"])
+        self.assertTrue(verdict_text.worse_text(answer["worse"][0]).startswith("churn time +4"),
+                        answer["worse"])
+        self.assertIn({"workload": "webkit replay", "label": "webkit replay", "figure": "memory"},
+                      answer["untold"])  # not measured
+        self.assertIn("No container has lifo's time and rb_first's memory",
+                      verdict_text.question_answer(asked))
 
     def test_the_question_names_a_container_shown_worse_nowhere(self):
         summary = synthetic_summary()
@@ -233,12 +243,12 @@ class VerdictFromData(unittest.TestCase):
         churn["array_heap"]["times"] = list(churn["lifo"]["times"])
         asked = verdict.build(summary)["question"]
         self.assertTrue(asked["containers"][0]["qualifies"])
-        self.assertIn("anywhere: array_heap (", asked["answer"])
+        self.assertIn("anywhere: array_heap (", verdict_text.question_answer(asked))
         summary["webkit replay"]["allocators"]["array_heap"] = {
             "exact": {"writes_blocks": True, "peak": {"resident": 2000},
                       "checkpoints": [{"name": "tabs", "resident": 1001}]}}
         asked = verdict.build(summary)["question"]
-        self.assertEqual(asked["containers"][0]["worse"],
+        self.assertEqual([verdict_text.worse_text(w) for w in asked["containers"][0]["worse"]],
                          ["webkit replay memory +1 B (+0.10 %, exact)"])
 
 

@@ -167,7 +167,7 @@ def bin_unused_table(documents: dict[str, dict], index: int, reference: str | No
 
 def comparison(documents: dict[str, dict], reference: str | None) -> str:
     """Every checkpoint (marks, every N, peak, end), exact, each container against the
-    reference; then bin_unused per size class."""
+    reference, each followed by its bin_unused per size class."""
     first = next(iter(documents.values()))
     parts = []
     for index, point in enumerate(first["checkpoints"]):

@@ -1,4 +1,6 @@
-"""Records the webkit workload's web processes: one driver run under the trace recorder
+"""The harness's webkit workload: the live workload (the driver, experiments/webkit/
+driver.py), the check that it can run, and its exact replay. The replay records the
+web processes: one driver run under the trace recorder
 (build/tools/librunsel-trace.so, as `tools/runsel trace` runs it), with a checkpoint mark
 in every trace at each of the driver's checkpoints (tab_N_loaded, tabs_closed, exit).
 Keeps one trace per web process, `WebKitWebProcess.<pid>`, and `run.json` (the driver's
@@ -27,10 +29,13 @@ import sys
 import time
 from pathlib import Path
 
-from .allocators import measured_environment
+from . import fanout, judgement, replays, runs
+from .allocators import REFERENCE, measured_environment
 from .interpreter import ROOT, SYSTEM_PYTHON
 
 DRIVER = ROOT / "experiments" / "webkit" / "driver.py"  # the webkit workload
+WEBKIT = "webkit"  # the live workload: the driver under Debian's python3
+WEBKIT_REPLAY = "webkit replay"  # its web process's trace, replayed exactly per container
 RECORDER = Path("tools") / "librunsel-trace.so"
 MARKS_SIZE = 65536
 PREFIX = "process."  # every traced process's file, until sorted out
@@ -93,7 +98,9 @@ CACHE = ROOT / "results" / "traces" / "corpus"
 DEFAULT_RANGES = ((1, 4), (1, 4), (1, 4), (1, 4), (1, 4), (5, 8), (9, 12), (13, 16))
 # What a recording depends on: the recorder, the trace format, the driver and its pages.
 RECORDING_INPUTS = (ROOT / "tools" / "trace" / "recorder.cpp",
-                    ROOT / "tools" / "trace" / "trace_format.h", DRIVER, CORPUS)
+                    ROOT / "tools" / "trace" / "trace_format.h", DRIVER,
+                    DRIVER.parent / "webkit_corpus.py", DRIVER.parent / "web_processes.py",
+                    CORPUS)
 BROWSER_PACKAGE = "libwebkit2gtk-4.1-0"
 
 
@@ -168,6 +175,125 @@ def record_corpus(build_dir: Path, ranges: list[tuple[int, int]], cache: Path = 
         about.write_text(json.dumps(entry, indent=1) + "\n")
         entries.append({**entry, "reused": False})
     return entries
+
+
+def webkit_workload(args: argparse.Namespace) -> runs.Workload:
+    """The browser engine: the driver loads args.webkit_pages pages of its pinned corpus;
+    no instruction counts (a browser under callgrind would take hours)."""
+    arguments = (str(DRIVER), "--pages", str(args.webkit_pages),
+                 "--time-limit", str(max(120, 60 * args.webkit_pages)))
+    return runs.Workload(WEBKIT, Path(SYSTEM_PYTHON), arguments, repeat=args.webkit_repeat,
+                         allocators=args.webkit_allocators, counted=False, family="webkit",
+                         label="webkit live",
+                         peer_repeat=min(args.webkit_repeat, args.webkit_peer_repeat))
+
+
+def corpus_files(paths: list[Path], build_dir: Path, cache: Path) -> dict[str, Path]:
+    """Any replayable files (runsel traces, or logalloc logs, plain or gzip-compressed, such
+    as a recorded Firefox session's) as corpus traces {name: trace}: logs are converted once
+    into `cache` (again when the log is newer)."""
+    found = {}
+    for path in paths:
+        path = path.resolve()
+        if not path.is_file():
+            sys.exit(f"harness: --corpus-file {path}: no such file")
+        with open(path, "rb") as file:
+            is_trace = file.read(4) == b"RSTR"
+        trace = path
+        if not is_trace:
+            trace = cache / (path.name + ".trace")
+            if not trace.exists() or trace.stat().st_mtime < path.stat().st_mtime:
+                cache.mkdir(parents=True, exist_ok=True)
+                done = subprocess.run([str(build_dir / "tools" / "runsel-trace-convert"),
+                                       "from-logalloc", str(path), str(trace)],
+                                      capture_output=True, text=True)
+                if done.returncode != 0:
+                    sys.exit(f"harness: --corpus-file {path}: {done.stderr.strip()}")
+        found[path.name] = trace
+    return found
+
+
+def webkit_corpus(args: argparse.Namespace, progress) -> tuple[dict, dict]:
+    """The trace corpus (experiments/README.md, "The trace corpus"): the webkit recordings
+    of args.corpus_ranges (cached: record_corpus) and the --corpus-file traces, each
+    replayed exactly on every container (fanout tasks), with callgrind windows over the
+    first traces. Returns (the first webkit trace's summary entry, the "webkit replay"
+    workload of the tables; results.json's "corpus": every trace's entry and the judgement
+    over each group of traces)."""
+    containers = [name for name in args.allocator or args.webkit_replay_allocators
+                  if name in replays.replayers(args.build_dir)] or None
+    try:
+        recordings = record_corpus(args.build_dir, list(args.corpus_ranges), progress=progress)
+    except (RecordFailed, subprocess.TimeoutExpired) as failure:
+        progress(f"recording the corpus failed: {failure}")
+        return ({"kind": "replay", "family": "webkit", "label": "webkit replay",
+                 "error": str(failure), "allocators": {}},
+                {"error": str(failure), "recordings": [], "groups": {}})
+    groups = {"webkit": {entry["name"]: Path(entry["trace"]) for entry in recordings}}
+    if args.corpus_file:
+        groups["files"] = corpus_files(args.corpus_file, args.build_dir,
+                                       args.out / "corpus-traces")
+    corpus = {"recordings": recordings, "groups": {}, "fanout": None,
+              "cost": {"traces": args.corpus_cost_traces, "windows": args.corpus_windows,
+                       "window_records": args.corpus_window_records}}
+    first = None
+    for group, traces in groups.items():
+        try:
+            entries = replays.corpus_summaries(
+                traces, args.build_dir, "webkit" if group == "webkit" else "trace",
+                containers=containers, timeout=args.timeout, progress=progress,
+                cost_traces=args.corpus_cost_traces, windows=args.corpus_windows,
+                window_records=args.corpus_window_records)
+        except replays.ReplayFailed as failure:
+            corpus["groups"][group] = {"error": str(failure), "entries": {}}
+            continue
+        usable = {name: entry for name, entry in entries.items() if "error" not in entry}
+        corpus["groups"][group] = {
+            "entries": entries,
+            "judgement": judgement.judge_corpus(usable, REFERENCE) if usable else None}
+        if group == "webkit" and usable:
+            first = dict(next(iter(usable.values())))
+    corpus["fanout"] = fanout.describe()
+    if first is None:
+        return ({"kind": "replay", "family": "webkit", "label": "webkit replay",
+                 "error": "no webkit trace of the corpus replayed", "allocators": {}}, corpus)
+    first["label"] = "webkit replay"
+    tabs = [point["name"] for point in next(iter(first["allocators"].values()))["exact"]
+            ["checkpoints"] if point["name"].startswith("tab_")]
+    first["key_checkpoint"] = tabs[-1] if tabs else first["key_checkpoint"]  # as the live runs
+    return first, corpus
+
+
+def add_corpus(summary: dict, args: argparse.Namespace) -> dict:
+    """webkit_corpus(): its first trace as summary entry "webkit replay", its checks (the
+    reference's two replays of every trace agree to the byte); returns the corpus."""
+    entry, corpus = webkit_corpus(args, lambda text: print(f"harness: {text}", file=sys.stderr))
+    summary["workloads"][WEBKIT_REPLAY] = entry
+    summary["checks"].append({
+        "workload": WEBKIT_REPLAY, "ok": "error" not in entry,
+        "check": "the trace corpus: webkit runs recorded with their checkpoint marks (or "
+                 "reused), each replayed exactly on every container",
+        "detail": entry.get("error") or f"{len(corpus['recordings'])} recordings, "
+                  f"{sum(1 for r in corpus['recordings'] if r['reused'])} reused; "
+                  f"{len(entry['allocators'])} containers"})
+    for group in corpus["groups"].values():
+        for name, replayed in group.get("entries", {}).items():
+            reference = replayed["allocators"].get(REFERENCE)
+            summary["checks"].append({
+                "workload": f"corpus:{name}", "ok": "error" not in replayed and bool(
+                    reference) and reference["exact"]["repeated_identical"] is True,
+                "check": f"two exact replays on {REFERENCE} agree to the byte",
+                "detail": replayed.get("error", "")})
+    return corpus
+
+
+def check_webkit() -> None:
+    """Fails early (not after the first runs) when the browser or its corpus is missing."""
+    check = subprocess.run([SYSTEM_PYTHON, str(DRIVER), "--check"], capture_output=True,
+                           text=True)
+    if check.returncode != 0:
+        sys.exit(f"harness: the webkit workload cannot run: {check.stderr.strip()}\n"
+                 f"(leave it out with --workload NAME for the others)")
 
 
 def main() -> int:

@@ -22,7 +22,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from driver import CORPUS, TraceMarks  # this directory's (standard library only at import)
+from driver import TraceMarks  # this directory's (standard library only at import)
+from webkit_corpus import CORPUS
 from harness.allocators import measured_environment
 from harness.interpreter import SYSTEM_PYTHON
 from harness.webkit_record import DRIVER
