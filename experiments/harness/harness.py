@@ -130,6 +130,8 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
                         help="keep address-space randomisation (default: runs use setarch -R "
                              "so every run of a variant sees the same address layout)")
     args = parser.parse_args(argv)
+    # Absolute: the replays and counts may run as tasks on workers in another folder.
+    args.build_dir, args.out = args.build_dir.resolve(), args.out.resolve()
     preset = QUICK if args.quick else DEFAULT
     for name in ("repeat", "scale", "instruction_scale", "extend"):
         if getattr(args, name) is None:

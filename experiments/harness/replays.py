@@ -58,6 +58,8 @@ def replay_once(program: Path, trace: Path, timeout: float,
             done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired as failure:
             raise ReplayFailed(f"{program.name}: timed out after {timeout:.0f} s") from failure
+        except OSError as failure:  # not built, or not at this path on this worker
+            raise ReplayFailed(f"{program}: {failure.strerror}") from failure
         if done.returncode != 0:
             raise ReplayFailed(f"{program.name} {trace}: exit {done.returncode}: "
                                f"{done.stderr.strip()[-500:]}")
