@@ -109,6 +109,10 @@ def harness_arguments(args: argparse.Namespace) -> list[str]:
             forwarded += [f"--{option}", value]
     for trace in args.trace:
         forwarded += ["--trace", str(trace.resolve())]
+    for corpus_file in args.corpus_file:
+        forwarded += ["--corpus-file", str(corpus_file.resolve())]
+    if args.scheduler:
+        forwarded += ["--scheduler", args.scheduler]
     return forwarded
 
 
@@ -438,6 +442,15 @@ def add_report(commands, shared_options: list[argparse.ArgumentParser]) -> None:
     report.add_argument("--trace", action="append", default=[], type=Path, metavar="PATH",
                         help="also replay this recorded trace (runsel trace -- CMD) as workload "
                              "replay:<file name> under every allocator (repeatable)")
+    report.add_argument("--corpus-file", action="append", default=[], type=Path,
+                        metavar="PATH", help="add a trace or a logalloc log (a Firefox "
+                        "session's, a real program's) to the trace corpus the verdict judges "
+                        "over, as one more group of replicates (repeatable)")
+    report.add_argument("--scheduler", metavar="ADDRESS",
+                        help="run the replays and callgrind counts on this Dask scheduler "
+                             "(tcp://HOST:8786; its workers must see the build and the traces "
+                             "at the same paths, with PYTHONPATH=<repository>/experiments); "
+                             "default: a local Dask cluster on this machine's cores")
     report.add_argument("--webkit-pages", type=positive(int), metavar="N",
                         help=f"pages each webkit run loads (default: {default['webkit_pages']}; "
                              f"the recorded run {default['webkit_record_pages']})")
