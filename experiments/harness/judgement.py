@@ -20,7 +20,6 @@ from __future__ import annotations
 import math
 import statistics
 
-from scipy import stats as scipy_stats
 
 CONFIDENCE = 0.95
 
@@ -95,6 +94,8 @@ def judge(differences: dict[str, float], confidence: float = CONFIDENCE) -> dict
         return {**judged, "low": None, "high": None, "half_width": None, "sd": None,
                 "outcome": "exact for one trace"}
     sd = statistics.stdev(values)
+    # Imported here: importers without scipy (the webkit test) need none.
+    from scipy import stats as scipy_stats
     half = scipy_stats.t.ppf(0.5 + confidence / 2, count - 1) * sd / math.sqrt(count)
     low, high = mean - half, mean + half
     outcome = "higher" if low > 0 else "lower" if high < 0 else "not resolvable"

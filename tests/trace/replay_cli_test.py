@@ -161,7 +161,8 @@ class Replay(unittest.TestCase):
         self.assert_refused(self.replay(cut), "line 101", "--partial")
         done = self.replay("--partial", cut)
         self.assertEqual(done.returncode, 0, done.stderr)
-        self.assertIn("partial: the last line had no newline and was dropped", done.stdout)
+        self.assertIn("partial: used 100 complete lines", done.stdout)
+        self.assertIn("dropped the cut last line", done.stdout)
         self.assertIn("## end: after 100 records", done.stdout)
 
     def test_a_trace_cut_in_a_record_replays_with_partial_and_says_so(self):
