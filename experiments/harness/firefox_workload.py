@@ -21,8 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from . import cost as callgrind_cost
-from . import firefox_record, firefox_replay, replays
+from . import fanout, firefox_record, firefox_replay, replays
 from .interpreter import ROOT
 
 FIGURES = ("allocated", "committed", "bin_unused", "resident", "dirty", "live_requested")
@@ -84,7 +83,7 @@ def process_entry(build_dir: Path, session: Path, process: dict, containers: dic
         if program is None:
             return firefox_replay.reference_replay(build_dir, trace, scratch, timeout=timeout)
         return replay_with(program, trace, scratch, setting, timeout)
-    documents = dict(zip([job[0] for job in jobs], callgrind_cost.counted_map(
+    documents = dict(zip([job[0] for job in jobs], fanout.fanned_map(
         run, jobs, lambda job, _: progress(f"firefox {process['role']} replayed on {job[0]}"))))
     reference = documents[firefox_replay.REFERENCE_NAME]
     marks = marks_of(reference, side)
@@ -146,9 +145,12 @@ def main() -> int:
     parser.add_argument("--content-only", action="store_true")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
-    entry = firefox_summary(args.build_dir.resolve(), args.cache.resolve(), args.pages,
-                            args.variant or None, not args.content_only,
-                            progress=lambda text: print(text, file=sys.stderr))
+    try:
+        entry = firefox_summary(args.build_dir.resolve(), args.cache.resolve(), args.pages,
+                                args.variant or None, not args.content_only,
+                                progress=lambda text: print(text, file=sys.stderr))
+    finally:
+        fanout.close()
     text = json.dumps(entry, indent=1) + "\n"
     if args.out:
         args.out.write_text(text)
