@@ -153,7 +153,10 @@ class TestBuild:
 #   ubsan    UndefinedBehaviorSanitizer, every allocator test: UBSan does not
 #            replace malloc, so runsel stays the allocator of every test.
 #   checked  -Dchecked=true: every container's invariant walker after each
-#            operation inside the allocator, plus the tests' runsel_check() calls.
+#            operation inside the allocator, plus the tests' runsel_check() calls;
+#            with the other hook placement (-Dhook_placement=page_map, the main
+#            build has run_header), so that CI passes every suite with both at no
+#            extra build.
 #   fuzz     clang and libFuzzer: the API fuzzer driven by coverage of the
 #            allocator, in a checked build (a smoke run per container).
 NO_BENCHMARKS = {"benchmarks": "disabled"}
@@ -162,7 +165,8 @@ TEST_BUILDS = {
     "tsan": TestBuild("tsan", {**NO_BENCHMARKS, "b_sanitize": "thread"}, suites=("tsan",)),
     "ubsan": TestBuild("ubsan", {**NO_BENCHMARKS, "b_sanitize": "undefined",
                                  "cpp_args": "-fno-sanitize-recover=undefined"}),
-    "checked": TestBuild("checked", {**NO_BENCHMARKS, "checked": "true"}),
+    "checked": TestBuild("checked", {**NO_BENCHMARKS, "checked": "true",
+                                     "hook_placement": "page_map"}),
     "fuzz": TestBuild("fuzz", {**NO_BENCHMARKS, "checked": "true", "fuzzing": "true"},
                       setup_env={"CXX": "clang++"}, suites=("fuzz",)),
 }

@@ -48,7 +48,7 @@ void Arena::add_figures(runsel_stats_t* f) const {
     f->nmalloc += bin.nmalloc;
     f->nfree += bin.nfree;
     f->bins[i].runs += bin.run_count;
-    f->bins[i].nonfull_runs += bin.runs.size();
+    f->bins[i].nonfull_runs += bin.nonfull.size();
     f->bins[i].empty_runs += bin.empty_run != nullptr;
     f->bins[i].regions_in_use += bin.regions_in_use;
     f->bins[i].unused_bytes += bin.free_regions * info.size;
@@ -235,9 +235,9 @@ bool Arena::walk_and_compare() const {
   for (std::size_t b = 0; b < kNumBins; ++b) {
     compare("bin runs", counted.bins[b].runs, walked.bins[b].runs);
     compare("bin regions in use", counted.bins[b].regions_in_use, walked.bins[b].regions_in_use);
-    compare("bin non-full runs", bins_[b].runs.size(), bin_runs_in_set[b]);
+    compare("bin non-full runs", bins_[b].nonfull.size(), bin_runs_in_set[b]);
     compare("bin kept empty runs", counted.bins[b].empty_runs, walked.bins[b].empty_runs);
-    if (!bins_[b].runs.check(&why)) {
+    if (!bins_[b].nonfull.check(&why)) {
       report(why, index_, b, 0);
       ok = false;
     }

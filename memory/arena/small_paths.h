@@ -17,7 +17,7 @@ namespace runsel {
 inline void Arena::check_container(const Bin& bin) const {
   if constexpr (kChecked) {
     const char* why = nullptr;
-    if (!bin.runs.check(&why)) {
+    if (!bin.nonfull.check(&why)) {
       static const char kMessage[] = "runsel: checked build: run container invariant broken: ";
       os::write_all(2, kMessage, sizeof(kMessage) - 1);
       os::write_all(2, why, __builtin_strlen(why));
@@ -46,7 +46,7 @@ inline bool is_container_run(const Bin& bin, const BinInfo& info, const Run* run
 
 inline Run* Arena::pick_run(Bin& bin) {
   RUNSEL_ASSERT(bin_identity_holds(bin, info_of(bin)));
-  Run* run = bin.runs.pick();
+  Run* run = bin.nonfull.pick();
   RUNSEL_ASSERT(run == nullptr || is_container_run(bin, info_of(bin), run));
   return run;
 }
@@ -54,7 +54,7 @@ inline Run* Arena::pick_run(Bin& bin) {
 inline void Arena::insert_run(Bin& bin, Run* run) {
   RUNSEL_ASSERT(bin_identity_holds(bin, info_of(bin)));
   RUNSEL_ASSERT(is_container_run(bin, info_of(bin), run));
-  bin.runs.insert(run);
+  bin.nonfull.insert(run);
   check_container(bin);
 }
 
@@ -63,8 +63,8 @@ inline void Arena::erase_run(Bin& bin, Run* run) {
   RUNSEL_ASSERT(bin_identity_holds(bin, info_of(bin)));
   RUNSEL_ASSERT(run->bin == &bin);
   RUNSEL_ASSERT(run->free_count == 0 || run->free_count == info_of(bin).nregs);
-  RUNSEL_ASSERT(bin.runs.size() > 0);
-  bin.runs.erase(run);
+  RUNSEL_ASSERT(bin.nonfull.size() > 0);
+  bin.nonfull.erase(run);
   check_container(bin);
 }
 
@@ -72,7 +72,7 @@ inline void Arena::erase_run(Bin& bin, Run* run) {
 inline void Arena::touched_run(Bin& bin, Run* run) {
   RUNSEL_ASSERT(bin_identity_holds(bin, info_of(bin)));
   RUNSEL_ASSERT(is_container_run(bin, info_of(bin), run));
-  bin.runs.touched(run);
+  bin.nonfull.touched(run);
   check_container(bin);
 }
 
@@ -102,7 +102,7 @@ template <class Locking>
   Locking::acquire(lock);
   Bin& bin = bins_[bin_index];
   Run* run = pick_run(bin);
-  bin.counters.pick(bin.runs.size(), run ? run->free_count : 0, info.nregs);
+  bin.counters.pick(bin.nonfull.size(), run ? run->free_count : 0, info.nregs);
   if (run == nullptr) return malloc_from_fresh_run_then_unlock(bin, bin_index);
   void* region = run->take(info);
   ++bin.regions_in_use;

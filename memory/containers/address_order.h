@@ -1,8 +1,12 @@
-// The one order every address-ordered container uses: a run's address.
+// The orders the containers' shared structures use over runs, as the Reps
+// those structures take (structures/binary_tree.h, pairing_heap.h): where
+// the links are (through the traits' hook), whether a link may be followed
+// (the traits' linked()), and the key.
 #pragma once
 
 #include <cstdint>
 
+#include "containers/container.h"
 #include "structures/pairing_links.h"
 #include "structures/tree_links.h"
 
@@ -12,26 +16,39 @@ inline bool address_less(const void* a, const void* b) {
   return reinterpret_cast<std::uintptr_t>(a) < reinterpret_cast<std::uintptr_t>(b);
 }
 
-// Address order of runs in a tree over the hook's tree links (rb_first, rb_root,
-// wavl).
-template <class Node, class HookOf>
-struct RunAddressOrder {
-  static TreeLinks<Node>& links(Node* run) { return HookOf::hook(run).tree; }
+// (serial number, address): the order the arena created the runs in
+// (age_address, je_slabs).
+template <class Traits>
+requires SerialAccess<Traits>
+inline bool age_less(const typename Traits::Node* a, const typename Traits::Node* b) {
+  const std::uint64_t age_a = Traits::serial(a);
+  const std::uint64_t age_b = Traits::serial(b);
+  if (age_a != age_b) return age_a < age_b;
+  return address_less(a, b);
+}
+
+// A Rep over the hook's member `Member` (its tree or its pairing links),
+// ordered by `Less`.
+template <class Traits, auto Member, auto Less>
+struct RunOrder {
+  using Node = typename Traits::Node;
+  static auto& links(Node* run) { return Traits::hook(run).*Member; }
   static bool linked(const Node* run, const Node* neighbour) {
-    return HookOf::linked(run, neighbour);
+    return Traits::linked(run, neighbour);
   }
-  static bool less(const Node* a, const Node* b) { return address_less(a, b); }
+  static bool less(const Node* a, const Node* b) { return Less(a, b); }
 };
 
-// The same order in a pairing heap over the hook's pairing links
-// (pairing_heap, pairing_heap_lazy).
-template <class Node, class HookOf>
-struct RunAddressHeapOrder {
-  static PairingLinks<Node>& links(Node* run) { return HookOf::hook(run).pairing; }
-  static bool linked(const Node* run, const Node* neighbour) {
-    return HookOf::linked(run, neighbour);
-  }
-  static bool less(const Node* a, const Node* b) { return address_less(a, b); }
-};
+// Address order in a tree (rb_first, rb_root, wavl) and in a pairing heap
+// (pairing_heap, pairing_heap_lazy); age order in a pairing heap.
+template <class Traits>
+using RunAddressOrder = RunOrder<Traits, &ContainerHook<typename Traits::Node>::tree,
+                                 &address_less>;
+template <class Traits>
+using RunAddressHeapOrder = RunOrder<Traits, &ContainerHook<typename Traits::Node>::pairing,
+                                     &address_less>;
+template <class Traits>
+using RunAgeHeapOrder = RunOrder<Traits, &ContainerHook<typename Traits::Node>::pairing,
+                                 &age_less<Traits>>;
 
 }  // namespace runsel

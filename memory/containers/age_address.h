@@ -21,8 +21,6 @@
 // header, shared by the 256 runs of a chunk.
 #pragma once
 
-#include <cstdint>
-
 #include "containers/address_order.h"
 #include "containers/container.h"
 #include "containers/first_of.h"
@@ -31,26 +29,10 @@
 
 namespace runsel {
 
-// (serial number, address): the order the arena created the runs in.
-template <class Node, class HookOf>
-struct RunAgeOrder {
-  static PairingLinks<Node>& links(Node* run) { return HookOf::hook(run).pairing; }
-  static bool linked(const Node* run, const Node* neighbour) {
-    return HookOf::linked(run, neighbour);
-  }
-  static bool less(const Node* a, const Node* b) {
-    const std::uint64_t age_a = HookOf::serial(a);
-    const std::uint64_t age_b = HookOf::serial(b);
-    if (age_a != age_b) return age_a < age_b;
-    return address_less(a, b);
-  }
-};
-
-// Metadata is unused (the heap needs no memory beyond the hook); it keeps the
-// template signature the same for every container.
-template <class Node, class HookOf, class Metadata>
-requires SerialAccess<HookOf, Node>
-class AgeAddressRuns : public FirstOf<Node, PairingHeap<Node, RunAgeOrder<Node, HookOf>>> {
+template <class Traits>
+requires SerialAccess<Traits>
+class AgeAddressRuns
+    : public FirstOf<typename Traits::Node, PairingHeap<typename Traits::Node, RunAgeHeapOrder<Traits>>> {
 };
 
 }  // namespace runsel

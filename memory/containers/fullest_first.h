@@ -20,7 +20,7 @@
 // its occupancy crossed a power of two; check O(n). Memory: the three words
 // of the 24-byte ContainerHook (prev, next, bucket); ten words per bin (eight
 // list heads, the mask, size). The bucket reads the run's free count and its
-// bin's regions per run through HookOf.
+// bin's regions per run through its traits.
 #pragma once
 
 #include <bit>
@@ -34,16 +34,16 @@
 
 namespace runsel {
 
-// Metadata is unused (the lists need no memory beyond the hook); it keeps the
-// template signature the same for every container.
-template <class Node, class HookOf, class Metadata>
-requires OccupancyAccess<HookOf, Node>
+template <class Traits>
+requires OccupancyAccess<Traits>
 class FullestFirstRuns {
  public:
+  using Node = typename Traits::Node;
+
   static constexpr std::size_t kBuckets = 8;
 
   static std::size_t bucket_for(const Node* run) {
-    const std::uint32_t allocated = HookOf::regions(run) - HookOf::free_regions(run);
+    const std::uint32_t allocated = Traits::regions(run) - Traits::free_regions(run);
     const std::size_t width = static_cast<std::size_t>(std::bit_width(allocated));
     return width >= kBuckets ? 0 : width == 0 ? kBuckets - 1 : kBuckets - width;
   }
@@ -102,7 +102,7 @@ class FullestFirstRuns {
   }
 
  private:
-  static BucketLinks<Node>& links(Node* run) { return HookOf::hook(run).buckets; }
+  static BucketLinks<Node>& links(Node* run) { return Traits::hook(run).buckets; }
 
   void push(Node* run, std::size_t bucket) {
     BucketLinks<Node>& own = links(run);
@@ -119,15 +119,15 @@ class FullestFirstRuns {
   // be one) and the next run link back to `run`.
   void unlink(Node* run) {
     BucketLinks<Node>& own = links(run);
-    Node* prev = verified_link<HookOf>(run, own.prev);
-    Node* next = verified_link<HookOf>(run, own.next);
+    Node* prev = verified_link<Traits>(run, own.prev);
+    Node* next = verified_link<Traits>(run, own.next);
     const std::size_t bucket = own.bucket;
     if (prev != nullptr) {
-      verify_agrees<HookOf>(links(prev).next == run, run, prev);
+      verify_agrees<Traits>(links(prev).next == run, run, prev);
     } else if (bucket >= kBuckets || heads_[bucket] != run) [[unlikely]] {
       container_links_damaged(run);  // not a member, or its prev or bucket was written
     }
-    if (next != nullptr) verify_agrees<HookOf>(links(next).prev == run, run, next);
+    if (next != nullptr) verify_agrees<Traits>(links(next).prev == run, run, next);
     if (prev != nullptr) {
       links(prev).next = next;
     } else {

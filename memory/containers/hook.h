@@ -9,6 +9,15 @@
 #include "structures/pairing_links.h"
 #include "structures/tree_links.h"
 
+// Where a run's hook lives, a build option (-Dhook_placement, meson sets
+// this): 0, in the run header (run_header); 1, in the page map entry of the
+// run's first page (page_map), as mozjemalloc kept its tree nodes. The run
+// header keeps its hook field either way, so that runs and addresses are laid
+// out alike; only the traits (arena/run.h) say which one the containers use.
+#ifndef RUNSEL_HOOKS_IN_PAGE_MAP
+#define RUNSEL_HOOKS_IN_PAGE_MAP 0
+#endif
+
 namespace runsel {
 
 template <class Node>
@@ -26,7 +35,7 @@ struct BucketLinks {
 };
 
 // Three words, whichever container is built in. A container that needs a key
-// beyond its links reads it from the node through its HookOf (see
+// beyond its links reads it from the node through its traits (see
 // container.h): the free count (in the run header) or the serial number the
 // arena gives each run when it creates it (in the page map: see
 // arena/run.h). Every variant keeps them alike.

@@ -23,10 +23,12 @@
 
 namespace runsel {
 
-template <class Node, class HookOf, class Metadata>
-requires HookAccess<HookOf, Node>
+template <class Traits>
+requires ContainerTraits<Traits>
 class LifoRuns {
  public:
+  using Node = typename Traits::Node;
+
   // The policy: the run most recently inserted.
   Node* pick() const { return head_; }
 
@@ -43,14 +45,14 @@ class LifoRuns {
   // the previous run (or the head) and the next run link back to `run`.
   void erase(Node* run) {
     ListLinks<Node>& own = links(run);
-    Node* prev = verified_link<HookOf>(run, own.prev);
-    Node* next = verified_link<HookOf>(run, own.next);
+    Node* prev = verified_link<Traits>(run, own.prev);
+    Node* next = verified_link<Traits>(run, own.next);
     if (prev != nullptr) {
-      verify_agrees<HookOf>(links(prev).next == run, run, prev);
+      verify_agrees<Traits>(links(prev).next == run, run, prev);
     } else if (head_ != run) [[unlikely]] {
       container_links_damaged(run);  // not a member, or its prev was cleared
     }
-    if (next != nullptr) verify_agrees<HookOf>(links(next).prev == run, run, next);
+    if (next != nullptr) verify_agrees<Traits>(links(next).prev == run, run, next);
     if (prev != nullptr) {
       links(prev).next = next;
     } else {
@@ -81,7 +83,7 @@ class LifoRuns {
   }
 
  private:
-  static ListLinks<Node>& links(Node* run) { return HookOf::hook(run).list; }
+  static ListLinks<Node>& links(Node* run) { return Traits::hook(run).list; }
 
   Node* head_ = nullptr;
   std::size_t size_ = 0;

@@ -27,11 +27,10 @@
 
 namespace runsel {
 
-// Metadata is unused (the heap needs no memory beyond the hook); it keeps the
-// template signature the same for every container.
-template <class Node, class HookOf, class Metadata>
-requires HookAccess<HookOf, Node>
-class PairingHeapRuns : public FirstOf<Node, PairingHeap<Node, RunAddressHeapOrder<Node, HookOf>>> {
+template <class Traits>
+requires ContainerTraits<Traits>
+class PairingHeapRuns
+    : public FirstOf<typename Traits::Node, PairingHeap<typename Traits::Node, RunAddressHeapOrder<Traits>>> {
 };
 
 }  // namespace runsel

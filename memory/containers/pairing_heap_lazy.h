@@ -34,12 +34,10 @@
 
 namespace runsel {
 
-// Metadata is unused (the heap needs no memory beyond the hook); it keeps the
-// template signature the same for every container.
-template <class Node, class HookOf, class Metadata>
-requires HookAccess<HookOf, Node>
+template <class Traits>
+requires ContainerTraits<Traits>
 class PairingHeapLazyRuns
-    : public FirstOf<Node, LazyPairingHeap<Node, RunAddressHeapOrder<Node, HookOf>>> {
+    : public FirstOf<typename Traits::Node, LazyPairingHeap<typename Traits::Node, RunAddressHeapOrder<Traits>>> {
 };
 
 }  // namespace runsel

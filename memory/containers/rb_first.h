@@ -20,10 +20,12 @@
 
 namespace runsel {
 
-template <class Node, class HookOf, class Metadata>
-requires HookAccess<HookOf, Node>
+template <class Traits>
+requires ContainerTraits<Traits>
 class RbFirstRuns {
  public:
+  using Node = typename Traits::Node;
+
   void insert(Node* run) { tree_.insert(run); }
   void erase(Node* run) { tree_.erase(run); }
   Node* pick() const { return tree_.first(); }
@@ -45,7 +47,7 @@ class RbFirstRuns {
   }
 
  private:
-  using ByAddress = RunAddressOrder<Node, HookOf>;
+  using ByAddress = RunAddressOrder<Traits>;
 
   RbTree<Node, ByAddress> tree_;
 };

@@ -14,7 +14,7 @@
 // insert again); check O(n). Memory: the three words of the 24-byte
 // ContainerHook (left, right, parent+colour), nothing more per run; three
 // words per bin (root, cached first, size). The key reads the run's free
-// count through HookOf.
+// count through its traits.
 #pragma once
 
 #include <cstddef>
@@ -28,12 +28,12 @@
 
 namespace runsel {
 
-// Metadata is unused (the tree needs no memory beyond the hook); it keeps the
-// template signature the same for every container.
-template <class Node, class HookOf, class Metadata>
-requires OccupancyAccess<HookOf, Node>
+template <class Traits>
+requires OccupancyAccess<Traits>
 class SortedByFreeRuns {
  public:
+  using Node = typename Traits::Node;
+
   void insert(Node* run) { tree_.insert(run); }
   void erase(Node* run) { tree_.erase(run); }
   Node* pick() const { return tree_.first(); }
@@ -63,13 +63,13 @@ class SortedByFreeRuns {
 
  private:
   struct ByFree {
-    static TreeLinks<Node>& links(Node* run) { return HookOf::hook(run).tree; }
+    static TreeLinks<Node>& links(Node* run) { return Traits::hook(run).tree; }
     static bool linked(const Node* run, const Node* neighbour) {
-      return HookOf::linked(run, neighbour);
+      return Traits::linked(run, neighbour);
     }
     static bool less(const Node* a, const Node* b) {
-      const std::uint32_t free_a = HookOf::free_regions(a);
-      const std::uint32_t free_b = HookOf::free_regions(b);
+      const std::uint32_t free_a = Traits::free_regions(a);
+      const std::uint32_t free_b = Traits::free_regions(b);
       if (free_a != free_b) return free_a < free_b;
       return address_less(a, b);
     }

@@ -24,14 +24,13 @@
 
 namespace runsel {
 
-// Metadata is unused (the tree needs no memory beyond the hook); it keeps the
-// template signature the same for every container.
-template <class Node, class HookOf, class Metadata>
-requires HookAccess<HookOf, Node>
-class WavlRuns : public FirstOf<Node, WavlTree<Node, RunAddressOrder<Node, HookOf>>> {
+template <class Traits>
+requires ContainerTraits<Traits>
+class WavlRuns
+    : public FirstOf<typename Traits::Node, WavlTree<typename Traits::Node, RunAddressOrder<Traits>>> {
  public:
   // For tests: the tree's root.
-  Node* root() const { return this->structure_.root(); }
+  typename Traits::Node* root() const { return this->structure_.root(); }
 };
 
 }  // namespace runsel

@@ -42,7 +42,11 @@ struct Run {
   std::size_t slot = 0;        // RandomOperations: position in its members/outsiders list
 };
 
-struct RunHook {
+// The traits of the fake runs (containers/container.h), with the side memory
+// `Memory` gives (array_heap's array).
+template <class Memory>
+struct RunTraits : Memory {
+  using Node = Run;
   static ContainerHook<Run>& hook(Run* run) { return run->hook; }
   // Every link is taken for a node of the set: the containers' back-link
   // checks still run on every call (and must never fire on a valid set).
@@ -52,9 +56,9 @@ struct RunHook {
   static std::uint64_t serial(const Run* run) { return run->serial; }
 };
 
-// Metadata for array_heap's side array: glibc's malloc (unit tests do not run
+// Side memory for array_heap's array: glibc's malloc (unit tests do not run
 // on runsel), counting what is outstanding.
-struct CountingMetadata {
+struct CountingMemory {
   static inline std::size_t calls = 0;
   static inline std::size_t live_bytes = 0;
   static void* allocate(std::size_t bytes) {
@@ -68,11 +72,13 @@ struct CountingMetadata {
   }
 };
 
-// Metadata that has none left.
-struct NoMetadata {
+// Side memory that has none left.
+struct NoMemory {
   static void* allocate(std::size_t) { return nullptr; }
   static void release(void*, std::size_t) {}
 };
+
+using RunHook = RunTraits<CountingMemory>;
 
 // ---- reference models: what pick() must answer ----------------------------
 // expected_pick() is called exactly when the container's pick() is.
@@ -240,9 +246,9 @@ struct ModelFor<Picks::oldest_lowest> {
 
 template <class Entry>
 struct Case {
-  template <class Metadata>
-  using With = typename Entry::template Type<Run, RunHook, Metadata>;
-  using Set = With<CountingMetadata>;
+  template <class Memory>
+  using With = typename Entry::template Type<RunTraits<Memory>>;
+  using Set = With<CountingMemory>;
   using Model = typename ModelFor<Entry::kPicks>::type;
   static constexpr Picks kPicks = Entry::kPicks;
   static constexpr const char* kName = Entry::kName;
@@ -824,10 +830,10 @@ TYPED_TEST(NonFullRunsTest, EraseOfANonMemberAborts) {
   EXPECT_DEATH(set.erase(&runs[3]), "runsel: run 0x[0-9a-f]+: container links damaged");
 }
 
-// Only array_heap takes memory, and only through its Metadata policy: with no
-// metadata every other container still works, and array_heap stops at once.
-TYPED_TEST(NonFullRunsTest, MemoryOnlyThroughMetadata) {
-  using Starved = typename TypeParam::template With<NoMetadata>;
+// Only array_heap takes memory, and only through its traits' side memory:
+// with none every other container still works, and array_heap stops at once.
+TYPED_TEST(NonFullRunsTest, MemoryOnlyThroughTraits) {
+  using Starved = typename TypeParam::template With<NoMemory>;
   std::vector<Run> runs(100);
   if constexpr (std::is_same_v<TypeParam, ArrayHeapCase>) {
     EXPECT_DEATH(
@@ -836,14 +842,14 @@ TYPED_TEST(NonFullRunsTest, MemoryOnlyThroughMetadata) {
           set.insert(&runs[0]);
         },
         "array_heap: out of metadata");
-    // With metadata: the array doubles and each smaller array is returned.
-    const std::size_t calls_before = CountingMetadata::calls;
-    const std::size_t live_before = CountingMetadata::live_bytes;
+    // With memory: the array doubles and each smaller array is returned.
+    const std::size_t calls_before = CountingMemory::calls;
+    const std::size_t live_before = CountingMemory::live_bytes;
     {
       typename TypeParam::Set set;
       for (Run& run : runs) set.insert(&run);
-      EXPECT_EQ(CountingMetadata::calls - calls_before, 4u);  // 16, 32, 64, 128 slots
-      EXPECT_EQ(CountingMetadata::live_bytes - live_before, 128 * sizeof(Run*));
+      EXPECT_EQ(CountingMemory::calls - calls_before, 4u);  // 16, 32, 64, 128 slots
+      EXPECT_EQ(CountingMemory::live_bytes - live_before, 128 * sizeof(Run*));
       for (Run& run : runs) set.erase(&run);
     }
   } else {
