@@ -39,11 +39,15 @@ struct RunOrder {
   static bool less(const Node* a, const Node* b) { return Less(a, b); }
 };
 
-// Address order in a tree (rb_first, rb_root, wavl) and in a pairing heap
-// (pairing_heap, pairing_heap_lazy); age order in a pairing heap.
+// Address order in a tree (rb_first, rb_root, wavl), in a left-leaning tree
+// (moz_tree) and in a pairing heap (pairing_heap, pairing_heap_lazy); age
+// order in a pairing heap (age_address, je_slabs).
 template <class Traits>
 using RunAddressOrder = RunOrder<Traits, &ContainerHook<typename Traits::Node>::tree,
                                  &address_less>;
+template <class Traits>
+using RunAddressLlrbOrder = RunOrder<Traits, &ContainerHook<typename Traits::Node>::llrb,
+                                     &address_less>;
 template <class Traits>
 using RunAddressHeapOrder = RunOrder<Traits, &ContainerHook<typename Traits::Node>::pairing,
                                      &address_less>;

@@ -42,9 +42,10 @@ struct BucketLinks {
 template <class Node>
 union ContainerHook {
   TreeLinks<Node> tree;  // rb_first, rb_root, sorted_by_free, wavl
+  LlrbLinks<Node> llrb;  // moz_tree (two words, as mozjemalloc's nodes)
   ListLinks<Node> list;
   BucketLinks<Node> buckets;
-  PairingLinks<Node> pairing;
+  PairingLinks<Node> pairing;  // pairing_heap, pairing_heap_lazy, age_address, je_slabs
   std::size_t heap_index;
 };
 

@@ -2,7 +2,7 @@
 // operations, compared with a reference model of its policy; check() runs
 // after every step. Replay one seed: RUNSEL_TEST_SEED=<n>; scale:
 // RUNSEL_STRESS=<k>. meson runs each container's cases in its own suite
-// (--gtest_filter=*/<container>.*); run the binary alone for all five.
+// (--gtest_filter=*/<container>.*); run the binary alone for all of them.
 #include "containers/container.h"
 
 #include <gtest/gtest.h>
@@ -214,6 +214,56 @@ class StickyRootModel {
   Run* current_ = nullptr;
 };
 
+// mozjemalloc's current run and tree (containers/moz_tree.h), written as its
+// rules read, over a std::set: pick() keeps a non-full current run, else
+// takes the lowest tree run out of the tree; a run that fills while current
+// stays current, full, until the next pick; a reopened run becomes current
+// when there is none (whatever its address) or when it is below the current
+// run (which goes into the tree unless full), else joins the tree.
+class CurrentThenLowestModel {
+ public:
+  void insert(Run* run) {
+    if (run == current_) {
+      current_full_ = false;
+    } else if (current_ == nullptr) {
+      current_ = run;
+    } else if (address(run) < address(current_)) {
+      if (!current_full_) EXPECT_TRUE(tree_.insert(current_).second);
+      current_ = run;
+      current_full_ = false;
+    } else {
+      EXPECT_TRUE(tree_.insert(run).second);
+    }
+  }
+  void erase(Run* run) {
+    if (run != current_) {
+      EXPECT_EQ(tree_.erase(run), 1u);
+    } else if (run->used == run->capacity) {
+      current_full_ = true;
+    } else {
+      current_ = nullptr;
+    }
+  }
+  void touched(Run*) {}
+  std::size_t size() const { return tree_.size() + (current_ != nullptr && !current_full_); }
+  template <class Set>
+  Run* expected_pick(const Set&) {
+    if (current_ != nullptr && !current_full_) return current_;
+    current_full_ = false;
+    current_ = tree_.empty() ? nullptr : *tree_.begin();
+    if (current_ != nullptr) tree_.erase(tree_.begin());
+    return current_;
+  }
+
+ private:
+  struct ByAddress {
+    bool operator()(const Run* a, const Run* b) const { return address(a) < address(b); }
+  };
+  std::set<Run*, ByAddress> tree_;
+  Run* current_ = nullptr;
+  bool current_full_ = false;
+};
+
 // ---- one case per container ------------------------------------------------
 
 // The reference model of each policy (containers/list.h's Picks).
@@ -243,6 +293,10 @@ template <>
 struct ModelFor<Picks::oldest_lowest> {
   using type = OldestModel;
 };
+template <>
+struct ModelFor<Picks::current_then_lowest> {
+  using type = CurrentThenLowestModel;
+};
 
 template <class Entry>
 struct Case {
@@ -268,13 +322,20 @@ using SortedByFreeCase = Case<container_entries::sorted_by_free>;
 using AgeAddressCase = Case<container_entries::age_address>;
 using PairingHeapLazyCase = Case<container_entries::pairing_heap_lazy>;
 using WavlCase = Case<container_entries::wavl>;
+using MozTreeCase = Case<container_entries::moz_tree>;
+using JeSlabsCase = Case<container_entries::je_slabs>;
 
-// Checks the set against the model: invariants, size, and the pick.
+// Checks the set against the model: invariants, size, and the pick. A pick
+// that moves runs (moz_tree's takes the tree's lowest run when there is no
+// current run) is made only where a bin makes it, at an allocation: asked
+// after every step, it would fill the no-current state at once and hide the
+// rule that differs from rb_first.
 template <class Set, class Model>
 void verify(Set& set, Model& model, std::size_t step) {
   const char* why = "";
   ASSERT_TRUE(set.check(&why)) << "check() failed at step " << step << ": " << why;
   ASSERT_EQ(set.size(), model.size()) << "at step " << step;
+  if constexpr (std::is_same_v<Model, CurrentThenLowestModel>) return;
   Run* expected = model.expected_pick(set);
   ASSERT_EQ(set.pick(), expected) << "at step " << step;
 }
@@ -562,6 +623,25 @@ void corrupt(typename Case::Set& set, std::vector<Run>& runs, int variant) {
       TreeLinks<Run>& root = RunHook::hook(set.root()).tree;
       std::swap(root.left, root.right);  // in-order no longer rises
     }
+  } else if constexpr (std::is_same_v<Set, MozTreeCase::Set>) {
+    LlrbLinks<Run>& root = RunHook::hook(set.root()).llrb;
+    if (variant == 0) {
+      root.right_and_colour |= 1;  // a red root
+    } else {
+      // The current run is linked into the tree as well.
+      Run* leaf = set.root();
+      while (RunHook::hook(leaf).llrb.left != nullptr) leaf = RunHook::hook(leaf).llrb.left;
+      RunHook::hook(leaf).llrb.left = set.current();
+    }
+  } else if constexpr (std::is_same_v<Set, JeSlabsCase::Set>) {
+    PairingLinks<Run>& root = RunHook::hook(set.heap_first()).pairing;
+    Run* below = root.child != nullptr ? root.child : root.next;
+    ASSERT_NE(below, nullptr);
+    if (variant == 0) {
+      RunHook::hook(below).pairing.prev = nullptr;  // lost its link back
+    } else {
+      RunHook::hook(below).pairing.child = set.heap_first();  // a cycle
+    }
   } else if constexpr (std::is_same_v<Set, FullestFirstCase::Set>) {
     if (variant == 0) {
       RunHook::hook(pick).buckets.bucket = 3;  // records a bucket it is not on
@@ -752,6 +832,60 @@ TYPED_TEST(NonFullRunsTest, PicksByItsPolicy) {
     EXPECT_EQ(set.pick(), at(8));
     for (std::size_t expected : {8, 5, 1, 0}) {
       ASSERT_EQ(set.pick(), at(expected));
+      set.erase(at(expected));
+      ASSERT_TRUE(set.check(&why)) << why;
+    }
+    EXPECT_EQ(set.pick(), nullptr);
+  } else if constexpr (TypeParam::kPicks == Picks::current_then_lowest) {
+    // mozjemalloc's rules (containers/moz_tree.h). Runs of 4 regions; `used`
+    // says whether an erased run filled (4) or emptied (0).
+    for (Run& run : runs) run.capacity = 4;
+    for (std::size_t i : {5, 2, 8}) set.insert(at(i));
+    ASSERT_TRUE(set.check(&why)) << why;
+    EXPECT_EQ(set.current(), at(2)) << "5 was current; 2, below it, took its place";
+    EXPECT_EQ(set.pick(), at(2));
+    // 2 empties: no current run. Run 9, full, regains a region: with no
+    // current run it becomes current whatever its address, although 5 and 8
+    // wait in the tree. rb_first would pick 5 here.
+    set.erase(at(2));
+    EXPECT_EQ(set.current(), nullptr);
+    set.insert(at(9));
+    EXPECT_EQ(set.pick(), at(9)) << "the no-current rule: not the lowest run";
+    LowestAddressModel lowest;  // what rb_first would pick from the same members
+    for (std::size_t i : {5, 8, 9}) lowest.insert(at(i));
+    EXPECT_EQ(lowest.expected_pick(set), at(5));
+    EXPECT_EQ(set.size(), 3u);
+    ASSERT_TRUE(set.check(&why)) << why;
+    // 9 fills: it stays current, full, and is no longer a member. Run 7
+    // reopens: above the full current run, it goes into the tree, and the
+    // next pick drops 9 and takes the lowest, 5.
+    at(9)->used = 4;
+    set.erase(at(9));
+    EXPECT_EQ(set.current(), at(9));
+    EXPECT_TRUE(set.current_full());
+    set.insert(at(10));
+    EXPECT_EQ(set.pick(), at(5));
+    // 5 fills; run 1 reopens below it: current at once (5, full, dropped).
+    at(5)->used = 4;
+    set.erase(at(5));
+    set.insert(at(1));
+    EXPECT_EQ(set.pick(), at(1));
+    // 3 reopens above the current run: the tree; 0 reopens below: current,
+    // and 1 (not full) goes back into the tree (with 3, 8 and 10).
+    set.insert(at(3));
+    EXPECT_EQ(set.pick(), at(1));
+    set.insert(at(0));
+    EXPECT_EQ(set.pick(), at(0));
+    EXPECT_EQ(set.size(), 5u);  // 0 current; 1, 3, 8, 10 in the tree
+    ASSERT_TRUE(set.check(&why)) << why;
+    // A full current run that regains a region stays current.
+    at(0)->used = 4;
+    set.erase(at(0));
+    set.insert(at(0));
+    EXPECT_EQ(set.pick(), at(0));
+    for (std::size_t expected : {0, 1, 3, 8, 10}) {
+      ASSERT_EQ(set.pick(), at(expected));
+      at(expected)->used = 0;  // empties
       set.erase(at(expected));
       ASSERT_TRUE(set.check(&why)) << why;
     }

@@ -1,0 +1,301 @@
+// An intrusive left-leaning red-black tree (2-3 variant) with two-word nodes
+// and no parent pointers, the shape of mozjemalloc's tree of non-full runs
+// (RedBlackTree.h, once rb.h): a node holds its left child and its right
+// child with the node's own colour in the low bit (1 = red). The tree holds
+// its root and its size, nothing else: no cached minimum, so first() walks
+// left from the root every time, as mozjemalloc's First() did.
+//
+// Rules (check()): no right child is red; no red node has a red left child;
+// the root is black; every path from a node down to a missing child meets as
+// many black nodes; the in-order sequence rises strictly by Rep::less.
+//
+// insert() and erase() are iterative (no recursion): the descent from the
+// root records its path (at most kMaxDepth nodes, on the stack), erase()
+// moves a red link down on the way (Sedgewick's moveRedLeft/moveRedRight, so
+// the node unlinked is never a lone black), and the balance is restored on
+// the way back up that path. mozjemalloc's macros restore it during the one
+// descent instead ("top-down"); the order, and so first(), is the same
+// whatever the balancing, only the instruction count differs.
+//
+// Links are verified where the Rep says how (structures/verified_links.h):
+// every child link insert() and erase() read is checked before it is
+// followed, and a node the rules say exists (a child of a black node whose
+// sibling is black, the node to erase on its search path) is there, or the
+// call aborts naming the node. check() and first() do not.
+//
+// Complexity: insert, erase O(log n) (at most 2 log2(n + 1) levels);
+// first() O(log n); check() O(n).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "platform/fatal.h"
+#include "structures/check_failed.h"
+#include "structures/tree_links.h"
+#include "structures/verified_links.h"
+
+namespace runsel {
+
+// Rep::links(node) gives the node's LlrbLinks; Rep::less is a strict total
+// order; Rep::linked (optional) verifies links.
+template <class Rep, class Node>
+concept LlrbRep = requires(Node* node, const Node* a, const Node* b) {
+  { Rep::links(node) } -> std::same_as<LlrbLinks<Node>&>;
+  { Rep::less(a, b) } -> std::same_as<bool>;
+};
+
+template <class Node, class Rep>
+requires LlrbRep<Rep, Node>
+class LlrbTree {
+ public:
+  // A 2-3 LLRB of n nodes is at most 2 log2(n + 1) high; 96 levels hold far
+  // more nodes than an address space has pages.
+  static constexpr std::size_t kMaxDepth = 96;
+
+  Node* first() const {
+    Node* node = root_;
+    if (node == nullptr) return nullptr;
+    while (left(node) != nullptr) node = left(node);
+    return node;
+  }
+  Node* root() const { return root_; }
+  std::size_t size() const { return size_; }
+
+  void insert(Node* node) {
+    Path path;
+    for (Node* at = root_; at != nullptr;) {
+      const bool right_side = !Rep::less(node, at);
+      path.push(at, right_side);
+      at = checked(at, right_side ? right(at) : left(at));
+    }
+    links(node).left = nullptr;
+    links(node).right_and_colour = kRed;  // a new leaf is red
+    ++size_;
+    rebuild(path, node, path.depth, nullptr);
+  }
+
+  // `node` must be a member: a search path that misses it is fatal.
+  void erase(Node* node) {
+    Node* at = root_;
+    if (at == nullptr) [[unlikely]]
+      container_links_damaged(node);
+    // The root's links are red for the descent when both its children are black.
+    if (!is_red(left(at)) && !is_red(right(at))) set_red(at, true);
+    Path path;
+    std::size_t replaced = kMaxDepth;  // the level where `node` is replaced by its successor
+    Node* successor = nullptr;
+    for (;;) {
+      if (Rep::less(node, at)) {
+        Node* below = checked(at, left(at));
+        if (below == nullptr) [[unlikely]]
+          container_links_damaged(node);  // not on its search path: not a member
+        if (!is_red(below) && !is_red(left(below))) at = move_red_left(at);
+        path.push(at, false);
+        at = checked(at, left(at));
+        continue;
+      }
+      if (is_red(left(at))) at = rotate_right(at);
+      if (at == node && right(at) == nullptr) break;  // a red leaf (or the last node): gone
+      Node* below = checked(at, right(at));
+      if (below == nullptr) [[unlikely]]
+        container_links_damaged(node);
+      if (!is_red(below) && !is_red(left(below))) at = move_red_right(at);
+      if (at != node) {
+        path.push(at, true);
+        at = checked(at, right(at));
+        continue;
+      }
+      // `node` has a right subtree: its minimum takes node's place.
+      replaced = path.depth;
+      path.push(at, true);
+      Node* min = checked(at, right(at));
+      while (left(min) != nullptr) {
+        if (!is_red(left(min)) && !is_red(left(left(min)))) min = move_red_left(min);
+        path.push(min, false);
+        min = checked(min, left(min));
+      }
+      successor = min;
+      break;
+    }
+    --size_;
+    rebuild(path, nullptr, replaced, successor);
+    if constexpr (VerifiesLinks<Rep, Node>) {
+      links(node).left = nullptr;  // a stale link to it finds no children
+      links(node).right_and_colour = 0;
+    }
+  }
+
+  // Walks the whole tree without recursion or allocation (a stack of at
+  // most kMaxDepth nodes) and verifies every rule; safe on a damaged tree
+  // (a cycle or a depth beyond kMaxDepth is reported, not followed).
+  bool check(const char** why) const {
+    if (root_ == nullptr) {
+      return size_ == 0 ? true : check_failed(why, "root is null but size() is not zero");
+    }
+    if (is_red(root_)) return check_failed(why, "root is red");
+    struct Frame {
+      Node* node;
+      int blacks;  // black nodes from the root down to this one, itself included
+    };
+    Frame stack[kMaxDepth];
+    std::size_t top = 0;
+    std::size_t count = 0;
+    Node* previous = nullptr;
+    int leaf_blacks = -1;  // the black count every missing child must see
+    auto missing_child = [&](int blacks) {
+      if (leaf_blacks < 0) leaf_blacks = blacks;
+      return leaf_blacks == blacks;
+    };
+    Node* at = root_;
+    int blacks_above = 0;
+    while (at != nullptr || top != 0) {
+      for (; at != nullptr; at = left(at)) {
+        if (is_red(right(at))) return check_failed(why, "a right child is red");
+        if (is_red(at) && is_red(left(at))) {
+          return check_failed(why, "a red node has a red left child");
+        }
+        const int blacks = blacks_above + (is_red(at) ? 0 : 1);
+        if (left(at) == nullptr && !missing_child(blacks)) {
+          return check_failed(why, "black heights differ");
+        }
+        if (top == kMaxDepth) return check_failed(why, "tree deeper than kMaxDepth");
+        stack[top++] = {at, blacks};
+        blacks_above = blacks;
+      }
+      const Frame frame = stack[--top];
+      if (++count > size_) return check_failed(why, "more nodes reachable than size()");
+      if (previous != nullptr && !Rep::less(previous, frame.node)) {
+        return check_failed(why, "in-order nodes not strictly increasing");
+      }
+      previous = frame.node;
+      if (right(frame.node) == nullptr && !missing_child(frame.blacks)) {
+        return check_failed(why, "black heights differ");
+      }
+      at = right(frame.node);
+      blacks_above = frame.blacks;
+    }
+    if (count != size_) return check_failed(why, "fewer nodes reachable than size()");
+    return true;
+  }
+
+  // Whether `node` is on its search path (a member), without verifying links.
+  bool contains(const Node* node) const {
+    for (Node* at = root_; at != nullptr;) {
+      if (at == node) return true;
+      at = Rep::less(node, at) ? left(at) : right(at);
+    }
+    return false;
+  }
+
+ private:
+  static constexpr std::uintptr_t kRed = 1;
+
+  // The nodes from the root down to where the call stopped, each with the
+  // side the descent left it by.
+  struct Path {
+    Node* nodes[kMaxDepth];
+    bool right_side[kMaxDepth];
+    std::size_t depth = 0;
+    void push(Node* node, bool right) {
+      if (depth == kMaxDepth) [[unlikely]]
+        container_links_damaged(node);  // deeper than any valid tree: a cycle
+      nodes[depth] = node;
+      right_side[depth++] = right;
+    }
+  };
+
+  static LlrbLinks<Node>& links(Node* node) { return Rep::links(node); }
+  static Node* left(Node* node) { return links(node).left; }
+  static Node* right(Node* node) {
+    return reinterpret_cast<Node*>(links(node).right_and_colour & ~kRed);
+  }
+  static bool is_red(Node* node) { return node != nullptr && (links(node).right_and_colour & kRed); }
+  static void set_red(Node* node, bool red) {
+    std::uintptr_t& word = links(node).right_and_colour;
+    word = (word & ~kRed) | (red ? kRed : 0);
+  }
+  static void set_left(Node* node, Node* child) { links(node).left = child; }
+  static void set_right(Node* node, Node* child) {
+    std::uintptr_t& word = links(node).right_and_colour;
+    word = reinterpret_cast<std::uintptr_t>(child) | (word & kRed);
+  }
+  // `link`, read from `from`, once the Rep accepts it.
+  static Node* checked(Node* from, Node* link) { return verified_link<Rep>(from, link); }
+
+  // The three LLRB steps; each returns the subtree's new top.
+  static Node* rotate_left(Node* node) {
+    Node* up = checked(node, right(node));
+    set_right(node, checked(up, left(up)));
+    set_left(up, node);
+    set_red(up, is_red(node));
+    set_red(node, true);
+    return up;
+  }
+  static Node* rotate_right(Node* node) {
+    Node* up = checked(node, left(node));
+    set_left(node, checked(up, right(up)));
+    set_right(up, node);
+    set_red(up, is_red(node));
+    set_red(node, true);
+    return up;
+  }
+  // Both children exist: the rules say so wherever this is called.
+  static void flip(Node* node) {
+    Node* l = checked(node, left(node));
+    Node* r = checked(node, right(node));
+    if (l == nullptr || r == nullptr) [[unlikely]]
+      container_links_damaged(node);
+    set_red(node, !is_red(node));
+    set_red(l, !is_red(l));
+    set_red(r, !is_red(r));
+  }
+  static Node* move_red_left(Node* node) {
+    flip(node);
+    if (is_red(left(right(node)))) {
+      set_right(node, rotate_right(right(node)));
+      node = rotate_left(node);
+      flip(node);
+    }
+    return node;
+  }
+  static Node* move_red_right(Node* node) {
+    flip(node);
+    if (is_red(left(left(node)))) {
+      node = rotate_right(node);
+      flip(node);
+    }
+    return node;
+  }
+  static Node* balance(Node* node) {
+    if (is_red(right(node)) && !is_red(left(node))) node = rotate_left(node);
+    if (is_red(left(node)) && is_red(left(left(node)))) node = rotate_right(node);
+    if (is_red(left(node)) && is_red(right(node))) flip(node);
+    return node;
+  }
+
+  // Back up `path`: `below` is the new subtree under its last node; at level
+  // `replaced` (if below the depth), `successor` takes that node's place.
+  void rebuild(const Path& path, Node* below, std::size_t replaced, Node* successor) {
+    for (std::size_t level = path.depth; level-- > 0;) {
+      Node* node = path.nodes[level];
+      if (level == replaced) {
+        links(successor) = links(node);  // its children and its colour
+        node = successor;
+      }
+      if (path.right_side[level]) {
+        set_right(node, below);
+      } else {
+        set_left(node, below);
+      }
+      below = balance(node);
+    }
+    root_ = below;
+    if (root_ != nullptr) set_red(root_, false);
+  }
+
+  Node* root_ = nullptr;
+  std::size_t size_ = 0;
+};
+
+}  // namespace runsel
