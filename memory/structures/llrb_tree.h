@@ -21,7 +21,8 @@
 // every child link insert() and erase() read is checked before it is
 // followed, and a node the rules say exists (a child of a black node whose
 // sibling is black, the node to erase on its search path) is there, or the
-// call aborts naming the node. check() and first() do not.
+// call aborts naming the node; first() verifies the links it walks too (its
+// result is erased next). check() and contains() do not.
 //
 // Complexity: insert, erase O(log n) (at most 2 log2(n + 1) levels);
 // first() O(log n); check() O(n).
@@ -56,7 +57,7 @@ class LlrbTree {
   Node* first() const {
     Node* node = root_;
     if (node == nullptr) return nullptr;
-    while (left(node) != nullptr) node = left(node);
+    while (Node* below = left_of(node)) node = below;
     return node;
   }
   Node* root() const { return root_; }
@@ -67,7 +68,7 @@ class LlrbTree {
     for (Node* at = root_; at != nullptr;) {
       const bool right_side = !Rep::less(node, at);
       path.push(at, right_side);
-      at = checked(at, right_side ? right(at) : left(at));
+      at = right_side ? right_of(at) : left_of(at);
     }
     links(node).left = nullptr;
     links(node).right_and_colour = kRed;  // a new leaf is red
@@ -81,39 +82,39 @@ class LlrbTree {
     if (at == nullptr) [[unlikely]]
       container_links_damaged(node);
     // The root's links are red for the descent when both its children are black.
-    if (!is_red(left(at)) && !is_red(right(at))) set_red(at, true);
+    if (!is_red(left_of(at)) && !is_red(right_of(at))) set_red(at, true);
     Path path;
     std::size_t replaced = kMaxDepth;  // the level where `node` is replaced by its successor
     Node* successor = nullptr;
     for (;;) {
       if (Rep::less(node, at)) {
-        Node* below = checked(at, left(at));
+        Node* below = left_of(at);
         if (below == nullptr) [[unlikely]]
           container_links_damaged(node);  // not on its search path: not a member
-        if (!is_red(below) && !is_red(left(below))) at = move_red_left(at);
+        if (!is_red(below) && !is_red(left_of(below))) at = move_red_left(at);
         path.push(at, false);
-        at = checked(at, left(at));
+        at = left_of(at);
         continue;
       }
-      if (is_red(left(at))) at = rotate_right(at);
-      if (at == node && right(at) == nullptr) break;  // a red leaf (or the last node): gone
-      Node* below = checked(at, right(at));
+      if (is_red(left_of(at))) at = rotate_right(at);
+      if (at == node && right_of(at) == nullptr) break;  // a red leaf (or the last node): gone
+      Node* below = right_of(at);
       if (below == nullptr) [[unlikely]]
         container_links_damaged(node);
-      if (!is_red(below) && !is_red(left(below))) at = move_red_right(at);
+      if (!is_red(below) && !is_red(left_of(below))) at = move_red_right(at);
       if (at != node) {
         path.push(at, true);
-        at = checked(at, right(at));
+        at = right_of(at);
         continue;
       }
       // `node` has a right subtree: its minimum takes node's place.
       replaced = path.depth;
       path.push(at, true);
-      Node* min = checked(at, right(at));
-      while (left(min) != nullptr) {
-        if (!is_red(left(min)) && !is_red(left(left(min)))) min = move_red_left(min);
+      Node* min = right_of(at);
+      while (left_of(min) != nullptr) {
+        if (!is_red(left_of(min)) && !is_red(left_of(left_of(min)))) min = move_red_left(min);
         path.push(min, false);
-        min = checked(min, left(min));
+        min = left_of(min);
       }
       successor = min;
       break;
@@ -222,19 +223,23 @@ class LlrbTree {
   }
   // `link`, read from `from`, once the Rep accepts it.
   static Node* checked(Node* from, Node* link) { return verified_link<Rep>(from, link); }
+  // A child, verified before anything reads it: every step of insert(),
+  // erase() and their repairs reads children through these.
+  static Node* left_of(Node* node) { return checked(node, left(node)); }
+  static Node* right_of(Node* node) { return checked(node, right(node)); }
 
   // The three LLRB steps; each returns the subtree's new top.
   static Node* rotate_left(Node* node) {
-    Node* up = checked(node, right(node));
-    set_right(node, checked(up, left(up)));
+    Node* up = right_of(node);
+    set_right(node, left_of(up));
     set_left(up, node);
     set_red(up, is_red(node));
     set_red(node, true);
     return up;
   }
   static Node* rotate_right(Node* node) {
-    Node* up = checked(node, left(node));
-    set_left(node, checked(up, right(up)));
+    Node* up = left_of(node);
+    set_left(node, right_of(up));
     set_right(up, node);
     set_red(up, is_red(node));
     set_red(node, true);
@@ -242,8 +247,8 @@ class LlrbTree {
   }
   // Both children exist: the rules say so wherever this is called.
   static void flip(Node* node) {
-    Node* l = checked(node, left(node));
-    Node* r = checked(node, right(node));
+    Node* l = left_of(node);
+    Node* r = right_of(node);
     if (l == nullptr || r == nullptr) [[unlikely]]
       container_links_damaged(node);
     set_red(node, !is_red(node));
@@ -252,8 +257,8 @@ class LlrbTree {
   }
   static Node* move_red_left(Node* node) {
     flip(node);
-    if (is_red(left(right(node)))) {
-      set_right(node, rotate_right(right(node)));
+    if (is_red(left_of(right_of(node)))) {
+      set_right(node, rotate_right(right_of(node)));
       node = rotate_left(node);
       flip(node);
     }
@@ -261,16 +266,16 @@ class LlrbTree {
   }
   static Node* move_red_right(Node* node) {
     flip(node);
-    if (is_red(left(left(node)))) {
+    if (is_red(left_of(left_of(node)))) {
       node = rotate_right(node);
       flip(node);
     }
     return node;
   }
   static Node* balance(Node* node) {
-    if (is_red(right(node)) && !is_red(left(node))) node = rotate_left(node);
-    if (is_red(left(node)) && is_red(left(left(node)))) node = rotate_right(node);
-    if (is_red(left(node)) && is_red(right(node))) flip(node);
+    if (is_red(right_of(node)) && !is_red(left_of(node))) node = rotate_left(node);
+    if (is_red(left_of(node)) && is_red(left_of(left_of(node)))) node = rotate_right(node);
+    if (is_red(left_of(node)) && is_red(right_of(node))) flip(node);
     return node;
   }
 
