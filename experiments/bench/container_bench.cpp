@@ -50,7 +50,11 @@
 #include <valgrind/callgrind.h>
 #define RUNSEL_BENCH_COLLECT() CALLGRIND_TOGGLE_COLLECT
 #define RUNSEL_BENCH_UNDER_VALGRIND() (RUNNING_ON_VALGRIND != 0)
+#define RUNSEL_BENCH_DUMP(name) CALLGRIND_DUMP_STATS_AT(name)
 #else
+#define RUNSEL_BENCH_DUMP(name) \
+  do {                          \
+  } while (false)
 #define RUNSEL_BENCH_COLLECT() \
   do {                         \
   } while (false)
@@ -363,14 +367,24 @@ class Bins {
 };
 
 template <class Set, bool kHookInPageMap>
-void measure(benchmark::State& state, Call call) {
+void measure(benchmark::State& state, Call call, const std::string& row) {
   const std::size_t n = static_cast<std::size_t>(state.range(0));
   Bins<Set, kHookInPageMap> bins(n, 0x5EED0000 + n);
   const std::size_t batch = bins.batch();
+  const std::uint64_t calls_before = g_timed_calls;
   while (state.KeepRunningBatch(static_cast<benchmark::IterationCount>(batch))) {
     state.SetIterationTime(bins.run_batch(call));
   }
   state.counters["runs"] = static_cast<double>(n);
+  // Under callgrind: this trial's counts in a dump of their own, named after
+  // the benchmark, and the calls it timed, so that every row gets its own
+  // figures from one valgrind run (sum the dumps and calls of each name).
+  if (RUNSEL_BENCH_UNDER_VALGRIND()) {
+    const std::string name = row + "/" + std::to_string(n);
+    RUNSEL_BENCH_DUMP(name.c_str());
+    std::fprintf(stderr, "container_bench: %s: %llu timed iterations\n", name.c_str(),
+                 static_cast<unsigned long long>(g_timed_calls - calls_before));
+  }
 }
 
 // One row per call for each container of containers/list.h.
@@ -385,7 +399,7 @@ void register_container() {
         Call::kTouched, Call::kTouchedByFree, Call::kFillAndReopen}) {
     const std::string name = std::string(Entry::kName) + (kHookInPageMap ? "+page_map/" : "/") +
                              name_of(call);
-    benchmark::RegisterBenchmark(name.c_str(), measure<Set, kHookInPageMap>, call)
+    benchmark::RegisterBenchmark(name.c_str(), measure<Set, kHookInPageMap>, call, name)
         ->Arg(4)
         ->Arg(64)
         ->Arg(1024)
