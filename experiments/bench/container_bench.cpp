@@ -33,6 +33,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <new>
 #include <random>
 #include <string>
@@ -80,8 +81,7 @@ static_assert(sizeof(Node) == kPage);
 
 // What runsel keeps in the page map entry of a run's first page: the serial
 // number, and with the hooks placed there (-Dhook_placement=page_map) the
-// hook too; one entry per node, indexed by the node's place in the current
-// Bins' block, 32 bytes apart (40 with the hook), as in runsel's chunk header.
+// hook too; 32 bytes apart (40 with the hook), as in runsel's chunk header.
 template <bool kHookInPageMap>
 struct PageMapEntry;
 template <>
@@ -97,8 +97,14 @@ struct PageMapEntry<true> {
 };
 static_assert(sizeof(PageMapEntry<false>) == 32 && sizeof(PageMapEntry<true>) == 40);
 
-const Node* g_first_node = nullptr;
-void* g_page_map = nullptr;
+// The nodes sit in 1 MiB chunks laid out as runsel's: the chunk header (80
+// bytes of fields, then the page map, one entry per page) fills the first
+// three pages, a guard page follows, and pages 4 to 255 hold one node each.
+// So a node's entry is found from its address alone, as runsel finds it.
+constexpr std::size_t kChunk = std::size_t{1} << 20;
+constexpr std::size_t kMapOffset = 80;
+constexpr std::size_t kFirstNodePage = 4;
+constexpr std::size_t kNodesPerChunk = kChunk / kPage - kFirstNodePage;
 
 // The containers' traits (containers/container.h) for one hook placement.
 template <bool kHookInPageMap>
@@ -106,7 +112,9 @@ struct NodeTraits {
   using Node = ::Node;
   using Entry = PageMapEntry<kHookInPageMap>;
   static Entry& entry(const Node* node) {
-    return static_cast<Entry*>(g_page_map)[node - g_first_node];
+    const std::uintptr_t address = reinterpret_cast<std::uintptr_t>(node);
+    auto* map = reinterpret_cast<Entry*>((address & ~(kChunk - 1)) + kMapOffset);
+    return map[(address & (kChunk - 1)) / kPage];
   }
   static runsel::ContainerHook<Node>& hook(Node* node) {
     if constexpr (kHookInPageMap) {
@@ -162,24 +170,23 @@ std::uint64_t g_timed_calls = 0;  // benchmark iterations timed, all trials
 // K containers of n members each, plus for each a few outsiders to insert.
 template <class Set, bool kHookInPageMap>
 class Bins {
-  using MapEntry = PageMapEntry<kHookInPageMap>;
 
  public:
   explicit Bins(std::size_t n, std::uint64_t seed) : rng_(seed) {
     containers_ = n >= kBatchTarget ? 1 : kBatchTarget / n;
     per_container_ = std::max<std::size_t>(1, std::min(n / 2, kBatchTarget / containers_));
     const std::size_t total = containers_ * (n + per_container_);
-    nodes_ = static_cast<Node*>(std::aligned_alloc(kPage, total * sizeof(Node)));
-    page_map_ = std::vector<MapEntry>(total);
-    g_first_node = nodes_;
-    g_page_map = page_map_.data();
+    chunks_ = (total + kNodesPerChunk - 1) / kNodesPerChunk;
+    memory_ = static_cast<char*>(std::aligned_alloc(kChunk, chunks_ * kChunk));
+    std::memset(memory_, 0, chunks_ * kChunk);
     std::vector<Node*> order(total);
     for (std::size_t i = 0; i < total; ++i) {
-      order[i] = new (&nodes_[i]) Node();
+      order[i] = new (memory_ + (i / kNodesPerChunk) * kChunk +
+                      (kFirstNodePage + i % kNodesPerChunk) * kPage) Node();
       order[i]->free_count = random_free_count();
     }
     std::shuffle(order.begin(), order.end(), rng_);  // creation order, against addresses
-    for (std::size_t i = 0; i < total; ++i) page_map_[order[i] - nodes_].serial = i;
+    for (std::size_t i = 0; i < total; ++i) NodeTraits<kHookInPageMap>::entry(order[i]).serial = i;
     std::shuffle(order.begin(), order.end(), rng_);  // addresses in random order
     bins_.resize(containers_);
     std::size_t next = 0;
@@ -192,7 +199,7 @@ class Bins {
       bin.set.pick();  // rb_root makes its first pick
     }
   }
-  ~Bins() { std::free(nodes_); }
+  ~Bins() { std::free(memory_); }
   Bins(const Bins&) = delete;
   Bins& operator=(const Bins&) = delete;
 
@@ -360,8 +367,8 @@ class Bins {
   std::mt19937_64 rng_;
   std::size_t containers_ = 1;
   std::size_t per_container_ = 1;
-  Node* nodes_ = nullptr;
-  std::vector<MapEntry> page_map_;
+  char* memory_ = nullptr;  // chunks_ chunks of nodes
+  std::size_t chunks_ = 0;
   std::vector<Bin> bins_;
   std::vector<Node*> scratch_;
 };
