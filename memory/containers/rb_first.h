@@ -1,5 +1,10 @@
-// Non-full run container "rb_first" (mozjemalloc until ~2024): a red-black
-// tree of runs ordered by address; the next allocation uses the lowest run.
+// Non-full run container "rb_first" (the idealized lowest-address policy): a
+// red-black tree of runs ordered by address; the next allocation uses the
+// lowest run. It is what mozjemalloc's comment says its tree did, not what
+// mozjemalloc did: moz_tree reproduces that (a current run outside the tree,
+// which departs from the lowest run after the current run empties, and a
+// left-leaning tree without parent pointers). rb_first reproduces no
+// allocator; it is the policy in its purest, cheapest-to-pick form.
 //
 // Policy: always allocate from the lowest-addressed non-full run. Filling low
 // runs first packs live regions towards the bottom of the heap so high runs
