@@ -60,11 +60,13 @@ inline std::uint32_t RunTraits::regions(const Run* run) { return run->bin->regio
 // Judged without trusting `neighbour`: it must be the start of a usable page
 // (run headers are page-aligned, past the chunk header and guard page) in
 // `member`'s chunk or in a registered arena chunk, so that reading it is
-// safe; then its header must name member's bin and carry that bin's keyed
-// check, which a header written by the program (in a large block, a freed
+// safe; then its header must carry the keyed check of member's bin at its
+// address, which a header written by the program (in a large block, a freed
 // run's old header: release_small_run wipes its check) cannot carry without
-// the key. The page map is not read: it is a cache miss per link on the
-// trees' paths.
+// the key, and a run of another bin or arena carries only by a 1 in 2^32
+// chance (the check mixes the bin pointer in nonlinearly), so its bin field
+// needs no comparison of its own. The page map is not read: it is a cache
+// miss per link on the trees' paths.
 inline bool RunTraits::linked(const Run* member, const Run* neighbour) {
   if (neighbour == nullptr) return true;
   const std::uintptr_t address = reinterpret_cast<std::uintptr_t>(neighbour);
@@ -74,7 +76,7 @@ inline bool RunTraits::linked(const Run* member, const Run* neighbour) {
       !ChunkRegistry::lookup(neighbour).is_arena_chunk())
     return false;
   const Bin* bin = member->bin;
-  return neighbour->bin == bin && neighbour->check == Run::header_check(bin, neighbour, bin->run_key);
+  return neighbour->check == Run::header_check(bin, neighbour, bin->run_key);
 }
 
 // Orders free page runs of one class tag by (size, address) for best fit with

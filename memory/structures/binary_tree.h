@@ -167,6 +167,12 @@ class BinaryTree {
     }
     return parent;
   }
+  // The parent of `node`, a node on the path insert()'s descent just
+  // verified (each reached through checked_child, so its parent link was
+  // checked to name the node above it); the root's parent is null without
+  // reading its links. The insert repairs walk up this path and need no
+  // second check of it.
+  Node* path_parent(Node* node) const { return node == root_ ? nullptr : parent_of(node); }
   // Unlinks an erased node's links, so that a stale link to it (left in a
   // damaged header) finds no back link that agrees.
   static void clear_links(Node* node) {

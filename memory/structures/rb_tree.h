@@ -22,7 +22,7 @@ class RbTree : public BinaryTree<RbTree<Node, Rep>, Node, Rep> {
 
   using Base::checked_child, Base::checked_parent, Base::child, Base::kLeft;
   using Base::kRight, Base::left, Base::parent_of, Base::present_child, Base::right, Base::root_;
-  using Base::rotate;
+  using Base::path_parent, Base::rotate;
 
   // A new leaf is red.
   static constexpr bool kNewLeafBit = true;
@@ -53,16 +53,17 @@ class RbTree : public BinaryTree<RbTree<Node, Rep>, Node, Rep> {
   }
 
   // `node` is red; its parent may be red too. Push the violation upward.
-  // Every link followed is checked first (BinaryTree: checked_child...).
+  // The walk up stays on the path insert() verified (path_parent); every
+  // other link followed is checked first (checked_child).
   void repair_after_insert(Node* node) {
     for (;;) {
-      Node* parent = checked_parent(node);
+      Node* parent = path_parent(node);
       if (parent == nullptr) {
         set_red(node, false);
         return;
       }
       if (!is_red(parent)) return;
-      Node* grandparent = checked_parent(parent);  // exists: a red node is not the root
+      Node* grandparent = path_parent(parent);  // exists: a red node is not the root
       if constexpr (Base::kVerifies) {
         if (grandparent == nullptr) [[unlikely]]
           container_links_damaged(parent);  // a red root: its bit was written

@@ -2,7 +2,7 @@
 // Run headers are user-reachable memory: a write into one can point its links
 // anywhere, so the run containers check every link on the paths that write
 // through links (insert, erase, rebalancing) before dereferencing it. The
-// node representation (a tree's or heap's Rep, a list container's HookOf)
+// node representation (a tree's or heap's Rep, a list container's traits)
 // says what a valid link is:
 //   static bool linked(const Node* member, const Node* neighbour)
 // true when `neighbour`, read from `member`'s links, is null or a node of the

@@ -30,7 +30,7 @@ class WavlTree : public BinaryTree<WavlTree<Node, Rep>, Node, Rep> {
 
   using Base::checked_child, Base::checked_parent, Base::child, Base::kLeft;
   using Base::kRight, Base::left, Base::links, Base::parent_of, Base::present_child, Base::right;
-  using Base::root_, Base::rotate;
+  using Base::path_parent, Base::root_, Base::rotate;
 
   // A new leaf has rank 0: even.
   static constexpr bool kNewLeafBit = false;
@@ -74,7 +74,7 @@ class WavlTree : public BinaryTree<WavlTree<Node, Rep>, Node, Rep> {
   // Every link followed is checked first (BinaryTree: checked_child...).
   void repair_after_insert(Node* node) {
     for (;;) {
-      Node* parent = checked_parent(node);
+      Node* parent = path_parent(node);  // on the path insert() verified
       if (parent == nullptr || parity(node) != parity(parent)) return;
       const int side = node == left(parent) ? kLeft : kRight;
       if (!difference_is_two(checked_child(parent, 1 - side), parent)) {
