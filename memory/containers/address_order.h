@@ -18,8 +18,7 @@ inline bool address_less(const void* a, const void* b) {
 
 // (serial number, address): the order the arena created the runs in
 // (age_address, je_slabs).
-template <class Traits>
-requires SerialAccess<Traits>
+template <SerialAccess Traits>
 inline bool age_less(const typename Traits::Node* a, const typename Traits::Node* b) {
   const std::uint64_t age_a = Traits::serial(a);
   const std::uint64_t age_b = Traits::serial(b);

@@ -22,17 +22,12 @@
 #pragma once
 
 #include "containers/address_order.h"
-#include "containers/container.h"
 #include "containers/first_of.h"
-#include "containers/hook.h"
 #include "structures/pairing_heap.h"
 
 namespace runsel {
 
-template <class Traits>
-requires SerialAccess<Traits>
-class AgeAddressRuns
-    : public FirstOf<typename Traits::Node, PairingHeap<typename Traits::Node, RunAgeHeapOrder<Traits>>> {
-};
+template <SerialAccess Traits>
+using AgeAddressRuns = FirstOfRuns<Traits, PairingHeap, RunAgeHeapOrder<Traits>>;
 
 }  // namespace runsel

@@ -24,14 +24,11 @@
 #include <cstring>
 
 #include "containers/address_order.h"
-#include "containers/container.h"
-#include "containers/hook.h"
 #include "platform/fatal.h"
 
 namespace runsel {
 
-template <class Traits>
-requires SideMemory<Traits>
+template <SideMemory Traits>
 class ArrayHeapRuns {
  public:
   using Node = typename Traits::Node;

@@ -28,14 +28,12 @@
 #include <cstdint>
 
 #include "containers/container.h"
-#include "containers/hook.h"
 #include "platform/fatal.h"
 #include "structures/verified_links.h"
 
 namespace runsel {
 
-template <class Traits>
-requires OccupancyAccess<Traits>
+template <OccupancyAccess Traits>
 class FullestFirstRuns {
  public:
   using Node = typename Traits::Node;

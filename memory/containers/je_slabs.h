@@ -37,14 +37,11 @@
 #include <cstddef>
 
 #include "containers/address_order.h"
-#include "containers/container.h"
-#include "containers/hook.h"
 #include "structures/pairing_heap.h"
 
 namespace runsel {
 
-template <class Traits>
-requires SerialAccess<Traits>
+template <SerialAccess Traits>
 class JeSlabsRuns {
  public:
   using Node = typename Traits::Node;

@@ -17,14 +17,12 @@
 #include <cstddef>
 
 #include "containers/container.h"
-#include "containers/hook.h"
 #include "platform/fatal.h"
 #include "structures/verified_links.h"
 
 namespace runsel {
 
-template <class Traits>
-requires ContainerTraits<Traits>
+template <ContainerTraits Traits>
 class LifoRuns {
  public:
   using Node = typename Traits::Node;

@@ -43,14 +43,11 @@
 #include <cstddef>
 
 #include "containers/address_order.h"
-#include "containers/container.h"
-#include "containers/hook.h"
 #include "structures/llrb_tree.h"
 
 namespace runsel {
 
-template <class Traits>
-requires OccupancyAccess<Traits>
+template <OccupancyAccess Traits>
 class MozTreeRuns {
  public:
   using Node = typename Traits::Node;

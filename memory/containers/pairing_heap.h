@@ -20,17 +20,12 @@
 #pragma once
 
 #include "containers/address_order.h"
-#include "containers/container.h"
 #include "containers/first_of.h"
-#include "containers/hook.h"
 #include "structures/pairing_heap.h"
 
 namespace runsel {
 
-template <class Traits>
-requires ContainerTraits<Traits>
-class PairingHeapRuns
-    : public FirstOf<typename Traits::Node, PairingHeap<typename Traits::Node, RunAddressHeapOrder<Traits>>> {
-};
+template <ContainerTraits Traits>
+using PairingHeapRuns = FirstOfRuns<Traits, PairingHeap, RunAddressHeapOrder<Traits>>;
 
 }  // namespace runsel

@@ -27,17 +27,12 @@
 #pragma once
 
 #include "containers/address_order.h"
-#include "containers/container.h"
 #include "containers/first_of.h"
-#include "containers/hook.h"
 #include "structures/pairing_heap.h"
 
 namespace runsel {
 
-template <class Traits>
-requires ContainerTraits<Traits>
-class PairingHeapLazyRuns
-    : public FirstOf<typename Traits::Node, LazyPairingHeap<typename Traits::Node, RunAddressHeapOrder<Traits>>> {
-};
+template <ContainerTraits Traits>
+using PairingHeapLazyRuns = FirstOfRuns<Traits, LazyPairingHeap, RunAddressHeapOrder<Traits>>;
 
 }  // namespace runsel

@@ -16,45 +16,13 @@
 // three words per bin (root, cached first, size).
 #pragma once
 
-#include <cstddef>
-
 #include "containers/address_order.h"
-#include "containers/container.h"
-#include "containers/hook.h"
+#include "containers/first_of.h"
 #include "structures/rb_tree.h"
 
 namespace runsel {
 
-template <class Traits>
-requires ContainerTraits<Traits>
-class RbFirstRuns {
- public:
-  using Node = typename Traits::Node;
-
-  void insert(Node* run) { tree_.insert(run); }
-  void erase(Node* run) { tree_.erase(run); }
-  Node* pick() const { return tree_.first(); }
-  void touched(Node*) {}
-  std::size_t size() const { return tree_.size(); }
-  // The tree's root (for tests).
-  Node* root() const { return tree_.root(); }
-
-  bool check(const char** why) const {
-    if (!tree_.check(why)) return false;
-    // The tree has verified that its in-order sequence rises strictly by
-    // address, so the leftmost node is the lowest run: pick() must be it.
-    Node* lowest = tree_.root();
-    while (lowest != nullptr && ByAddress::links(lowest).left != nullptr) {
-      lowest = ByAddress::links(lowest).left;
-    }
-    if (pick() != lowest) return check_failed(why, "pick() is not the lowest-addressed run");
-    return true;
-  }
-
- private:
-  using ByAddress = RunAddressOrder<Traits>;
-
-  RbTree<Node, ByAddress> tree_;
-};
+template <ContainerTraits Traits>
+using RbFirstRuns = FirstOfRuns<Traits, RbTree, RunAddressOrder<Traits>>;
 
 }  // namespace runsel

@@ -17,14 +17,11 @@
 #include <cstddef>
 
 #include "containers/address_order.h"
-#include "containers/container.h"
-#include "containers/hook.h"
 #include "structures/rb_tree.h"
 
 namespace runsel {
 
-template <class Traits>
-requires ContainerTraits<Traits>
+template <ContainerTraits Traits>
 class RbRootRuns {
  public:
   using Node = typename Traits::Node;

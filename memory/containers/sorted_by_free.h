@@ -21,15 +21,12 @@
 #include <cstdint>
 
 #include "containers/address_order.h"
-#include "containers/container.h"
-#include "containers/hook.h"
 #include "structures/tree_links.h"
 #include "structures/rb_tree.h"
 
 namespace runsel {
 
-template <class Traits>
-requires OccupancyAccess<Traits>
+template <OccupancyAccess Traits>
 class SortedByFreeRuns {
  public:
   using Node = typename Traits::Node;

@@ -16,21 +16,13 @@
 #pragma once
 
 #include "containers/address_order.h"
-#include "containers/container.h"
 #include "containers/first_of.h"
-#include "containers/hook.h"
 #include "structures/tree_links.h"
 #include "structures/wavl_tree.h"
 
 namespace runsel {
 
-template <class Traits>
-requires ContainerTraits<Traits>
-class WavlRuns
-    : public FirstOf<typename Traits::Node, WavlTree<typename Traits::Node, RunAddressOrder<Traits>>> {
- public:
-  // For tests: the tree's root.
-  typename Traits::Node* root() const { return this->structure_.root(); }
-};
+template <ContainerTraits Traits>
+using WavlRuns = FirstOfRuns<Traits, WavlTree, RunAddressOrder<Traits>>;
 
 }  // namespace runsel
