@@ -16,14 +16,18 @@ inline bool address_less(const void* a, const void* b) {
   return reinterpret_cast<std::uintptr_t>(a) < reinterpret_cast<std::uintptr_t>(b);
 }
 
+// A key, then the address: the orders of the containers keyed by occupancy
+// or by age.
+template <class Key>
+inline bool key_then_address(Key key_a, Key key_b, const void* a, const void* b) {
+  return key_a != key_b ? key_a < key_b : address_less(a, b);
+}
+
 // (serial number, address): the order the arena created the runs in
 // (age_address, je_slabs).
 template <SerialAccess Traits>
 inline bool age_less(const typename Traits::Node* a, const typename Traits::Node* b) {
-  const std::uint64_t age_a = Traits::serial(a);
-  const std::uint64_t age_b = Traits::serial(b);
-  if (age_a != age_b) return age_a < age_b;
-  return address_less(a, b);
+  return key_then_address(Traits::serial(a), Traits::serial(b), a, b);
 }
 
 // A Rep over the hook's member `Member` (its tree or its pairing links),
@@ -41,17 +45,16 @@ struct RunOrder {
 // Address order in a tree (rb_first, rb_root, wavl), in a left-leaning tree
 // (moz_tree) and in a pairing heap (pairing_heap, pairing_heap_lazy); age
 // order in a pairing heap (age_address, je_slabs).
+template <class Traits, auto Member>
+using ByAddress = RunOrder<Traits, Member, &address_less>;
 template <class Traits>
-using RunAddressOrder = RunOrder<Traits, &ContainerHook<typename Traits::Node>::tree,
-                                 &address_less>;
+using RunAddressOrder = ByAddress<Traits, &ContainerHook<typename Traits::Node>::tree>;
 template <class Traits>
-using RunAddressLlrbOrder = RunOrder<Traits, &ContainerHook<typename Traits::Node>::llrb,
-                                     &address_less>;
+using RunAddressLlrbOrder = ByAddress<Traits, &ContainerHook<typename Traits::Node>::llrb>;
 template <class Traits>
-using RunAddressHeapOrder = RunOrder<Traits, &ContainerHook<typename Traits::Node>::pairing,
-                                     &address_less>;
+using RunAddressHeapOrder = ByAddress<Traits, &ContainerHook<typename Traits::Node>::pairing>;
 template <class Traits>
-using RunAgeHeapOrder = RunOrder<Traits, &ContainerHook<typename Traits::Node>::pairing,
-                                 &age_less<Traits>>;
+using RunAgeHeapOrder =
+    RunOrder<Traits, &ContainerHook<typename Traits::Node>::pairing, &age_less<Traits>>;
 
 }  // namespace runsel

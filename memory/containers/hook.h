@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "structures/intrusive_list.h"
 #include "structures/pairing_links.h"
 #include "structures/tree_links.h"
 
@@ -20,17 +21,10 @@
 
 namespace runsel {
 
-template <class Node>
-struct ListLinks {
-  Node* prev;
-  Node* next;
-};
-
 // A list in one of several buckets (fullest_first's occupancy buckets).
 template <class Node>
 struct BucketLinks {
-  Node* prev;
-  Node* next;
+  ListLinks<Node> list;
   std::size_t bucket;  // the bucket whose list holds the node
 };
 

@@ -59,18 +59,10 @@ class SortedByFreeRuns {
   bool check(const char** why) const { return tree_.check(why); }
 
  private:
-  struct ByFree {
-    static TreeLinks<Node>& links(Node* run) { return Traits::hook(run).tree; }
-    static bool linked(const Node* run, const Node* neighbour) {
-      return Traits::linked(run, neighbour);
-    }
-    static bool less(const Node* a, const Node* b) {
-      const std::uint32_t free_a = Traits::free_regions(a);
-      const std::uint32_t free_b = Traits::free_regions(b);
-      if (free_a != free_b) return free_a < free_b;
-      return address_less(a, b);
-    }
-  };
+  static bool fewer_free(const Node* a, const Node* b) {
+    return key_then_address(Traits::free_regions(a), Traits::free_regions(b), a, b);
+  }
+  using ByFree = RunOrder<Traits, &ContainerHook<Node>::tree, &SortedByFreeRuns::fewer_free>;
 
   RbTree<Node, ByFree> tree_;
 };

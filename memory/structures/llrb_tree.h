@@ -229,18 +229,21 @@ class LlrbTree {
   static Node* right_of(Node* node) { return checked(node, right(node)); }
 
   // The three LLRB steps; each returns the subtree's new top.
+  // Rotations: `up`, the child on one side, takes node's place and colour,
+  // node becomes its red child on the other side.
   static Node* rotate_left(Node* node) {
     Node* up = right_of(node);
     set_right(node, left_of(up));
     set_left(up, node);
-    set_red(up, is_red(node));
-    set_red(node, true);
-    return up;
+    return recolour(up, node);
   }
   static Node* rotate_right(Node* node) {
     Node* up = left_of(node);
     set_left(node, right_of(up));
     set_right(up, node);
+    return recolour(up, node);
+  }
+  static Node* recolour(Node* up, Node* node) {
     set_red(up, is_red(node));
     set_red(node, true);
     return up;

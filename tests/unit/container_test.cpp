@@ -647,8 +647,8 @@ void corrupt(typename Case::Set& set, std::vector<Run>& runs, int variant) {
       RunHook::hook(pick).buckets.bucket = 3;  // records a bucket it is not on
     } else {
       Run* tail = pick;
-      while (RunHook::hook(tail).buckets.next != nullptr) tail = RunHook::hook(tail).buckets.next;
-      RunHook::hook(tail).buckets.next = pick;  // a cycle
+      while (RunHook::hook(tail).buckets.list.next != nullptr) tail = RunHook::hook(tail).buckets.list.next;
+      RunHook::hook(tail).buckets.list.next = pick;  // a cycle
     }
   } else {
     static_assert(sizeof(Set) == 0, "no corruption written for this container");
