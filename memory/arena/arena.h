@@ -291,10 +291,14 @@ class Arena {
   // purged when another empties.
   static constexpr std::size_t kMaxDirtyIdleChunks = 1;
 
-  Chunk* chunks_ RUNSEL_GUARDED_BY(lock) = nullptr;        // every chunk, spare ones included
-  Chunk* dirty_chunks_ RUNSEL_GUARDED_BY(lock) = nullptr;  // chunks with dirty pages, oldest first
-  Chunk* dirty_tail_ RUNSEL_GUARDED_BY(lock) = nullptr;
-  Chunk* spares_ RUNSEL_GUARDED_BY(lock) = nullptr;
+  // Every chunk, spare ones included; the chunks with dirty pages, oldest
+  // first; the spare chunks, most recent first (structures/intrusive_list.h).
+  using ChunkList = IntrusiveList<Chunk, MemberLinks<Chunk, &Chunk::in_arena>>;
+  using DirtyList = IntrusiveList<Chunk, MemberLinks<Chunk, &Chunk::in_dirty>, true>;
+  using SpareList = IntrusiveList<Chunk, MemberLinks<Chunk, &Chunk::in_spares>>;
+  ChunkList chunks_ RUNSEL_GUARDED_BY(lock);
+  DirtyList dirty_chunks_ RUNSEL_GUARDED_BY(lock);
+  SpareList spares_ RUNSEL_GUARDED_BY(lock);
   std::size_t spare_count_ RUNSEL_GUARDED_BY(lock) = 0;
   // Chunks with nothing allocated that keep class tags (chunk.h), so are
   // neither spares nor unmapped: see idle_tagged_chunk().

@@ -88,12 +88,10 @@ struct Chunk {
   // that nothing follows, compared with canary_for() when such a block is
   // freed, so that the overflow is reported instead of passing unseen.
   std::uint64_t canary;
-  Chunk* next_in_arena;  // all chunks of the arena, spare ones included
-  Chunk* prev_in_arena;
-  Chunk* next_dirty;  // chunks with ndirty > 0
-  Chunk* prev_dirty;
+  ListLinks<Chunk> in_arena;  // all chunks of the arena, spare ones included
+  ListLinks<Chunk> in_dirty;  // chunks with ndirty > 0
   std::size_t ndirty;
-  Chunk* next_spare;  // spare chunks (every usable page free), most recent first
+  ListLinks<Chunk> in_spares;  // spare chunks (every usable page free), most recent first
   bool in_dirty_list;
   bool spare;
   bool idle;  // nothing allocated, class tags kept: counted in Arena::idle_chunks_

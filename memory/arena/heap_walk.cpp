@@ -74,7 +74,7 @@ bool Arena::walk_and_compare() const {
   std::size_t free_run_heads = 0;
   bool ok = true;
 
-  for (Chunk* chunk = chunks_; chunk != nullptr; chunk = chunk->next_in_arena) {
+  for (Chunk* chunk = chunks_.front(); chunk != nullptr; chunk = ChunkList::next(chunk)) {
     ++walked.chunks;
     walked.mapped += kChunkSize;
     walked.committed += kChunkHeaderPages * kPageSize;
@@ -248,7 +248,7 @@ bool Arena::walk_and_compare() const {
 std::size_t Arena::chunk_maps(runsel_chunk_map* out, std::size_t capacity) const {
   static_assert(RUNSEL_PAGES_PER_CHUNK == kPagesPerChunk);
   std::size_t count = 0;
-  for (Chunk* chunk = chunks_; chunk != nullptr; chunk = chunk->next_in_arena, ++count) {
+  for (Chunk* chunk = chunks_.front(); chunk != nullptr; chunk = ChunkList::next(chunk), ++count) {
     if (count >= capacity) continue;
     runsel_chunk_map& map = out[count];
     map.address = reinterpret_cast<std::size_t>(chunk);

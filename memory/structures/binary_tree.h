@@ -42,10 +42,7 @@ namespace runsel {
 // when absent), and linked() to have the links it follows verified
 // (structures/verified_links.h).
 template <class Rep, class Node>
-concept TreeRep = requires(Node* node, const Node* a, const Node* b) {
-  { Rep::links(node) } -> std::same_as<TreeLinks<Node>&>;
-  { Rep::less(a, b) } -> std::same_as<bool>;
-};
+concept TreeRep = OrderedRep<Rep, Node, TreeLinks<Node>>;
 
 template <class Tree, class Node, class Rep>
 requires TreeRep<Rep, Node>

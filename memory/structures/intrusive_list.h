@@ -38,29 +38,8 @@ class IntrusiveList {
   bool empty() const { return head_ == nullptr; }
   static Node* next(Node* node) { return Rep::links(node).next; }
 
-  void push_front(Node* node) {
-    ListLinks<Node>& own = Rep::links(node);
-    own.prev = nullptr;
-    own.next = head_;
-    if (head_ != nullptr) {
-      Rep::links(head_).prev = node;
-    } else if constexpr (kTail) {
-      tail_ = node;
-    }
-    head_ = node;
-  }
-
-  void push_back(Node* node) requires kTail {
-    ListLinks<Node>& own = Rep::links(node);
-    own.prev = tail_;
-    own.next = nullptr;
-    if (tail_ != nullptr) {
-      Rep::links(tail_).next = node;
-    } else {
-      head_ = node;
-    }
-    tail_ = node;
-  }
+  void push_front(Node* node) { link_between(nullptr, head_, node); }
+  void push_back(Node* node) requires kTail { link_between(tail_, nullptr, node); }
 
   // Unlinks a member. When Rep verifies links, before writing through them:
   // both links are nodes of the list (or null), the previous node (or the
@@ -77,16 +56,7 @@ class IntrusiveList {
       RUNSEL_ASSERT(false);
     }
     if (next != nullptr) verify_agrees<Rep>(Rep::links(next).prev == node, node, next);
-    if (prev != nullptr) {
-      Rep::links(prev).next = next;
-    } else {
-      head_ = next;
-    }
-    if (next != nullptr) {
-      Rep::links(next).prev = prev;
-    } else if constexpr (kTail) {
-      tail_ = prev;
-    }
+    bridge(prev, next, next, prev);
     if constexpr (kVerifies) own = {nullptr, nullptr};
   }
 
@@ -111,6 +81,23 @@ class IntrusiveList {
   }
 
  private:
+  // Links `node` between `prev` (null: it becomes the head) and `next`
+  // (null: it becomes the tail).
+  void link_between(Node* prev, Node* next, Node* node) {
+    Rep::links(node) = {prev, next};
+    bridge(prev, next, node, node);
+  }
+  // Points prev's next (or the head) at `after_prev`, and next's prev (or
+  // the tail) at `before_next`.
+  void bridge(Node* prev, Node* next, Node* after_prev, Node* before_next) {
+    (prev != nullptr ? Rep::links(prev).next : head_) = after_prev;
+    if (next != nullptr) {
+      Rep::links(next).prev = before_next;
+    } else if constexpr (kTail) {
+      tail_ = before_next;
+    }
+  }
+
   static constexpr bool kVerifies = VerifiesLinks<Rep, Node>;
   struct NoTail {};
 

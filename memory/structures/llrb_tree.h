@@ -38,16 +38,8 @@
 
 namespace runsel {
 
-// Rep::links(node) gives the node's LlrbLinks; Rep::less is a strict total
-// order; Rep::linked (optional) verifies links.
-template <class Rep, class Node>
-concept LlrbRep = requires(Node* node, const Node* a, const Node* b) {
-  { Rep::links(node) } -> std::same_as<LlrbLinks<Node>&>;
-  { Rep::less(a, b) } -> std::same_as<bool>;
-};
-
 template <class Node, class Rep>
-requires LlrbRep<Rep, Node>
+requires OrderedRep<Rep, Node, LlrbLinks<Node>>
 class LlrbTree {
  public:
   // A 2-3 LLRB of n nodes is at most 2 log2(n + 1) high; 96 levels hold far

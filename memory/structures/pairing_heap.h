@@ -39,10 +39,7 @@ namespace runsel {
 // total order. A Rep may define linked() to have the links it follows
 // verified (structures/verified_links.h).
 template <class Rep, class Node>
-concept PairingRep = requires(Node* node, const Node* a, const Node* b) {
-  { Rep::links(node) } -> std::same_as<PairingLinks<Node>&>;
-  { Rep::less(a, b) } -> std::same_as<bool>;
-};
+concept PairingRep = OrderedRep<Rep, Node, PairingLinks<Node>>;
 
 // What both heaps do to trees: meld, pair up, unlink, verify.
 template <class Node, class Rep>

@@ -17,6 +17,15 @@
 
 namespace runsel {
 
+// What every structure's Rep gives: Rep::links(node), the node's embedded
+// links of the structure's kind (`Links`), and Rep::less, a strict total
+// order. A Rep may also define linked() (VerifiesLinks, below).
+template <class Rep, class Node, class Links>
+concept OrderedRep = requires(Node* node, const Node* a, const Node* b) {
+  { Rep::links(node) } -> std::same_as<Links&>;
+  { Rep::less(a, b) } -> std::same_as<bool>;
+};
+
 template <class Rep, class Node>
 concept VerifiesLinks = requires(const Node* member, const Node* neighbour) {
   { Rep::linked(member, neighbour) } -> std::same_as<bool>;
