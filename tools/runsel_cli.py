@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """runsel's command line: configures and builds the allocator, then runs one job
-(report, test, bench). Started by tools/runsel once the Debian packages are in.
+(report, test, bench, trace, replay). Started by tools/runsel once the Debian packages
+are in. The entry shim of the tooling package (experiments/harness/): the one place
+that puts experiments/ on the import path.
 
 Every step prints the command it runs ("+ ..."), so any step can be repeated by
 hand from the repository root. Standard library only: a fresh machine has it.
@@ -18,19 +20,27 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-sys.path[:0] = [str(Path(__file__).resolve().parent.parent / part)
-                for part in ("tools/trace", "experiments/harness")]
-import allocators as shared  # noqa: E402  (the Python tools' shared module; standard library only)
-import runsel_trace_cli  # noqa: E402  (tools/trace/: the trace and replay subcommands)
-from runsel_trace_cli import RECORDER_TARGET, REPLAYER_PREFIX  # noqa: E402
-from build_steps import (ROOT, StepFailed, build, capture_json, configure,  # noqa: E402
-                         requested_options, run, show)
-from allocators import (COUNTING_TARGET_PREFIX, REFERENCE as REFERENCE_VARIANT,  # noqa: E402
-                        SETTING_TARGET_PREFIX, build_targets, positive, targets_named)
+if __name__ == "__main__":  # the tooling package, experiments/harness/
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "experiments"))
+
+from harness import allocators as shared
+from harness import trace_cli
+from harness.allocators import (COUNTING_TARGET_PREFIX, RECORDER_TARGET,
+                                REFERENCE as REFERENCE_VARIANT, REPLAYER_PREFIX,
+                                SETTING_TARGET_PREFIX, WORKLOAD_PREFIX, build_targets,
+                                targets_named)
+from harness.build_steps import (InputRejected, StepFailed, build, capture_json, configure,
+                                 requested_options, run, show)
+from harness.interpreter import PACKAGE_ROOT, ROOT
+from harness.presets import DEFAULT, QUICK, positive
+
 BUILD_DIR = Path("build")
 RESULTS_DIR = Path("results")
-HARNESS = Path("experiments/harness/harness.py")
-WORKLOAD_PREFIX = "workload_"  # meson's name for build/experiments/workload_<name>
+HARNESS = "harness.harness"  # run as python3 -m harness.harness
+RENDERER = "harness.report"  # run as python3 -m harness.report
+# A child Python that imports the package (the commands run at the repository root).
+PACKAGE_PATH = {"PYTHONPATH": ":".join(filter(None, [str(PACKAGE_ROOT.relative_to(ROOT)),
+                                                     os.environ.get("PYTHONPATH")]))}
 REPORT_DIR = RESULTS_DIR / "report"
 BENCH_PROGRAM = Path("experiments/malloc_bench")  # under the build directory
 BENCH_COMPARE = Path("experiments/bench/compare.py")
@@ -78,7 +88,7 @@ def workload_programs(build_dir: Path) -> list[Path]:
 
 
 def harness_arguments(args: argparse.Namespace) -> list[str]:
-    """The report's options, passed on to experiments/harness/harness.py."""
+    """The report's options, passed on to the harness (harness.py)."""
     forwarded = ["--build-dir", str(args.build_dir), "--out", str(args.out),
                  "--instructions", args.instructions]
     if args.quick:
@@ -86,7 +96,7 @@ def harness_arguments(args: argparse.Namespace) -> list[str]:
     if args.aslr:
         forwarded.append("--aslr")
     for option in ("repeat", "scale", "seed", "instruction_scale", "timeout", "webkit_pages",
-                   "webkit_repeat"):
+                   "webkit_repeat", "firefox_pages"):
         value = getattr(args, option)
         if value is not None:
             forwarded += [f"--{option.replace('_', '-')}", str(value)]
@@ -107,14 +117,31 @@ def command_report(args: argparse.Namespace) -> int:
         raise StepFailed(f"meson defines no {WORKLOAD_PREFIX}* programs: is -Dbenchmarks=disabled?")
     build_libraries(args, extra=programs + report_libraries(args.build_dir)
                     + trace_tools(args.build_dir))
-    return run([sys.executable, HARNESS, *harness_arguments(args)], check=False)
+    return run([sys.executable, "-m", HARNESS, *harness_arguments(args)], check=False,
+               env_changes=PACKAGE_PATH)
+
+
+def command_render(args: argparse.Namespace) -> int:
+    """Re-renders report.md, report.html and the pictures from a results.json (nothing is
+    built or run): harness/report.py, under Debian's python3 when this one lacks
+    matplotlib, scipy or tabulate."""
+    if not args.results.is_file():
+        raise InputRejected(f"no such file: {args.results}")
+    out = ["--out", str(args.render_out)] if args.render_out else []
+    return run([sys.executable, "-m", RENDERER, args.results, *out], check=False,
+               env_changes=PACKAGE_PATH)
+
+
+# The firefox workload's recorder and reference replayer (tools/firefox/), and the
+# converter its logalloc logs go through.
+FIREFOX_TARGETS = ("runsel-firefox-audit", "runsel-firefox-replay", "runsel-trace-convert")
 
 
 def trace_tools(build_dir: Path) -> list[Path]:
     """The recorder and every container's replayer: the report records the webkit
     workload's web processes and replays their traces (and any --trace) exactly."""
     return [root_relative(Path(target["filename"][0])) for target in build_targets(build_dir)
-            if target["name"] == RECORDER_TARGET
+            if target["name"] in (RECORDER_TARGET, *FIREFOX_TARGETS)
             or target["name"].startswith(REPLAYER_PREFIX)]
 
 
@@ -276,8 +303,9 @@ def command_bench(args: argparse.Namespace) -> int:
     json_path, markdown_path = RESULTS_DIR / "bench.json", RESULTS_DIR / "bench.md"
     command = [sys.executable, BENCH_COMPARE, "--bench", program, *preloads, "--out", json_path,
                *args.compare_args]
-    show(command)
-    completed = subprocess.run([str(part) for part in command], stdout=subprocess.PIPE, text=True)
+    show(command, PACKAGE_PATH)
+    completed = subprocess.run([str(part) for part in command], stdout=subprocess.PIPE, text=True,
+                               env={**os.environ, **PACKAGE_PATH})
     print(completed.stdout, end="")
     if completed.returncode != 0:
         raise StepFailed(f"{BENCH_COMPARE} exited with {completed.returncode}")
@@ -290,13 +318,10 @@ def command_bench(args: argparse.Namespace) -> int:
 
 
 class PresetText(dict):
-    """A harness preset for help text: numbers as %g, "?" for what could not be read."""
-
-    def __missing__(self, key: str) -> str:
-        return "?"
+    """A harness preset for help text: numbers as %g."""
 
     def __getitem__(self, key: str) -> str:
-        value = super().__getitem__(key) if key in self else self.__missing__(key)
+        value = super().__getitem__(key)
         return format(value, "g") if isinstance(value, float) else str(value)
 
 
@@ -318,9 +343,16 @@ def parser() -> argparse.ArgumentParser:
                     "meson, then runs the job.")
     commands = main.add_subparsers(dest="command", metavar="COMMAND")
     shared_options = [build_options()]
-    presets = shared.harness_presets()  # harness.py's DEFAULT and QUICK, as text
-    default, quick = (PresetText(presets["DEFAULT"]), PresetText(presets["QUICK"]))
+    add_report(commands, shared_options)
+    add_render(commands)
+    add_test(commands, shared_options)
+    add_bench(commands, shared_options)
+    trace_cli.add_commands(commands, shared_options)
+    return main
 
+
+def add_report(commands, shared_options: list[argparse.ArgumentParser]) -> None:
+    default, quick = PresetText(DEFAULT), PresetText(QUICK)
     report = commands.add_parser(
         "report", parents=shared_options,
         help="the main job: every workload under every allocator, one report",
@@ -350,7 +382,8 @@ def parser() -> argparse.ArgumentParser:
                              f"{default['instruction_scale']}, quick: "
                              f"{quick['instruction_scale']})")
     report.add_argument("--workload", action="append", default=[], metavar="NAME",
-                        help="only this workload (repeatable)")
+                        help="only this workload (repeatable); firefox: the recorded stock "
+                             "Firefox session, replayed exactly")
     report.add_argument("--allocator", action="append", default=[], metavar="NAME",
                         help="only this allocator (repeatable): a container, glibc, jemalloc, "
                              "mimalloc or tcmalloc")
@@ -364,6 +397,10 @@ def parser() -> argparse.ArgumentParser:
                         help="rounds of the webkit workload (default: "
                              f"{default['webkit_repeat']}, the other allocators "
                              f"{default['webkit_peer_repeat']}; quick: {quick['webkit_repeat']})")
+    report.add_argument("--firefox-pages", type=positive(int), metavar="N",
+                        help="pages of the recorded Firefox session (default: "
+                             f"{default['firefox_pages']}; quick: {quick['firefox_pages']}); "
+                             "recorded once per Firefox version and corpus (results/firefox/)")
     report.add_argument("--timeout", type=positive(float), metavar="SECONDS",
                         help="per run (default: the harness's)")
     report.add_argument("--aslr", action="store_true",
@@ -371,6 +408,21 @@ def parser() -> argparse.ArgumentParser:
                              "so runs of a variant choose alike)")
     report.set_defaults(handler=command_report)
 
+
+def add_render(commands) -> None:
+    render = commands.add_parser(
+        "render", help="re-render a report from its results.json (no build, no runs)",
+        description="Writes report.md, report.html and the pictures again from a results.json "
+                    "that tools/runsel report wrote, byte for byte as the run wrote them: a "
+                    "change to the report's layout or wording needs no new run.")
+    render.add_argument("results", type=Path, metavar="RESULTS_JSON",
+                        help=f"e.g. {REPORT_DIR}/results.json")
+    render.add_argument("--out", dest="render_out", type=Path, metavar="DIR",
+                        help="where to write (default: the directory of RESULTS_JSON)")
+    render.set_defaults(handler=command_render)
+
+
+def add_test(commands, shared_options: list[argparse.ArgumentParser]) -> None:
     test = commands.add_parser(
         "test", parents=shared_options,
         help="build, then run every test: main build, TSan, UBSan, checked, fuzz (meson test)",
@@ -390,6 +442,8 @@ def parser() -> argparse.ArgumentParser:
                       help="more meson test arguments (after --)")
     test.set_defaults(handler=command_test)
 
+
+def add_bench(commands, shared_options: list[argparse.ArgumentParser]) -> None:
     bench = commands.add_parser(
         "bench", parents=shared_options,
         help="build, then compare malloc_bench: glibc vs every variant and the installed peers",
@@ -400,9 +454,6 @@ def parser() -> argparse.ArgumentParser:
     bench.add_argument("compare_args", nargs="*", metavar="ARG",
                        help=f"more {BENCH_COMPARE} arguments (after --)")
     bench.set_defaults(handler=command_bench)
-
-    runsel_trace_cli.add_commands(commands, shared_options)
-    return main
 
 
 def root_relative(path: Path | None, default: Path = BUILD_DIR) -> Path:
@@ -423,6 +474,9 @@ def main(argv: list[str] | None = None) -> int:
         args.build_dir = root_relative(args.build_dir)
     if hasattr(args, "out"):
         args.out = root_relative(args.out)
+    for name in ("results", "render_out"):  # render's paths, from the caller's directory
+        if getattr(args, name, None) is not None:
+            setattr(args, name, root_relative(getattr(args, name)))
     os.chdir(ROOT)
     try:
         return args.handler(args)

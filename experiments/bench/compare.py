@@ -7,8 +7,9 @@ of them alike (and each round starts one allocator later). Each run must prove w
 allocator served malloc, or the comparison stops. Prints Markdown tables (median ns/op,
 the paired difference to the baseline with a 95 % confidence interval, resident memory
 of the mixed loop) and can write the raw results as JSON. Shares the harness's module
-(experiments/harness/allocators.py) and its statistics (comparisons.py, scipy: re-runs
-itself under Debian's python3 when this interpreter lacks it).
+(harness.allocators, with experiments/ on PYTHONPATH) and its statistics
+(harness.comparisons, scipy: re-runs itself under Debian's python3 when this interpreter
+lacks it).
 """
 
 from __future__ import annotations
@@ -23,15 +24,15 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "harness"))
-import allocators  # noqa: E402  (standard library only)
+from harness import allocators
+from harness.allocators import GLIBC, PEERS, Allocator, measured_environment, round_order
+from harness.interpreter import ensure_libraries
 
-allocators.ensure_libraries({"numpy": "python3-numpy", "scipy": "python3-scipy"}, "compare.py")
-import comparisons  # noqa: E402
-import targets  # noqa: E402
-from allocators import Allocator, measured_environment, round_order  # noqa: E402
+if __name__ == "__main__":  # run by Debian's python3 when this one lacks numpy or scipy
+    ensure_libraries({"numpy": "python3-numpy", "scipy": "python3-scipy"}, "compare.py")
 
-GLIBC = "glibc"
+from harness import comparisons, targets
+
 RUNSEL_FILE_PREFIX = "lib" + allocators.VARIANT_TARGET_PREFIX  # libmalloc-<container>.so
 CLOCK_TEXT = {
     "auto": "CPU time of the benchmark thread, except for /real_time benchmarks: wall time "
@@ -132,7 +133,7 @@ def expected_label(allocator: Allocator) -> str | None:
     file_name = allocator.preload.name
     if file_name.startswith(RUNSEL_FILE_PREFIX) and ".so" in file_name:
         return "runsel:" + file_name[len(RUNSEL_FILE_PREFIX):file_name.index(".so")]
-    for family in ("jemalloc", "tcmalloc", "mimalloc"):
+    for family in PEERS:
         if family in file_name:
             return family
     return None

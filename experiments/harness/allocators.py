@@ -1,8 +1,7 @@
-"""What runsel's Python tools share (the harness, experiments/bench/compare.py,
-tools/runsel): which allocators to compare and how a run proves which one served it,
-what the build defines (meson introspection), the order of interleaved rounds, the
-harness's run presets, and the checks of numeric options. Standard library only, so
-tools/runsel can import it on a fresh machine.
+"""Allocator discovery, shared by the harness, experiments/bench/compare.py and
+tools/runsel: which allocators to compare and how a run proves which one served it,
+what the build defines (meson introspection) and the order of interleaved rounds.
+Standard library only, so tools/runsel can import it on a fresh machine.
 
 runsel's variants are discovered from the build (meson's malloc-<container> libraries),
 never listed by hand; the system allocators are found with ldconfig.
@@ -10,28 +9,27 @@ never listed by hand; the system allocators are found with ldconfig.
 
 from __future__ import annotations
 
-import argparse
-import ast
-import importlib.util
 import json
 import os
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-REFERENCE = "rb_first"  # every runsel variant's time is compared with it
-HARNESS = HERE / "harness.py"  # holds the run presets, DEFAULT and QUICK
-SYSTEM_PYTHON = "/usr/bin/python3"  # Debian's, where python3-matplotlib, -scipy, -tabulate install
-VARIANT_TARGET_PREFIX = "malloc-"
-COUNTING_TARGET_PREFIX = "malloc-counting-"  # a variant's counting twin, not a variant
-# (allocator, shared object ldconfig knows it by). glibc needs no preload.
+REFERENCE = "rb_first"  # every runsel variant is compared with it
+GLIBC = "glibc"  # the system's own malloc: no preload
+# (allocator, shared object ldconfig knows it by): the peers tools/runsel installs.
 SYSTEM_ALLOCATORS = (
     ("jemalloc", "libjemalloc.so.2"),
     ("mimalloc", "libmimalloc.so.2"),
     ("tcmalloc", "libtcmalloc_minimal.so.4"),
 )
+PEERS = tuple(name for name, _ in SYSTEM_ALLOCATORS)
+# The build's targets (meson.build, experiments/meson.build, tools/meson.build).
+VARIANT_TARGET_PREFIX = "malloc-"
+COUNTING_TARGET_PREFIX = "malloc-counting-"  # a variant's counting twin, not a variant
+WORKLOAD_PREFIX = "workload_"  # build/experiments/workload_<name>
+RECORDER_TARGET = "runsel-trace"  # build/tools/librunsel-trace.so
+REPLAYER_PREFIX = "runsel-replay-"  # build/tools/runsel-replay-<container>
 
 
 # Variables that change how the measured allocator behaves, never passed on to a measured
@@ -193,7 +191,7 @@ def system_library(soname: str) -> Path | None:
 
 def system_allocators() -> tuple[list[Allocator], list[str]]:
     """glibc and every installed system allocator; also the names that are missing."""
-    present, missing = [Allocator("glibc", False, None)], []
+    present, missing = [Allocator(GLIBC, False, None)], []
     for name, soname in SYSTEM_ALLOCATORS:
         path = system_library(soname)
         if path is None:
@@ -224,76 +222,3 @@ def round_order(allocators: list, round_index: int) -> list:
     later so that none always runs first."""
     shift = round_index % max(1, len(allocators))
     return allocators[shift:] + allocators[:shift]
-
-
-def positive(kind):
-    """An argparse type: a number of `kind` above 0 (0 would not be a run at all, and must
-    not quietly become a preset)."""
-    def parse(text: str):
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-        if not value > 0:
-            raise argparse.ArgumentTypeError(f"must be above 0, not {text}")
-        return value
-    parse.__name__ = kind.__name__
-    return parse
-
-
-def harness_presets() -> dict[str, dict]:
-    """harness.py's run presets, {"DEFAULT": {...}, "QUICK": {...}}, read from its source
-    without running it (it needs scipy and matplotlib; tools/runsel's help must not). A
-    value that is not a literal, or a constant assigned before, is left out."""
-    known: dict[str, object] = {}
-    for node in ast.parse(HARNESS.read_text()).body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and \
-                isinstance(node.targets[0], ast.Name):
-            value = _constant(node.value, known)
-            if value is not _UNKNOWN:
-                known[node.targets[0].id] = value
-    return {name: known.get(name, {}) for name in ("DEFAULT", "QUICK")}
-
-
-_UNKNOWN = object()
-
-
-def _constant(node: ast.expr, known: dict[str, object]) -> object:
-    """The value of a literal, of a name in `known`, of a sum of those, or of a dict of
-    those (entries whose value is none of these are left out); _UNKNOWN otherwise."""
-    if isinstance(node, ast.Name):
-        return known.get(node.id, _UNKNOWN)
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):  # ANCHORS + PEERS
-        left, right = _constant(node.left, known), _constant(node.right, known)
-        if left is _UNKNOWN or right is _UNKNOWN:
-            return _UNKNOWN
-        try:
-            return left + right
-        except TypeError:
-            return _UNKNOWN
-    if isinstance(node, ast.Dict):
-        entries = {}
-        for key, value in zip(node.keys, node.values):
-            key, value = (_constant(key, known) if key is not None else _UNKNOWN,
-                          _constant(value, known))
-            if key is not _UNKNOWN and value is not _UNKNOWN:
-                entries[key] = value
-        return entries
-    try:
-        return ast.literal_eval(node)
-    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-        return _UNKNOWN
-
-
-def ensure_libraries(libraries: dict[str, str], who: str) -> None:
-    """Re-runs the current script under Debian's python3 when this interpreter lacks one
-    of `libraries` ({module: Debian package}); exits naming the packages when that one
-    lacks them too."""
-    missing = [name for name in libraries if importlib.util.find_spec(name) is None]
-    if not missing:
-        return
-    if os.path.realpath(sys.executable) != os.path.realpath(SYSTEM_PYTHON) and \
-            os.path.exists(SYSTEM_PYTHON):
-        os.execv(SYSTEM_PYTHON, [SYSTEM_PYTHON, sys.argv[0], *sys.argv[1:]])
-    sys.exit(f"{who}: missing {', '.join(missing)} (Debian: apt-get install "
-             f"{' '.join(libraries[name] for name in missing)})")

@@ -48,9 +48,11 @@ def percent_difference(values, reference, axis=-1):
 
 
 def compare_paired(values, reference, target: float = TARGET_PERCENT, seed: int = 4) -> dict:
-    """values[i] and reference[i] come from the same round. Returns
-    {percent, low, high, half_width, n_pairs, outcome, method}; percent and the
-    bounds are None when there are too few pairs."""
+    """values[i] and reference[i] come from the same round. Returns {percent, low, high,
+    half_width, n_pairs, outcome, method} and, with an interval, constant (every pair had
+    the same ratio). With fewer than MIN_PAIRS pairs (and no constant ratio) the bounds
+    and the half-width are None but percent is the point estimate; everything is None
+    when there is no pair, or a value is not above 0."""
     values, reference = np.asarray(values, dtype=float), np.asarray(reference, dtype=float)
     n = len(values)
     if n == 0 or np.any(values <= 0) or np.any(reference <= 0):
@@ -104,29 +106,3 @@ def exact_difference(value: float | None, reference: float | None) -> dict | Non
     percent = 100 * (value / reference - 1) if reference else None
     return {"difference": value - reference, "percent": percent, "low": percent,
             "high": percent, "half_width": 0.0, "exact": True}
-
-
-def detectable(comparison: dict | None) -> str:
-    """What the comparison could resolve, in words."""
-    if not comparison or comparison.get("half_width") is None:
-        return "-"
-    if comparison.get("exact"):
-        return "exact"
-    return f"±{comparison['half_width']:.1f} %"
-
-
-def describe_time(comparison: dict | None, target: float = TARGET_PERCENT) -> str:
-    """One phrase for a time comparison; never "no difference" when underpowered."""
-    if not comparison or comparison.get("percent") is None:
-        return "time not measured"
-    kind = comparison["outcome"]
-    if kind == TOO_FEW:
-        return f"time: too few pairs ({comparison['n_pairs']})"
-    if kind == LOWER:
-        return f"faster by {-comparison['percent']:.1f} %"
-    if kind == HIGHER:
-        return f"slower by {comparison['percent']:.1f} %"
-    if kind == NO_DIFFERENCE:
-        return f"same time (within ±{comparison['half_width']:.1f} %)"
-    return (f"time underpowered: could only see ≥ {comparison['half_width']:.1f} % "
-            f"(target {target:g} %)")

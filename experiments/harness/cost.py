@@ -8,7 +8,7 @@ the inclusive cost of its four members; the allocator's are the instructions exe
 inside the library itself. The cache is simulated with fixed parameters, so counts do
 not depend on the machine: I1 and D1 32 KiB 8-way, LL 8 MiB 16-way, 64-byte lines.
 
-    python3 experiments/harness/cost.py --build-dir build --trace PATH [--records N]
+    python3 -m harness.cost --build-dir build --trace PATH [--records N]  (PYTHONPATH=experiments)
 prints the replay cost of a trace on every container as JSON.
 """
 
@@ -24,11 +24,17 @@ import sys
 import tempfile
 from pathlib import Path
 
+from .allocators import runsel_variants
+
 CALLGRIND = ["valgrind", "--tool=callgrind", "--cache-sim=yes", "--I1=32768,8,64",
              "--D1=32768,8,64", "--LL=8388608,16,64", "--compress-strings=no",
              "--compress-pos=no"]
 TOOL = "callgrind --cache-sim=yes (I1, D1 32 KiB 8-way; LL 8 MiB 16-way; 64 B lines)"
-FIXED_LAYOUT = ["setarch", "-R"]  # the replayer's own re-execution cannot run under valgrind
+# Address-space randomisation off: chunks are chosen by address, and where the kernel
+# places each mapping (and whether a huge realloc can grow in place) must not vary
+# between runs, or two runs of one variant make different choices. Under valgrind the
+# replayer cannot switch it off itself (its own re-execution), so callgrind runs get it too.
+FIXED_LAYOUT = ["setarch", "-R"]
 PROFILE_LIBRARY = "libprofile-malloc-{}.so"
 PROFILE_REPLAYER = "tools/runsel-profile-replay-{}"
 REPLAY_REGION = "runsel_replay_measured*"  # tools/trace/replay.cpp
@@ -44,7 +50,7 @@ class CostFailed(Exception):
     pass
 
 
-# --- reading callgrind's output ----------------------------------------------------------
+# --- running in parallel (counts only) ---------------------------------------------------
 
 
 def usable_cores() -> int:
@@ -65,6 +71,9 @@ def counted_map(function, items: list, done=None) -> list:
             if done:
                 done(items[index], results[index])
     return results
+
+
+# --- reading callgrind's output ----------------------------------------------------------
 
 
 def read_callgrind(path: Path, allocator_object: str | None) -> dict:
@@ -260,7 +269,6 @@ def main() -> int:
     parser.add_argument("--records", type=int, default=DEFAULT_RECORDS)
     parser.add_argument("--container", action="append", default=[])
     args = parser.parse_args()
-    from allocators import runsel_variants  # every container the build defines
     containers = args.container or [variant.name for variant in runsel_variants(args.build_dir)]
     try:
         build_profile_twins(args.build_dir.resolve(), containers)

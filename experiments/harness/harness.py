@@ -1,76 +1,36 @@
-#!/usr/bin/env python3
 """The harness: runs every workload under every allocator (each runsel variant, glibc,
 jemalloc, mimalloc, tcmalloc), interleaved and repeated, checks which allocator served
 each run, counts instructions, and writes results.json plus the report (Markdown and
 self-contained HTML with pictures). `tools/runsel report` builds, then runs this.
 
-    experiments/harness/harness.py [--quick] [--out DIR] [--build-dir DIR] ...
+    python3 -m harness.harness [--quick] [--out DIR] [--build-dir DIR] ...  (in experiments/)
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import os
-import resource
-import platform
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent.parent
-LIBRARIES = {"matplotlib": "python3-matplotlib", "scipy": "python3-scipy",
-             "tabulate": "python3-tabulate"}  # {module: Debian package} the report needs
+from . import allocators as allocator_discovery
+from .interpreter import ROOT, ensure_libraries
 
-sys.path[:0] = [str(HERE), str(ROOT / "tools")]
-import allocators as allocator_discovery  # noqa: E402  (standard library only)
+if __name__ == "__main__":  # run by Debian's python3 when this one lacks what the report needs
+    ensure_libraries({"matplotlib": "python3-matplotlib", "scipy": "python3-scipy",
+                      "tabulate": "python3-tabulate"}, "harness")
 
-# Under Debian's python3 when this interpreter lacks one of LIBRARIES.
-allocator_discovery.ensure_libraries(LIBRARIES, "harness")
+from . import comparisons, counting, metrics, replays, results, runs, targets, verdict
+from . import firefox_workload
+from . import webkit_record
+from .allocators import REFERENCE, WORKLOAD_PREFIX
+from .presets import DEFAULT, QUICK, positive
 
-import comparisons  # noqa: E402
-import counting  # noqa: E402
-import metrics  # noqa: E402
-import replays  # noqa: E402
-import runs  # noqa: E402
-import runsel_report  # noqa: E402
-import targets  # noqa: E402
-import verdict  # noqa: E402
-from allocators import REFERENCE, SYSTEM_PYTHON, positive  # noqa: E402
-
-WORKLOAD_PREFIX = "workload_"
 REPLAY = "replay"  # workload_replay needs a trace: one replay:<name> workload per --trace
-WEBKIT = "webkit"  # a browser engine: experiments/webkit/driver.py under Debian's python3
-WEBKIT_DRIVER = ROOT / "experiments" / "webkit" / "driver.py"
-WEBKIT_REPLAY = "webkit replay"  # its web process's trace, replayed exactly per container
-# Run lengths, for a default report of about 20 minutes on 2 cores. The containers, which
-# the verdict compares to 2 %, take part in every round (repeat, then up to `extend`
-# seconds of extra rounds for the comparisons still wider than that); the peers and the
-# settings (rb_first@purge:NAME, ...) in the first peer_repeat rounds. A webkit run costs
-# seconds of start-up and page loads and its time cannot resolve a container to 2 %
-# anyway, so it runs live under the containers of bug 1857133 (webkit_allocators; the
-# peers in its first round) while its trace is replayed exactly on every container.
-# --quick exists so that CI exercises every step in a minute or two: its webkit runs and
-# replays and its callgrind counts (about a second of valgrind start-up each) cover its
-# anchors only.
-QUICK_ANCHORS = ("rb_first", "lifo", "jemalloc")
-BUG_1857133 = ("rb_first", "rb_root", "lifo", "array_heap")  # experiments/harness/verdict.py
-PEERS = ("glibc", "jemalloc", "mimalloc", "tcmalloc")
-DEFAULT = {"repeat": 15, "scale": 1.0, "instruction_scale": 0.05, "extend": 90,
-           "webkit_pages": 2, "webkit_repeat": 5, "webkit_peer_repeat": 1,
-           "webkit_allocators": BUG_1857133 + PEERS, "webkit_replay_allocators": (),
-           "webkit_record_pages": 4, "webkit_cost_records": 100_000,
-           "counted_allocators": (), "peer_repeat": 7}
-QUICK = {"repeat": 5, "scale": 0.05, "instruction_scale": 0.01, "extend": 0,
-         "webkit_pages": 2, "webkit_repeat": 1, "webkit_peer_repeat": 1,
-         "webkit_allocators": QUICK_ANCHORS, "webkit_replay_allocators": QUICK_ANCHORS,
-         "webkit_record_pages": 2, "webkit_cost_records": 50_000,
-         "counted_allocators": QUICK_ANCHORS, "peer_repeat": None}
-KEEP_CHUNK_MAPS = ("rb_first", "lifo")  # the occupancy pictures compare these two
-SCHEMA_VERSION = 2  # results.json's layout: experiments/README.md, "results.json"
+FIREFOX = "firefox"  # stock firefox-esr recorded and replayed (firefox_workload.py)
 
 
 def discover_workloads(build_dir: Path) -> list[runs.Workload]:
@@ -106,60 +66,6 @@ def trace_workloads(programs: list[runs.Workload], traces: list[Path]) -> list[r
     return found
 
 
-def webkit_workload(args: argparse.Namespace) -> runs.Workload:
-    """The browser engine: the driver loads args.webkit_pages pages of its pinned corpus;
-    no instruction counts (a browser under callgrind would take hours)."""
-    arguments = (str(WEBKIT_DRIVER), "--pages", str(args.webkit_pages),
-                 "--time-limit", str(max(120, 60 * args.webkit_pages)))
-    return runs.Workload(WEBKIT, Path(SYSTEM_PYTHON), arguments, repeat=args.webkit_repeat,
-                         allocators=args.webkit_allocators, counted=False, family="webkit",
-                         label="webkit live",
-                         peer_repeat=min(args.webkit_repeat, args.webkit_peer_repeat))
-
-
-def webkit_exact_replay(args: argparse.Namespace, progress) -> dict:
-    """Records one webkit run (experiments/webkit/record.py: a trace per web process, with
-    a mark at each of the driver's checkpoints) and replays the trace of the web process
-    that held the pages on every container: exact figures at every tab. The traces stay
-    in <out>/webkit-traces/ (generated, like the report)."""
-    sys.path.insert(0, str(WEBKIT_DRIVER.parent))
-    import record  # noqa: E402  (experiments/webkit/record.py)
-    out = args.out / "webkit-traces"
-    print(f"harness: recording the web processes of a {args.webkit_record_pages}-page webkit "
-          f"run into {out}", file=sys.stderr)
-    try:
-        traces = record.record(args.build_dir, out, args.webkit_record_pages)
-        trace = traces[0]["path"]  # the largest: the process that held the pages
-        containers = [name for name in args.allocator or args.webkit_replay_allocators
-                      if name in replays.replayers(args.build_dir)] or None
-        entry = replays.exact_replay_summary(trace, args.build_dir, family="webkit",
-                                             label="webkit replay", containers=containers,
-                                             progress=progress,
-                                             cost_records=args.webkit_cost_records)
-    except (record.RecordFailed, replays.ReplayFailed, subprocess.TimeoutExpired) as failure:
-        return {"kind": "replay", "family": "webkit", "label": "webkit replay",
-                "error": str(failure), "allocators": {}}
-    tabs = [point["name"] for point in next(iter(entry["allocators"].values()))["exact"]
-            ["checkpoints"] if point["name"].startswith("tab_")]
-    entry["key_checkpoint"] = tabs[-1] if tabs else entry["key_checkpoint"]  # as the live runs
-    for pair in entry["allocators"].values():  # the report's choices table reads the totals
-        counted = pair.get("counters")
-        if counted and "bins" in counted and "total" not in counted:
-            counted["total"] = counting.totals(counted["bins"])
-    entry["traces"] = [{"pid": t["pid"], "path": str(t["path"]), "bytes": t["bytes"]}
-                       for t in traces]
-    return entry
-
-
-def check_webkit() -> None:
-    """Fails early (not after the first runs) when the browser or its corpus is missing."""
-    check = subprocess.run([SYSTEM_PYTHON, str(WEBKIT_DRIVER), "--check"], capture_output=True,
-                           text=True)
-    if check.returncode != 0:
-        sys.exit(f"harness: the webkit workload cannot run: {check.stderr.strip()}\n"
-                 f"(leave it out with --workload NAME for the others)")
-
-
 def pick(items: list, wanted: list[str], what: str) -> list:
     if not wanted:
         return items
@@ -170,81 +76,6 @@ def pick(items: list, wanted: list[str], what: str) -> list:
     if unknown:
         sys.exit(f"harness: no such {what}: {', '.join(sorted(unknown))}")
     return [item for item in items if item.name in wanted]
-
-
-def machine() -> dict:
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text()
-                .splitlines() if line.startswith("model name")), platform.processor())
-    return {"cpu": cpu, "cores": os.cpu_count(), "kernel": platform.release(),
-            "python": platform.python_version(),
-            "load_average_1min": round(os.getloadavg()[0], 2)}
-
-
-def trim_chunk_maps(summary: dict) -> None:
-    """Chunk maps are large; results.json keeps those the report draws."""
-    for workload in summary["workloads"].values():
-        for name, pair in workload["allocators"].items():
-            if name not in KEEP_CHUNK_MAPS:
-                pair["chunk_maps"] = {}
-
-
-def half_width_now(valid: list[dict], workload: str, variant: str) -> float:
-    """The half-width the report would print for this time comparison (inf without an
-    interval), from the runs so far."""
-    def times(name):
-        chosen = [run for run in valid if run["workload"] == workload and run["allocator"] == name]
-        return ([metrics.run_time(run["document"]) for run in chosen],
-                [run["repetition"] for run in chosen])
-    compared = comparisons.compare_paired(
-        *comparisons.pairs_by_round(*times(variant), *times(REFERENCE)))
-    return float("inf") if compared["half_width"] is None else compared["half_width"]
-
-
-def extend_until_resolved(workloads: list, variants: list, valid: list[dict],
-                          discarded: list[dict], args: argparse.Namespace) -> dict:
-    """More rounds, runsel variants only, of the live workloads where some variant's time
-    comparison with rb_first is still wider than the target, until none is or
-    args.extend seconds have passed. Returns {workload: extra rounds}."""
-    extra = {workload.name: 0 for workload in workloads}
-    if not args.extend or REFERENCE not in [v.name for v in variants] or len(variants) < 2:
-        return extra
-    deadline, next_round = time.monotonic() + args.extend, args.repeat
-    while time.monotonic() < deadline:
-        wide = [workload for workload in workloads if workload.kind == "live" and any(
-            half_width_now(valid, workload.name, variant.name) > comparisons.TARGET_PERCENT
-            for variant in variants if variant.name != REFERENCE)]
-        if not wide:
-            break
-        more, lost = runs.run_interleaved(wide, variants, 1, args.scale, args.seed,
-                                          args.timeout, not args.aslr, next_round,
-                                          f"extra round {next_round - args.repeat + 1}")
-        valid.extend(more)
-        discarded.extend(lost)
-        for workload in wide:
-            extra[workload.name] += 1
-        next_round += 1
-    return extra
-
-
-class PhaseClock:
-    """Wall and CPU seconds of each step; CPU counts this process and the runs it waited
-    for, so a loaded machine's report still tells what the steps cost."""
-
-    def __init__(self):
-        self.wall, self.cpu = {}, {}
-        self.started, self.cpu_started = time.monotonic(), self.cpu_now()
-
-    @staticmethod
-    def cpu_now() -> float:
-        return sum(usage.ru_utime + usage.ru_stime for usage in
-                   (resource.getrusage(resource.RUSAGE_SELF),
-                    resource.getrusage(resource.RUSAGE_CHILDREN)))
-
-    def end(self, step: str) -> None:
-        now, cpu = time.monotonic(), self.cpu_now()
-        self.wall[step] = round(now - self.started, 1)
-        self.cpu[step] = round(cpu - self.cpu_started, 1)
-        self.started, self.cpu_started = now, cpu
 
 
 def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
@@ -281,6 +112,11 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--webkit-repeat", type=positive(int), metavar="N",
                         help="rounds the webkit workload takes part in (default "
                              f"{DEFAULT['webkit_repeat']}, --quick {QUICK['webkit_repeat']})")
+    parser.add_argument("--firefox-pages", type=positive(int), metavar="N",
+                        help="pages of the corpus the recorded Firefox session loads (default "
+                             f"{DEFAULT['firefox_pages']}, --quick {QUICK['firefox_pages']}); "
+                             "--workload firefox alone runs only it; naming other workloads "
+                             "without firefox leaves it out")
     parser.add_argument("--timeout", type=float, default=600, help="per run, seconds")
     parser.add_argument("--counters", choices=("auto", "off"), default="auto",
                         help="run each workload once under each variant's counting library "
@@ -304,43 +140,44 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     args.counted_allocators = () if args.allocator else preset["counted_allocators"]
     args.peer_repeat = (None if preset["peer_repeat"] is None
                         else min(args.repeat, preset["peer_repeat"]))
+    args.firefox_pages = args.firefox_pages or preset["firefox_pages"]
+    args.firefox_parent = preset["firefox_parent"]
+    args.firefox_replay_allocators = () if args.allocator else preset["firefox_replay_allocators"]
+    args.firefox = not args.workload or FIREFOX in args.workload
+    args.only_firefox = args.workload == [FIREFOX]
+    args.workload = [name for name in args.workload if name != FIREFOX]
     return args
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_arguments(argv)
-    started = time.time()
-    load_before = round(os.getloadavg()[0], 2)
-    programs = discover_workloads(args.build_dir)
-    workloads = pick([dataclasses.replace(w, peer_repeat=args.peer_repeat)
+def chosen(args: argparse.Namespace) -> tuple[list[runs.Workload], list, list[str]]:
+    """(workloads, allocators, missing peers) of this run, as --workload and --allocator
+    pick them from what the build defines and the machine has."""
+    programs = [] if args.only_firefox else discover_workloads(args.build_dir)
+    workloads = [] if args.only_firefox else pick([dataclasses.replace(w, peer_repeat=args.peer_repeat)
                       for w in programs if w.name != REPLAY]
-                     + [webkit_workload(args)]
+                     + [webkit_record.webkit_workload(args)]
                      + [dataclasses.replace(w, peer_repeat=args.peer_repeat)
                         for w in trace_workloads(programs, args.trace)],
                      args.workload, "workload")
-    if any(workload.name == WEBKIT for workload in workloads):
-        check_webkit()
+    if any(workload.name == webkit_record.WEBKIT for workload in workloads):
+        webkit_record.check_webkit()
     system, missing = allocator_discovery.system_allocators()
     containers = allocator_discovery.runsel_variants(args.build_dir)
     settings = allocator_discovery.setting_variants(args.build_dir, containers)
     allocators = pick(containers + system + settings, args.allocator, "allocator")
     workloads = [dataclasses.replace(w, allocators=tuple(a.name for a in allocators
                                                          if not a.setting))
-                 if w.name == WEBKIT and not w.allocators else w for w in workloads]
-    names = [allocator.name for allocator in allocators]
-    print(f"harness: {len(workloads)} workloads × {len(allocators)} allocators × "
-          f"{args.repeat} repetitions, scale {args.scale}", file=sys.stderr)
-    print(f"harness: allocators: {', '.join(names)}"
-          + (f" (not installed: {', '.join(missing)})" if missing else ""), file=sys.stderr)
+                 if w.name == webkit_record.WEBKIT and not w.allocators else w
+                 for w in workloads]
+    return workloads, allocators, missing
 
-    phases = PhaseClock()  # seconds (wall and CPU) each step took, for the time budget
-    valid, discarded = runs.run_interleaved(workloads, allocators, args.repeat, args.scale,
-                                            args.seed, args.timeout, not args.aslr)
-    variants = [allocator for allocator in allocators if allocator.is_container]
-    extra_rounds = extend_until_resolved(workloads, variants, valid, discarded, args)
-    phases.end("timed runs")
-    counter, counter_why = runs.choose_counter(args.instructions)
-    print(f"harness: instructions: {counter_why}", file=sys.stderr)
+
+def count(args: argparse.Namespace, workloads: list, allocators: list, variants: list,
+          phases: results.PhaseClock) -> dict:
+    """Instruction counts (perf or callgrind) and the counting runs: {"counter", "why",
+    "counts", "counted"} for metrics.summarize and the settings."""
+    counter, why = runs.choose_counter(args.instructions)
+    print(f"harness: instructions: {why}", file=sys.stderr)
     counted_allocators = [allocator for allocator in allocators if not allocator.setting and (
         not args.counted_allocators or allocator.name in args.counted_allocators)]
     counts = ({} if counter == "off" else
@@ -355,67 +192,106 @@ def main(argv: list[str] | None = None) -> int:
         counted = counting.run_counting(workloads, libraries, args.scale, args.seed,
                                         args.timeout, not args.aslr) if libraries else {}
     phases.end("counting runs")
-    summary = metrics.summarize(valid, names, workloads, counts,
-                                allocator_discovery.same_choice_groups(args.build_dir), counted)
-    for workload in workloads:  # each trace also replayed exactly, once per container
+    return {"counter": counter, "why": why, "counts": counts, "counted": counted}
+
+
+def replay_exactly(args: argparse.Namespace, workloads: list, variants: list, summary: dict,
+                   phases: results.PhaseClock) -> None:
+    """Each --trace replayed exactly on every container, and the webkit workload's web
+    process recorded and replayed: their summary entries (kind "replay") and checks."""
+    for workload in workloads:
         if workload.name.startswith(REPLAY + ":"):
-            trace = Path(workload.arguments[1])
-            try:
-                summary["workloads"][f"exact:{trace.name}"] = replays.exact_replay_summary(
-                    trace, args.build_dir, family=workload.family,
-                    label=f"{workload.label or workload.name} (exact replay)",
-                    timeout=args.timeout,
-                    containers=[a.name for a in variants])
-                reference = summary["workloads"][f"exact:{trace.name}"]["allocators"].get(REFERENCE)
-                summary["checks"].append({
-                    "workload": f"exact:{trace.name}",
-                    "check": f"two exact replays on {REFERENCE} agree to the byte",
-                    "ok": bool(reference) and reference["exact"]["repeated_identical"] is True,
-                    "detail": "" if reference else f"no {REFERENCE} replay"})
-            except replays.ReplayFailed as failure:
-                summary["checks"].append({"workload": workload.name, "check": "exact replay",
-                                          "ok": False, "detail": str(failure)})
+            replays.add_exact_replay(summary, workload, args.build_dir, args.timeout,
+                                     [a.name for a in variants])
     phases.end("exact replays")
-    trim_chunk_maps(summary)
-    if any(workload.name == WEBKIT for workload in workloads):
-        entry = webkit_exact_replay(args, lambda text: print(f"harness: {text}", file=sys.stderr))
-        summary["workloads"][WEBKIT_REPLAY] = entry
-        summary["checks"].append({
-            "workload": WEBKIT_REPLAY, "ok": "error" not in entry,
-            "check": "the web processes of a webkit run recorded with their checkpoint marks, "
-                     "the one that held the pages replayed exactly on every container",
-            "detail": entry.get("error") or f"{Path(entry['trace']).name}: "
-                      f"{len(entry['allocators'])} containers"})
+    if any(workload.name == webkit_record.WEBKIT for workload in workloads):
+        webkit_record.add_exact_replay(summary, args)
         phases.end("webkit replay")
-    results = {
-        "schema_version": SCHEMA_VERSION,
+
+
+def run_settings(args: argparse.Namespace, counted: dict, workloads: list,
+                 extra_rounds: dict) -> dict:
+    """results["settings"]: how this run was made."""
+    counter = counted["counter"]
+    return {"repeat": args.repeat, "peer_repeat": args.peer_repeat or args.repeat,
+            "scale": args.scale, "seed": args.seed,
+            "default_purge_policy":
+                allocator_discovery.build_options(args.build_dir).get("purge_policy"),
+            "quick": args.quick, "aslr": args.aslr, "instructions": counter,
+            "traces": {w.name: w.arguments[1] for w in workloads
+                       if w.name.startswith(REPLAY + ":")},
+            "webkit": {"pages": args.webkit_pages, "repeat": args.webkit_repeat,
+                       "peer_repeat": min(args.webkit_repeat, args.webkit_peer_repeat),
+                       "record_pages": args.webkit_record_pages,
+                       "cost_records": args.webkit_cost_records,
+                       "allocators": list(args.webkit_allocators) or "all",
+                       "replay_allocators": list(args.webkit_replay_allocators) or "all"},
+            "instructions_how": counted["why"],
+            "instructions_allocators": list(args.counted_allocators) or "all",
+            "instruction_scale": args.instruction_scale if counter == "callgrind"
+            else args.scale,
+            "time_target_percent": comparisons.TARGET_PERCENT,
+            "extend_seconds": args.extend, "extra_rounds": extra_rounds,
+            "counters": "counted" if counted["counted"] else "not measured (no counting "
+            "libraries built)" if args.counters == "auto" else "off"}
+
+
+def firefox_step(args: argparse.Namespace, summary: dict, phases: results.PhaseClock) -> dict | None:
+    """The firefox workload (firefox_workload.py): results.json's "firefox" entry and its
+    check line, or None when it was left out."""
+    if not args.firefox:
+        return None
+    print("harness: the firefox workload (stock firefox-esr, recorded once per version "
+          "and corpus)", file=sys.stderr)
+    containers = [name for name in args.allocator or args.firefox_replay_allocators
+                  if name in replays.replayers(args.build_dir)] or None
+    entry = firefox_workload.firefox_summary(
+        args.build_dir, ROOT / "results" / "firefox", args.firefox_pages, containers,
+        parent=args.firefox_parent, timeout=max(args.timeout, 900),
+        progress=lambda text: print(f"harness: {text}", file=sys.stderr))
+    summary["checks"].append({
+        "workload": FIREFOX, "ok": "error" not in entry,
+        "check": "stock Firefox recorded (coverage, no live reuse) and its logs replayed "
+                 "on every container and on Firefox's own allocator",
+        "detail": entry.get("error") or
+                  f"{len(entry['processes'])} processes, "
+                  f"{'reused' if entry['reused_recording'] else 'recorded'} session"})
+    phases.end("firefox")
+    return entry
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_arguments(argv)
+    started, load_before = time.time(), round(os.getloadavg()[0], 2)
+    workloads, allocators, missing = chosen(args)
+    names = [allocator.name for allocator in allocators]
+    print(f"harness: {len(workloads)} workloads × {len(allocators)} allocators × "
+          f"{args.repeat} repetitions, scale {args.scale}", file=sys.stderr)
+    print(f"harness: allocators: {', '.join(names)}"
+          + (f" (not installed: {', '.join(missing)})" if missing else ""), file=sys.stderr)
+
+    phases = results.PhaseClock()  # seconds (wall and CPU) each step took, for the time budget
+    valid, discarded = runs.run_interleaved(workloads, allocators, args.repeat, args.scale,
+                                            args.seed, args.timeout, not args.aslr)
+    variants = [allocator for allocator in allocators if allocator.is_container]
+    extra_rounds = metrics.extend_until_resolved(workloads, variants, valid, discarded, args)
+    phases.end("timed runs")
+    counted = count(args, workloads, allocators, variants, phases)
+    summary = metrics.summarize(valid, names, workloads, counted["counts"],
+                                allocator_discovery.same_choice_groups(args.build_dir),
+                                counted["counted"])
+    replay_exactly(args, workloads, variants, summary, phases)
+    firefox = firefox_step(args, summary, phases)
+    results.trim_chunk_maps(summary["workloads"])
+    results.derive(summary["workloads"])
+    document = {
+        "schema_version": results.SCHEMA_VERSION,
         "generated": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
         "duration_seconds": round(time.time() - started, 1),
         "command": " ".join(["tools/runsel report", *(argv if argv is not None else sys.argv[1:])]),
-        "machine": {**machine(), "load_average_1min_at_start": load_before},
-        "settings": {"repeat": args.repeat, "peer_repeat": args.peer_repeat or args.repeat,
-                     "scale": args.scale, "seed": args.seed,
-                     "default_purge_policy":
-                         allocator_discovery.build_options(args.build_dir).get("purge_policy"),
-                     "quick": args.quick, "aslr": args.aslr, "instructions": counter,
-                     "traces": {w.name: w.arguments[1] for w in workloads
-                                if w.name.startswith(REPLAY + ":")},
-                     "webkit": {"pages": args.webkit_pages, "repeat": args.webkit_repeat,
-                                "peer_repeat": min(args.webkit_repeat, args.webkit_peer_repeat),
-                                "record_pages": args.webkit_record_pages,
-                                "cost_records": args.webkit_cost_records,
-                                "allocators": list(args.webkit_allocators) or "all",
-                                "replay_allocators": list(args.webkit_replay_allocators)
-                                or "all"},
-                     "instructions_how": counter_why,
-                     "instructions_allocators": list(args.counted_allocators) or "all",
-                     "instruction_scale": args.instruction_scale if counter == "callgrind"
-                     else args.scale,
-                     "time_target_percent": comparisons.TARGET_PERCENT,
-                     "extend_seconds": args.extend, "extra_rounds": extra_rounds,
-                     "counters": "counted" if counted else "not measured (no counting "
-                     "libraries built)" if args.counters == "auto" else "off"},
-        "reference": allocator_discovery.REFERENCE,
+        "machine": {**results.machine(), "load_average_1min_at_start": load_before},
+        "settings": run_settings(args, counted, workloads, extra_rounds),
+        "reference": REFERENCE,
         "allocators": [{"name": a.name, "runsel": a.runsel, "setting": a.setting,
                         "preload": str(a.preload) if a.preload else None} for a in allocators],
         "missing_allocators": missing,
@@ -424,17 +300,14 @@ def main(argv: list[str] | None = None) -> int:
         "checks": summary["checks"],
         "discarded": discarded,
         "verdict": verdict.build(summary["workloads"]),
-        "targets": targets.judge_workloads(summary["workloads"], allocator_discovery.REFERENCE),
+        "targets": targets.judge_workloads(summary["workloads"], REFERENCE),
+        "firefox": firefox,
     }
     phases.end("statistics")
-    results["phase_seconds"] = phases.wall
-    results["phase_cpu_seconds"] = phases.cpu
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "results.json").write_text(json.dumps(results, indent=1) + "\n")
-    markdown, html = runsel_report.write_report(results, args.out)
-    print(runsel_report.summary_text(results))
-    print(f"\nreport: {html}\n        {markdown}\nresults: {args.out / 'results.json'}")
-    failed = [check for check in results["checks"] if not check["ok"]]
+    document["phase_seconds"], document["phase_cpu_seconds"] = phases.wall, phases.cpu
+    path, markdown, html = results.write(document, args.out)
+    print(f"\nreport: {html}\n        {markdown}\nresults: {path}")
+    failed = [check for check in document["checks"] if not check["ok"]]
     return 1 if discarded or failed else 0
 
 

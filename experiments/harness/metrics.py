@@ -1,16 +1,18 @@
 """From raw runs to the figures the report shows: medians, paired comparisons of each
 variant with rb_first (comparisons.py), resident memory per checkpoint, fragmentation,
-and the agreement check (containers that pick alike choose alike).
+and the agreement check (containers that pick alike choose alike); and the extra rounds
+run while a time comparison is still wider than the target.
 """
 
 from __future__ import annotations
 
+import argparse
 import statistics
+import time
 
-import comparisons
-from allocators import REFERENCE
+from . import comparisons, runs
+from .allocators import REFERENCE
 
-BOOTSTRAP_RESAMPLES = 2000
 MIN_LIVE_FOR_FRAGMENTATION = 64 << 10  # below this, resident ÷ live is noise
 
 
@@ -166,7 +168,7 @@ def live_set_note(runs: list[dict], checkpoint: str) -> str | None:
             "runs, not between allocators")
 
 
-def compare_with_reference(pair: dict, reference: dict, key: str, memory_comparable: bool):
+def compare_with_reference(pair: dict, reference: dict, memory_comparable: bool):
     """Paired time and memory comparisons of one allocator with the reference."""
     pair["delta_to_reference"] = comparisons.compare_paired(
         *comparisons.pairs_by_round(pair["times"], pair["repetitions"], reference["times"],
@@ -215,7 +217,7 @@ def summarize(valid_runs: list[dict], allocators: list[str], workloads: list,
                 for resident, run in zip(pair["key_resident"], runs_by_allocator[allocator])]
         for allocator, pair in pairs.items():
             if reference and allocator != REFERENCE:
-                compare_with_reference(pair, reference, key, note is None)
+                compare_with_reference(pair, reference, note is None)
             else:
                 pair["delta_to_reference"] = pair["memory_to_reference"] = None
             counted = instruction_counts.get(name, {}).get(allocator)
@@ -232,5 +234,39 @@ def summarize(valid_runs: list[dict], allocators: list[str], workloads: list,
     return {"workloads": result, "checks": checks}
 
 
-def point_at(pair: dict, checkpoint: str) -> dict | None:
-    return next((point for point in pair["checkpoints"] if point["name"] == checkpoint), None)
+def half_width_now(valid: list[dict], workload: str, variant: str) -> float:
+    """The half-width the report would print for this time comparison (inf without an
+    interval), from the runs so far."""
+    def times(name):
+        chosen = [run for run in valid if run["workload"] == workload and run["allocator"] == name]
+        return ([run_time(run["document"]) for run in chosen],
+                [run["repetition"] for run in chosen])
+    compared = comparisons.compare_paired(
+        *comparisons.pairs_by_round(*times(variant), *times(REFERENCE)))
+    return float("inf") if compared["half_width"] is None else compared["half_width"]
+
+
+def extend_until_resolved(workloads: list, variants: list, valid: list[dict],
+                          discarded: list[dict], args: argparse.Namespace) -> dict:
+    """More rounds, runsel variants only, of the live workloads where some variant's time
+    comparison with rb_first is still wider than the target, until none is or
+    args.extend seconds have passed. Returns {workload: extra rounds}."""
+    extra = {workload.name: 0 for workload in workloads}
+    if not args.extend or REFERENCE not in [v.name for v in variants] or len(variants) < 2:
+        return extra
+    deadline, next_round = time.monotonic() + args.extend, args.repeat
+    while time.monotonic() < deadline:
+        wide = [workload for workload in workloads if workload.kind == "live" and any(
+            half_width_now(valid, workload.name, variant.name) > comparisons.TARGET_PERCENT
+            for variant in variants if variant.name != REFERENCE)]
+        if not wide:
+            break
+        more, lost = runs.run_interleaved(wide, variants, 1, args.scale, args.seed,
+                                          args.timeout, not args.aslr, next_round,
+                                          f"extra round {next_round - args.repeat + 1}")
+        valid.extend(more)
+        discarded.extend(lost)
+        for workload in wide:
+            extra[workload.name] += 1
+        next_round += 1
+    return extra

@@ -1,7 +1,7 @@
 """The report's pictures: one function per picture, results in, PNG out.
 
-Every function takes the results dict of harness.py (results.json) and a path, draws
-with matplotlib (Agg, no display) and returns the path, or None when the data for the
+Every function takes the results dict (results.json) and a path, draws
+with matplotlib (PNG, no display) and returns the path, or None when the data for the
 picture is absent (for example no lifo variant for the occupancy map).
 """
 
@@ -10,20 +10,18 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-import matplotlib
+import numpy as np
+from matplotlib import colormaps
+from matplotlib.figure import Figure  # drawn without pyplot: no display, no global state
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-
-MIB = 1 << 20
+from .report import MIB
 # Page codes of runsel_chunk_maps (memory/include/runsel.h).
 PAGE_RESERVED, PAGE_FREE, PAGE_DIRTY, PAGE_LARGE, PAGE_SMALL = 0, 1, 2, 3, 16
 
 
 def allocator_colors(results: dict) -> dict[str, tuple]:
     """One stable colour per allocator: runsel variants first (tab10), others after."""
-    palette = plt.get_cmap("tab10").colors
+    palette = colormaps["tab10"].colors
     return {entry["name"]: palette[index % len(palette)]
             for index, entry in enumerate(results["allocators"])}
 
@@ -37,8 +35,8 @@ def live_workloads(results: dict) -> dict:
 def workload_grid(count: int, width: float = 5.0, height: float = 3.6):
     columns = min(3, count)
     rows = math.ceil(count / columns)
-    figure, axes = plt.subplots(rows, columns, figsize=(width * columns, height * rows),
-                                squeeze=False)
+    figure = Figure(figsize=(width * columns, height * rows))
+    axes = figure.subplots(rows, columns, squeeze=False)
     for extra in axes.flat[count:]:
         extra.set_visible(False)
     return figure, list(axes.flat)
@@ -47,7 +45,6 @@ def workload_grid(count: int, width: float = 5.0, height: float = 3.6):
 def save(figure, path: Path) -> Path:
     figure.tight_layout()
     figure.savefig(path, dpi=90)
-    plt.close(figure)
     return path
 
 
@@ -104,7 +101,8 @@ def timing_distributions(results: dict, path: Path) -> Path:
             times = np.array(data["allocators"][name]["times"]) * 1e3
             jitter = np.linspace(-0.2, 0.2, len(times)) if len(times) > 1 else np.zeros(1)
             axis.scatter(times, row + jitter, color=colors[name], s=10, alpha=0.7)
-            axis.plot([np.median(times)] * 2, [row - 0.35, row + 0.35], color="black")
+            median = data["allocators"][name]["median_seconds"] * 1e3
+            axis.plot([median] * 2, [row - 0.35, row + 0.35], color="black")
         axis.set_yticks(range(len(names)))
         axis.set_yticklabels(names, fontsize=7)
         axis.invert_yaxis()
@@ -138,7 +136,6 @@ def bin_utilization(results: dict, path: Path) -> Path | None:
         axis.set_ylabel("regions in use (%)")
         axis.grid(alpha=0.3)
     if not drawn:
-        plt.close(figure)
         return None
     axes[0].legend(fontsize=6)
     return save(figure, path)
@@ -185,7 +182,8 @@ def chunk_occupancy(results: dict, workload: str, path: Path,
         return None
     maps = [pairs[name]["chunk_maps"][checkpoint]["chunks"] for name in variants]
     rows = max(len(chunks) for chunks in maps)
-    figure, axes = plt.subplots(1, 2, figsize=(12, 1.2 + 0.12 * max(rows, 8)), squeeze=False)
+    figure = Figure(figsize=(12, 1.2 + 0.12 * max(rows, 8)))
+    axes = figure.subplots(1, 2, squeeze=False)
     for axis, name, chunks in zip(axes[0], variants, maps):
         image = np.ones((rows, 256, 3))
         for row, chunk in enumerate(sorted(chunks, key=lambda c: (c["arena"], c["address"]))):

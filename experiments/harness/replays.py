@@ -8,7 +8,7 @@ container's share) comes from callgrind on the first records of the trace (cost.
 its pick counters (what choices the container had) from one more replay on the counting
 twin of its library.
 
-    python3 experiments/harness/replays.py --build-dir build --trace PATH [--out FILE]
+    python3 -m harness.replays --build-dir build --trace PATH [--out FILE]  (PYTHONPATH=experiments)
 """
 
 from __future__ import annotations
@@ -21,13 +21,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-import cost as callgrind_cost
+from . import cost as callgrind_cost
+from .allocators import REFERENCE, REPLAYER_PREFIX
 
-REPLAYER_PREFIX = "runsel-replay-"
 COUNTING_REPLAYER = "tools/runsel-counting-replay-{}"  # on the counting twin, built on demand
 PICK_COUNTERS = ("picks", "picks_with_choice", "nonfull_at_pick", "picked_fullness",
                  "runs_created", "runs_destroyed")
-REFERENCE = "rb_first"
 FIGURES = ("mapped", "committed", "allocated", "waste", "dirty", "bookkeeping", "bin_unused",
            "resident")
 
@@ -162,6 +161,29 @@ def exact_replay_summary(trace: Path, build_dir: Path, family: str = "trace",
             "allocators": {name: {"exact": exact_figures(document, repeated.get(name)),
                                   "cost": costs[name], "counters": picks[name]}
                            for name, document in documents.items()}}
+
+
+def add_exact_replay(summary: dict, workload, build_dir: Path, timeout: float,
+                     containers: list[str]) -> None:
+    """The exact replays of a replay:<trace> workload's trace, as summary entry
+    "exact:<trace file>", and the check that the reference's two replays agree (or the
+    check that says why there are none)."""
+    trace = Path(workload.arguments[1])
+    name = f"exact:{trace.name}"
+    try:
+        entry = exact_replay_summary(trace, build_dir, family=workload.family,
+                                     label=f"{workload.label or workload.name} (exact replay)",
+                                     timeout=timeout, containers=containers)
+    except ReplayFailed as failure:
+        summary["checks"].append({"workload": workload.name, "check": "exact replay",
+                                  "ok": False, "detail": str(failure)})
+        return
+    summary["workloads"][name] = entry
+    reference = entry["allocators"].get(REFERENCE)
+    summary["checks"].append({
+        "workload": name, "check": f"two exact replays on {REFERENCE} agree to the byte",
+        "ok": bool(reference) and reference["exact"]["repeated_identical"] is True,
+        "detail": "" if reference else f"no {REFERENCE} replay"})
 
 
 def main() -> int:

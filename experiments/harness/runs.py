@@ -12,8 +12,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import cost as callgrind_cost
-from allocators import Allocator, identity_problem, round_order
+from . import cost as callgrind_cost
+from .allocators import Allocator, identity_problem, round_order
+from .cost import FIXED_LAYOUT
 
 
 @dataclass(frozen=True)
@@ -24,7 +25,7 @@ class Workload:
     repeat: int | None = None  # rounds it takes part in (None: every round)
     allocators: tuple[str, ...] = ()  # only under these (empty: every allocator)
     peer_repeat: int | None = None  # rounds the other allocators take part in (None: repeat)
-    counted: bool = True  # instruction counts (callgrind cannot run a browser in time)
+    counted: bool = True  # instruction counts and counting runs (callgrind cannot run a browser in time)
     family: str = "synthetic"  # "synthetic", "webkit" or "trace": which question it speaks to
     kind: str = "live"         # "live": timed runs under LD_PRELOAD
     label: str | None = None   # the verdict table's name for it (default: name)
@@ -86,12 +87,6 @@ class Progress:
 
     def note(self, text: str) -> None:
         sys.stderr.write(("\n" if self.live else "") + text + "\n")
-
-
-# Address-space randomisation off: chunks are chosen by address, and where the kernel
-# places each mapping (and whether a huge realloc can grow in place) must not vary
-# between runs, or two runs of one variant make different choices.
-FIXED_LAYOUT = ["setarch", "-R"]
 
 
 def run_interleaved(workloads: list[Workload], allocators: list[Allocator], repeat: int,
@@ -200,7 +195,8 @@ def count_instructions(workload: Workload, allocator: Allocator, counter: str, s
 
 def run_instruction_counts(workloads: list[Workload], allocators: list[Allocator], counter: str,
                            scale: float, seed: int, timeout: float) -> dict:
-    """{workload: {allocator: {"instructions": N} or {"error": ...}}}."""
+    """{workload: {allocator: {"instructions": N, "cost": {...}} or {"error": ...}}} for
+    the workloads that are counted."""
     workloads = [workload for workload in workloads if workload.counted]
     counts: dict = {workload.name: {} for workload in workloads}
     if counter == "callgrind":

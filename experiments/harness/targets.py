@@ -20,11 +20,10 @@ from __future__ import annotations
 
 import statistics
 
-import comparisons
+from . import comparisons
+from .allocators import GLIBC, PEERS
 
 MET, MISSED, UNRESOLVED = "met", "missed", "unresolved"
-PEERS = ("jemalloc", "mimalloc", "tcmalloc")
-GLIBC = "glibc"
 
 # The harness: (workload or None for every live workload, figure, against, bound).
 # "slowest peer" is whichever of PEERS has the highest median time on that workload.

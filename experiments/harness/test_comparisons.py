@@ -1,27 +1,19 @@
-#!/usr/bin/env python3
 """meson test --suite harness (harness_statistics): the comparisons and the verdict on
-synthetic data with known answers. A planted difference must be found with an interval
+synthetic data with known answers, and the report's Firefox tables on a known entry. A planted difference must be found with an interval
 that holds it; noise must read "same time" only when the interval is tight, and
 "underpowered" otherwise; pairing must cancel drift shared by a round; and the bug
 1857133 judgements must follow their rules.
 
-    /usr/bin/python3 experiments/harness/test_comparisons.py
+    /usr/bin/python3 -m harness.test_comparisons  (in experiments/)
 """
 
 from __future__ import annotations
 
-import sys
 import unittest
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import comparisons  # noqa: E402
-import metrics  # noqa: E402
-import targets  # noqa: E402
-import verdict  # noqa: E402
+from . import comparisons, metrics, report, targets, verdict, verdict_text
 
 ROUNDS = 21
 
@@ -36,6 +28,10 @@ def paired_runs(seed: int, effect: float, noise: float, drift: float, rounds: in
     return variant, reference
 
 
+def describe_time(result: dict) -> str:
+    return verdict_text.describe_time(result, comparisons.TARGET_PERCENT)
+
+
 class PairedComparison(unittest.TestCase):
     def test_planted_five_percent_is_found(self):
         variant, reference = paired_runs(1, 1.05, noise=0.02, drift=0.10)
@@ -44,20 +40,20 @@ class PairedComparison(unittest.TestCase):
         self.assertLess(result["low"], 5.0)
         self.assertGreater(result["high"], 5.0)
         self.assertLess(result["half_width"], comparisons.TARGET_PERCENT)
-        self.assertIn("slower by", comparisons.describe_time(result))
+        self.assertIn("slower by", describe_time(result))
 
     def test_planted_speedup_reads_faster(self):
         variant, reference = paired_runs(2, 0.95, noise=0.02, drift=0.10)
         result = comparisons.compare_paired(variant, reference)
         self.assertEqual(result["outcome"], comparisons.LOWER, result)
-        self.assertIn("faster by", comparisons.describe_time(result))
+        self.assertIn("faster by", describe_time(result))
 
     def test_quiet_noise_is_no_difference_with_a_tight_interval(self):
         variant, reference = paired_runs(3, 1.0, noise=0.005, drift=0.10)
         result = comparisons.compare_paired(variant, reference)
         self.assertEqual(result["outcome"], comparisons.NO_DIFFERENCE, result)
         self.assertLessEqual(result["half_width"], comparisons.TARGET_PERCENT)
-        self.assertIn("same time", comparisons.describe_time(result))
+        self.assertIn("same time", describe_time(result))
 
     def test_loud_noise_is_underpowered_never_no_difference(self):
         for seed in range(10):
@@ -67,7 +63,7 @@ class PairedComparison(unittest.TestCase):
             if result["outcome"] in (comparisons.HIGHER, comparisons.LOWER):
                 continue  # a false positive at this noise level is allowed (≈ 5 %)
             self.assertEqual(result["outcome"], comparisons.UNDERPOWERED, result)
-            text = comparisons.describe_time(result)
+            text = describe_time(result)
             self.assertIn("underpowered", text)
             self.assertNotIn("same", text)
 
@@ -99,7 +95,7 @@ class PairedComparison(unittest.TestCase):
         result = comparisons.compare_paired([1.0, 1.1, 1.2], [1.0, 1.0, 1.3])
         self.assertEqual(result["outcome"], comparisons.TOO_FEW)
         self.assertIsNone(result["low"])
-        self.assertIn("too few", comparisons.describe_time(result))
+        self.assertIn("too few", describe_time(result))
 
     def test_identical_ratios_are_exact(self):
         result = comparisons.compare_paired([2.0, 4.0, 6.0], [1.0, 2.0, 3.0])
@@ -188,6 +184,8 @@ class VerdictFromData(unittest.TestCase):
     def setUp(self):
         self.built = verdict.build(synthetic_summary())
         self.rows = {(row["workload"], row["container"]): row for row in self.built["rows"]}
+        for row in self.rows.values():  # the sentence the report prints for the row
+            row["line"] = verdict_text.row_line(row, comparisons.TARGET_PERCENT)
 
     def test_a_row_per_workload_and_container(self):
         self.assertEqual(len(self.built["rows"]), 8)
@@ -195,23 +193,23 @@ class VerdictFromData(unittest.TestCase):
 
     def test_planted_speedup_and_memory_show_in_the_verdict_line(self):
         churn = self.rows[("churn", "lifo")]
-        self.assertIn("faster by", churn["verdict"])
-        self.assertIn("-10.0 % instructions", churn["verdict"])
+        self.assertIn("faster by", churn["line"])
+        self.assertIn("-10.0 % instructions", churn["line"])
         self.assertAlmostEqual(churn["cost"]["d1_misses"]["percent"], 20.0)
-        self.assertIn("+1.0 % memory", self.rows[("steady_state", "lifo")]["verdict"])
+        self.assertIn("+1.0 % memory", self.rows[("steady_state", "lifo")]["line"])
 
     def test_missing_figures_say_not_measured(self):
         row = self.rows[("churn", "array_heap")]
-        self.assertIn("cost not measured", row["verdict"])
+        self.assertIn("cost not measured", row["line"])
         self.assertIsNone(row["cost"]["ll_misses"])
-        self.assertIn("memory not measured", self.rows[("webkit replay", "array_heap")]["verdict"])
-        self.assertIn("memory not comparable", self.rows[("page_load", "lifo")]["verdict"])
+        self.assertIn("memory not measured", self.rows[("webkit replay", "array_heap")]["line"])
+        self.assertIn("memory not comparable", self.rows[("page_load", "lifo")]["line"])
 
     def test_replay_memory_is_exact(self):
         memory = self.rows[("webkit replay", "lifo")]["memory"]
         self.assertEqual(memory["difference"], 20)
         self.assertEqual(memory["peak"]["difference"], 40)
-        self.assertIn("+2.00 % memory (exact)", self.rows[("webkit replay", "lifo")]["verdict"])
+        self.assertIn("+2.00 % memory (exact)", self.rows[("webkit replay", "lifo")]["line"])
 
     def test_published_claims_are_judged_from_the_data(self):
         claims = {claim["container"]: claim for claim in self.built["published"]}
@@ -223,7 +221,8 @@ class VerdictFromData(unittest.TestCase):
         self.assertEqual(lifo["tp6"]["judgement"], verdict.CONFIRMED)
         self.assertTrue(claims["lifo"]["judgement"].startswith("partly"))
         self.assertEqual(claims["rb_root"]["judgement"], verdict.NOT_RESOLVABLE)
-        self.assertIn("A linked list (lifo) is partly", self.built["paragraph"])
+        self.assertIn("A linked list (lifo) is partly",
+                      verdict_text.agreement_paragraph(self.built["published"]))
 
     def test_the_question_finds_array_heap_slower_than_lifo_on_churn(self):
         asked = self.built["question"]
@@ -231,9 +230,12 @@ class VerdictFromData(unittest.TestCase):
         answer = asked["containers"][0]
         self.assertFalse(answer["qualifies"])
         self.assertEqual(len(answer["worse"]), 1)
-        self.assertTrue(answer["worse"][0].startswith("churn time +4"), answer["worse"])
-        self.assertIn("webkit replay memory", answer["untold"])  # not measured
-        self.assertIn("No container has lifo's time and rb_first's memory", asked["answer"])
+        self.assertTrue(verdict_text.worse_text(answer["worse"][0]).startswith("churn time +4"),
+                        answer["worse"])
+        self.assertIn({"workload": "webkit replay", "label": "webkit replay", "figure": "memory"},
+                      answer["untold"])  # not measured
+        self.assertIn("No container has lifo's time and rb_first's memory",
+                      verdict_text.question_answer(asked))
 
     def test_the_question_names_a_container_shown_worse_nowhere(self):
         summary = synthetic_summary()
@@ -241,12 +243,12 @@ class VerdictFromData(unittest.TestCase):
         churn["array_heap"]["times"] = list(churn["lifo"]["times"])
         asked = verdict.build(summary)["question"]
         self.assertTrue(asked["containers"][0]["qualifies"])
-        self.assertIn("anywhere: array_heap (", asked["answer"])
+        self.assertIn("anywhere: array_heap (", verdict_text.question_answer(asked))
         summary["webkit replay"]["allocators"]["array_heap"] = {
             "exact": {"writes_blocks": True, "peak": {"resident": 2000},
                       "checkpoints": [{"name": "tabs", "resident": 1001}]}}
         asked = verdict.build(summary)["question"]
-        self.assertEqual(asked["containers"][0]["worse"],
+        self.assertEqual([verdict_text.worse_text(w) for w in asked["containers"][0]["worse"]],
                          ["webkit replay memory +1 B (+0.10 %, exact)"])
 
 
@@ -368,16 +370,54 @@ class Targets(unittest.TestCase):
         self.assertEqual(rows[("BM_mixed", "resident")]["judged"]["text"], "-")
 
 
-class Presets(unittest.TestCase):
-    """tools/runsel's help reads harness.py's presets from its source (it cannot import the
-    harness on a fresh machine): what it reads must be what the harness runs with."""
 
-    def test_presets_read_from_the_source_are_the_harness_presets(self):
-        import allocators
-        import harness
-        read = allocators.harness_presets()
-        self.assertEqual(read["DEFAULT"], harness.DEFAULT)
-        self.assertEqual(read["QUICK"], harness.QUICK)
+
+def firefox_entry() -> dict:
+    """results.json's firefox entry with known figures: at tab_1_loaded the reference has
+    bin_unused 1000, lifo 800 (classic runs) and lifo@firefox 1030."""
+    def figures(bin_unused: int, committed: int) -> dict:
+        return {"allocated": 5000, "committed": committed, "bin_unused": bin_unused,
+                "resident": committed, "dirty": 0, "live_requested": 4000}
+    mark = {"label": "tab_1_loaded", "ops": 10,
+            "in_browser": {"allocated": 6000, "committed": 9000, "bin_unused": 3000},
+            "figures": {"lifo": figures(800, 8000), "lifo@firefox": figures(1030, 8100),
+                        "firefox": figures(1000, 7500)}}
+    every = {**mark, "label": "every"}
+    recording = {"lines": 12, "calls": 11, "coverage": 0.97, "num_operations": 11,
+                 "frees": 4, "frees_dropped": 1, "frees_dropped_share": 0.25,
+                 "live_reuses": 0, "complete": False, "bytes": 2**20}
+    return {"firefox": "153", "pages": ["a"], "reused_recording": True,
+            "run_pages_setting": "run_pages:4", "rows": {"lifo": "classic run sizes"},
+            "processes": [{"role": "content", "pid": 7, "recording": recording,
+                           "marks": [every, mark]}]}
+
+
+class FirefoxTables(unittest.TestCase):
+    """The report's firefox tables (report.py) on a known entry."""
+
+    def test_every_mark_against_the_reference_and_the_run_sizes_alone(self):
+        _, headers, rows, _ = report.firefox_marks_table({"firefox": firefox_entry()})
+        self.assertEqual(len(rows), 3)  # the every-N mark is left out: one row per figure
+        bin_unused = dict(zip(headers, rows[2]))
+        self.assertEqual(bin_unused["figure"], "bin_unused")
+        self.assertEqual(bin_unused["in the browser"], "3,000")
+        self.assertEqual(rows[2][6], "-20.00 %")  # lifo against the reference
+        self.assertEqual(rows[2][8], "+3.00 %")   # lifo@firefox against the reference
+        self.assertEqual(bin_unused["the run sizes alone"], "+28.75 %")  # 1030 / 800
+
+    def test_every_container_and_the_recording(self):
+        _, _, rows, note = report.firefox_containers_table({"firefox": firefox_entry()})
+        by_row = {row[0]: row for row in rows}
+        self.assertEqual(by_row["firefox"][5:], ["+0.00 %", "+0.00 %"])
+        self.assertEqual(by_row["lifo"][5:], ["+6.67 %", "-20.00 %"])
+        self.assertIn("tab_1_loaded", note)
+        _, _, rows, note = report.firefox_recording_table({"firefox": firefox_entry()})
+        self.assertEqual(rows[0][4], "97.0% of 11")
+        self.assertIn("cut short", rows[0][7])
+        self.assertIn("reused", note)
+        _, _, rows, _ = report.firefox_recording_table({"firefox": {"error": "no firefox-esr"}})
+        self.assertEqual(rows[0][-1], "no firefox-esr")
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=1)

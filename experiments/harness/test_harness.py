@@ -1,11 +1,11 @@
-#!/usr/bin/env python3
 """meson test --suite harness: runs the harness in --quick mode into a temporary
 directory, then checks its output: the files exist, every allocator is present for
 every workload, the numbers are sane, runsel's stats identity holds, and rb_first,
 array_heap, pairing_heap and every other container that picks alike (meson.build's
-container table) make the same choices.
+container table) make the same choices; the verdict's sentences fit its numbers; and
+re-rendering the run's results.json gives report.md and report.html byte for byte.
 
-    experiments/harness/test_harness.py --build-dir build
+    python3 -m harness.test_harness --build-dir build  (in experiments/)
 """
 
 from __future__ import annotations
@@ -18,17 +18,15 @@ import sys
 import tempfile
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-
-from allocators import REFERENCE, same_choice_groups  # noqa: E402
-import targets  # noqa: E402
+from . import targets, verdict_text
+from .allocators import REFERENCE, same_choice_groups
+from .interpreter import package_environment
 
 # The allocators every report must hold besides runsel's variants: glibc, and the three
 # that tools/runsel installs (README's package list). Written here, not discovered: the
 # test checks the harness's discovery, so it must not share it.
 SYSTEM_ALLOCATORS = ("glibc", "jemalloc", "mimalloc", "tcmalloc")
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 TIME_TARGET = 2.0  # percent: comparisons wider than this must say so
 JUDGEMENTS = ("confirmed", "refuted", "not resolvable")
 
@@ -183,8 +181,9 @@ def check_verdict_leads(out: Path, failures: Failures) -> None:
 
 
 def time_phrase_fits(row: dict) -> str | None:
-    """What is wrong with a row's time statement, judged from its own interval."""
-    time, line = row["time"], row["verdict"]
+    """What is wrong with a row's time statement (verdict_text.row_line), judged from
+    its own interval."""
+    time, line = row["time"], verdict_text.row_line(row, TIME_TARGET)
     if time is None or time.get("low") is None:
         return None if "too few" in line or "not measured" in line else "no interval, no reason"
     width = (time["high"] - time["low"]) / 2
@@ -220,11 +219,16 @@ def check_verdict(results: dict, out: Path, failures: Failures) -> None:
         if time and time.get("half_width") is not None:
             failures.expect(f"±{time['half_width']:.1f} %" in markdown or time.get("constant"),
                             f"{where}: detectable ±{time['half_width']:.1f} % not in report.md")
-        failures.expect(row["verdict"].replace("|", "\\|") in markdown,
+        line = verdict_text.row_line(row, results["verdict"]["rules"]["time_target_percent"])
+        failures.expect(line.replace("|", "\\|") in markdown,
                         f"{where}: verdict line not in report.md")
     timed = [row["time"] for row in rows
              if row["time"] and row["time"].get("half_width") is not None]
     resolving = sum(t["half_width"] <= TIME_TARGET for t in timed)
+    failures.expect(results["verdict"]["time_resolution"] ==
+                    {"with_interval": len(timed), "resolving": resolving},
+                    f"time_resolution {results['verdict']['time_resolution']}, counted "
+                    f"{len(timed)} with an interval, {resolving} resolving")
     failures.expect(f"{resolving} of {len(timed)} time comparisons resolve" in markdown,
                     "report.md does not state how many time comparisons resolve the target")
     claims = results["verdict"]["published"]
@@ -248,10 +252,10 @@ def check_verdict(results: dict, out: Path, failures: Failures) -> None:
                 if side * comparison["high"] < 0 and side * comparison["low"] < 0:
                     failures.expect(judged == "refuted", f"{claim['container']} "
                                     f"{figure['measure']}: opposite side but judged {judged}")
-    failures.expect(results["verdict"]["paragraph"] in markdown,
+    failures.expect(verdict_text.agreement_paragraph(claims) in markdown,
                     "the agreement paragraph is not in report.md")
-    asked = results["verdict"].get("question") or {}
-    failures.expect(bool(asked.get("answer")) and asked["answer"] in markdown,
+    asked = results["verdict"]["question"]
+    failures.expect(verdict_text.question_answer(asked) in markdown,
                     "the question's answer (lifo's time and rb_first's memory) is not in report.md")
     for answer in asked.get("containers", []):
         failures.expect(answer["qualifies"] == (not answer["worse"]),
@@ -263,6 +267,22 @@ def check_threads_compare_like_with_like(results: dict, failures: Failures) -> N
     threads = results["summary"].get("threads")
     if threads:
         failures.expect(threads["memory_comparable"], f"threads: {threads['memory_note']}")
+
+
+def check_render(out: Path, failures: Failures) -> None:
+    """tools/runsel render's renderer, on the run's own results.json, gives the very bytes
+    the run wrote (report.md, report.html with its pictures)."""
+    with tempfile.TemporaryDirectory(prefix="runsel-render-") as again_name:
+        again = Path(again_name)
+        done = subprocess.run([sys.executable, "-m", "harness.report", str(out / "results.json"),
+                               "--out", str(again)], capture_output=True, text=True,
+                              env=package_environment())
+        failures.expect(done.returncode == 0, f"render exited {done.returncode}: "
+                        f"{done.stderr.strip()[-300:]}")
+        for name in ("report.md", "report.html"):
+            failures.expect((again / name).exists() and
+                            (again / name).read_bytes() == (out / name).read_bytes(),
+                            f"{name} re-rendered from results.json differs from the run's")
 
 
 def check_counters(results: dict, failures: Failures) -> None:
@@ -337,10 +357,10 @@ def main() -> int:
     expected = container_names(args.build_dir) + list(SYSTEM_ALLOCATORS)
     with tempfile.TemporaryDirectory(prefix="runsel-harness-") as scratch:
         out = args.keep or Path(scratch)
-        command = [sys.executable, str(HERE / "harness.py"), "--quick", "--build-dir",
+        command = [sys.executable, "-m", "harness.harness", "--quick", "--build-dir",
                    str(args.build_dir), "--out", str(out)]
         print("+ " + " ".join(command), flush=True)
-        code = subprocess.call(command)
+        code = subprocess.call(command, env=package_environment())
         failures = Failures()
         failures.expect(code == 0, f"harness exited with {code}")
         check_files(out, failures)
@@ -356,6 +376,7 @@ def main() -> int:
             check_verdict(results, out, failures)
             check_threads_compare_like_with_like(results, failures)
             check_counters(results, failures)
+            check_render(out, failures)
             check_targets(results, out, failures)
     for failure in failures:
         print(f"FAILED: {failure}")

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """meson test --suite harness (harness_trace): a recorded trace as a harness workload.
 
 Records a small real program (python3 with PYTHONMALLOC=malloc, under
@@ -12,7 +11,7 @@ exact replays (replays.py): every container, the reference twice with identical
 figures, blocks written (resident at least the live bytes), the same-policy containers
 placing blocks alike.
 
-    experiments/harness/test_trace_workload.py --build-dir build
+    python3 -m harness.test_trace_workload --build-dir build  (in experiments/)
 """
 
 from __future__ import annotations
@@ -27,14 +26,11 @@ import tempfile
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-
-import replays  # noqa: E402
-import runs  # noqa: E402
-from allocators import runsel_variants, same_choice_groups  # noqa: E402
-from test_harness import (SYSTEM_ALLOCATORS, Failures, check_agreement,  # noqa: E402
-                          check_allocators, check_numbers, container_names)
+from . import replays, runs
+from .allocators import runsel_variants, same_choice_groups
+from .interpreter import package_environment
+from .test_harness import (SYSTEM_ALLOCATORS, Failures, check_agreement, check_allocators,
+                           check_numbers, container_names)
 
 PYTHON = "/usr/bin/python3"  # the interpreter itself (a pyenv shim would fork a shell)
 PROGRAM = """
@@ -161,14 +157,14 @@ def main() -> int:
         records = replayed_records(build_dir, trace)
         print(f"recorded {trace.name}: {trace.stat().st_size} bytes, {records} records",
               flush=True)
-        harness = [sys.executable, str(HERE / "harness.py"), "--build-dir", str(build_dir),
+        harness = [sys.executable, "-m", "harness.harness", "--build-dir", str(build_dir),
                    "--quick", "--scale", "1", "--instructions", "off", "--workload", "replay"]
 
         # A malformed trace is refused before any run, with the byte offset.
         cut = scratch / "cut"
         cut.write_bytes(trace.read_bytes()[:trace.stat().st_size // 2])
         refused = subprocess.run([*harness, "--trace", str(cut), "--out", str(scratch / "cut.out")],
-                                 capture_output=True, text=True)
+                                 capture_output=True, text=True, env=package_environment())
         failures.expect(refused.returncode != 0 and "byte offset" in refused.stderr,
                         f"truncated trace not refused with an offset: exit {refused.returncode}, "
                         f"{refused.stderr.strip()[-300:]}")
@@ -176,7 +172,8 @@ def main() -> int:
         out = scratch / "report"
         command = [*harness, "--trace", str(trace), "--out", str(out)]
         print("+ " + " ".join(command), flush=True)
-        failures.expect(subprocess.call(command) == 0, "harness failed")
+        failures.expect(subprocess.call(command, env=package_environment()) == 0,
+                        "harness failed")
         results = json.loads((out / "results.json").read_text())
         name = f"replay:{trace.name}"
         failures.expect(results["workloads"] == [name], f"workloads: {results['workloads']}")

@@ -1,13 +1,15 @@
-"""The verdict: every runsel container against rb_first on every workload the results
-hold (memory, cost, time, one line), and what that says about Mozilla bug 1857133's
-published figures. Everything here is computed from results["summary"]; a figure
-that was not measured stays None and reads "not measured".
+"""The verdict's figures: every runsel container against rb_first on every workload the
+results hold (memory, cost, time), what that says about Mozilla bug 1857133's published
+figures, and whether a container has lifo's time and rb_first's memory at once.
+Everything here is computed from results["summary"] and kept in results["verdict"] as
+numbers and judgements; a figure that was not measured stays None. The sentences are
+the renderer's (verdict_text.py).
 """
 
 from __future__ import annotations
 
-import comparisons
-from allocators import REFERENCE, is_setting
+from . import comparisons
+from .allocators import REFERENCE, is_setting
 
 # Mozilla bug 1857133, measured on Windows against mozjemalloc's tree as built
 # (runsel's moz_tree; the comparisons here are still against rb_first, the idealized
@@ -23,8 +25,6 @@ PUBLISHED = (
 )
 # The anchors of the question the new containers answer: lifo's time, rb_first's memory.
 TIME_ANCHOR = "lifo"
-MEASURE_WORDS = {"sp3": "Speedometer 3 time", "base": "AWSY base resident memory",
-                 "tp6": "AWSY tp6 resident memory"}
 # A published figure this small claims "no change": ours agrees when its interval lies
 # within ±EQUIVALENCE_MARGIN, disagrees when it lies wholly outside.
 NEGLIGIBLE = 0.25
@@ -37,7 +37,8 @@ CONFIRMED, REFUTED, NOT_RESOLVABLE = "confirmed", "refuted", "not resolvable"
 
 def memory_comparison(workload: dict, pair: dict, reference: dict) -> dict | None:
     """Exact where replayed (resident at the key checkpoint; committed when the replay
-    did not write its blocks), else the paired comparison of resident memory."""
+    did not write its blocks), else the paired comparison of what each run's resident
+    memory grew by from its first checkpoint to the key one (metrics.summarize)."""
     if workload["kind"] == "replay":
         exact, base = pair.get("exact"), reference.get("exact")
         if not exact or not base:
@@ -62,50 +63,17 @@ def cost_comparison(pair: dict, reference: dict) -> dict:
             for name in ("instructions", "d1_misses", "ll_misses")}
 
 
-def describe_memory(memory: dict | None, workload: dict) -> str:
-    if not workload["memory_comparable"]:
-        return "memory not comparable"
-    if memory is None or memory.get("percent") is None:
-        return "memory not measured"
-    if memory.get("exact"):
-        if memory["difference"] == 0:
-            return "same memory (exact)"
-        return f"{memory['percent']:+.2f} % memory (exact)"
-    kind = memory.get("outcome")
-    if memory.get("constant"):
-        return ("same memory in every run" if memory["percent"] == 0 else
-                f"{memory['percent']:+.1f} % memory in every run")
-    if kind in (comparisons.LOWER, comparisons.HIGHER):
-        return f"{memory['percent']:+.1f} % memory"
-    if kind == comparisons.NO_DIFFERENCE:
-        return f"same memory (within ±{memory['half_width']:.1f} %)"
-    return "memory unresolved"
-
-
-def describe_cost(cost: dict) -> str:
-    instructions = cost.get("instructions")
-    if not instructions or instructions.get("percent") is None:
-        return "cost not measured"
-    if abs(instructions["percent"]) < 0.05:
-        return "same instructions"
-    return f"{instructions['percent']:+.1f} % instructions"
-
-
 def verdict_row(name: str, workload: dict, container: str) -> dict:
     pairs = workload["allocators"]
     pair, reference = pairs.get(container, {}), pairs.get(REFERENCE, {})
     time = pair.get("delta_to_reference") if workload["kind"] == "live" else None
     memory = memory_comparison(workload, pair, reference)
     cost = cost_comparison(pair, reference)
-    line = "; ".join([comparisons.describe_time(time) if workload["kind"] == "live"
-                      else "time not measured (replay)",
-                      describe_memory(memory, workload), describe_cost(cost)])
     return {"workload": name, "label": workload.get("label") or name,
             "kind": workload["kind"], "family": workload.get("family", "synthetic"),
             "container": container, "memory": memory,
             "memory_comparable": workload["memory_comparable"],
-            "memory_note": workload.get("memory_note"), "cost": cost, "time": time,
-            "verdict": line}
+            "memory_note": workload.get("memory_note"), "cost": cost, "time": time}
 
 
 def verdict_rows(summary: dict) -> list[dict]:
@@ -194,34 +162,6 @@ def published_comparison(rows: list[dict]) -> list[dict]:
     return claims
 
 
-def ours(comparison: dict | None) -> str:
-    if not comparison or comparison.get("percent") is None:
-        return "not measured"
-    if comparison.get("exact"):
-        return f"{comparison['percent']:+.2f} % (exact)"
-    if comparison.get("low") is None:
-        return f"{comparison['percent']:+.1f} % (no interval)"
-    return f"{comparison['percent']:+.1f} % [{comparison['low']:+.1f}, {comparison['high']:+.1f}]"
-
-
-def agreement_paragraph(claims: list[dict]) -> str:
-    """Where our data agrees with bug 1857133 and where it does not, from the data."""
-    sentences = []
-    for claim in claims:
-        parts = []
-        for figure in claim["figures"]:
-            words = MEASURE_WORDS[figure["measure"]]
-            if not figure["evidence"]:
-                parts.append(f"{words} {figure['published']:+.2f} %: nothing of ours measures it")
-                continue
-            found = ", ".join(f"{e['what']} {ours(e['comparison'])} ({e['judgement']})"
-                              for e in figure["evidence"])
-            parts.append(f"{words} {figure['published']:+.2f} %: ours {found}")
-        sentences.append(f"{claim['claim'].capitalize()} ({claim['container']}) is "
-                         f"{claim['judgement']}: " + "; ".join(parts) + ".")
-    return " ".join(sentences)
-
-
 # --- the question: lifo's time and rb_first's memory at once? ---------------------------
 
 
@@ -267,57 +207,35 @@ def question(summary: dict, rows: list[dict]) -> dict:
                 said = shown_worse(comparison)
                 intervals += bool(comparison and comparison.get("low") is not None
                                   and not comparison.get("exact") and not comparison.get("constant"))
-                what = f"{row['label']} {figure} {exact_or_ours(comparison)}"
+                where = {"workload": row["workload"], "label": row["label"], "figure": figure}
                 if said:
-                    worse.append(what)
+                    worse.append({**where, "comparison": comparison})
                 elif said is None or (comparison.get("outcome") == comparisons.UNDERPOWERED):
-                    untold.append(f"{row['label']} {figure}")
+                    untold.append(where)
             cells.append({"workload": row["workload"], "label": row["label"],
                           "time_vs_lifo": time, "memory_vs_reference": memory})
         answers.append({"container": container, "cells": cells, "worse": worse,
                         "untold": untold, "qualifies": not worse})
     return {"anchors": {"time": TIME_ANCHOR, "memory": REFERENCE}, "containers": answers,
-            "intervals": intervals, "answer": question_answer(answers, intervals)}
+            "intervals": intervals}
 
 
-def exact_or_ours(comparison: dict | None) -> str:
-    """An exact difference in bytes too, and two decimals below 1 %: "+0.0 %" alone
-    would hide a real 4 KiB."""
-    if comparison and comparison.get("exact") and comparison.get("difference") is not None:
-        return f"{comparison['difference']:+,d} B ({comparison['percent']:+.2f} %, exact)"
-    if comparison and comparison.get("low") is not None and abs(comparison["percent"]) < 1:
-        return (f"{comparison['percent']:+.2f} % [{comparison['low']:+.2f}, "
-                f"{comparison['high']:+.2f}]")
-    return ours(comparison)
-
-
-def question_answer(answers: list[dict], intervals: int) -> str:
-    """The answer, the trade-offs, and how many "worse" chance alone would give: an
-    interval lies wholly above zero 2.5 % of the time when there is no difference."""
-    qualifying = [a for a in answers if a["qualifies"]]
-    if not answers:
-        return "No container besides the anchors ran."
-    head = (f"No container has {TIME_ANCHOR}'s time and {REFERENCE}'s memory on every "
-            "workload: each is shown worse somewhere." if not qualifying else
-            "Not shown worse than lifo's time or rb_first's memory anywhere: " +
-            ", ".join(a["container"] + (f" ({len(a['untold'])} comparisons could not tell)"
-                                        if a["untold"] else "") for a in qualifying) + ".")
-    trades = [f"{a['container']}: worse on {'; '.join(a['worse'])}" for a in answers
-              if not a["qualifies"]]
-    chance = (f" Of the {intervals} comparisons with an interval, about "
-              f"{intervals * 0.025:.1f} would lie wholly above zero by chance alone, so one "
-              "narrow \"worse\" is weak evidence; exact and every-round differences are not "
-              "chance." if intervals else "")
-    return head + (" Trade-offs: " + ". ".join(trades) + "." if trades else "") + chance
+def time_resolution(rows: list[dict]) -> dict:
+    """How many of the rows' time comparisons have an interval, and how many of those
+    resolve the target (half-width at most comparisons.TARGET_PERCENT)."""
+    timed = [row["time"] for row in rows
+             if row["time"] and row["time"].get("half_width") is not None]
+    return {"with_interval": len(timed),
+            "resolving": sum(t["half_width"] <= comparisons.TARGET_PERCENT for t in timed)}
 
 
 def build(summary: dict) -> dict:
-    """results["verdict"]: the rows, the published comparison and its paragraph, and the
-    question's answer."""
+    """results["verdict"], numbers and judgements only (report.py and verdict_text.py
+    write the sentences): the rows, the published comparison, the question, how many
+    time comparisons resolve the target, and the rules applied."""
     rows = verdict_rows(summary)
-    claims = published_comparison(rows)
-    return {"rows": rows, "published": claims, "paragraph": agreement_paragraph(claims),
-            "question": question(summary, rows),
+    return {"rows": rows, "published": published_comparison(rows),
+            "question": question(summary, rows), "time_resolution": time_resolution(rows),
             "rules": {"negligible_published_percent": NEGLIGIBLE,
                       "equivalence_margin_percent": EQUIVALENCE_MARGIN,
                       "time_target_percent": comparisons.TARGET_PERCENT}}

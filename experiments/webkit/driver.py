@@ -15,11 +15,9 @@ WebKit's processes, but not to Xvfb. Needs Debian's python3 (python3-gi).
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import mmap
 import os
-import re
 import shutil
 import signal
 import struct
@@ -30,16 +28,10 @@ import threading
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-CORPUS = HERE / "corpus.json"
-WEB_PROCESS = "WebKitWebProcess"
-# Shared objects that give away which allocator a process runs on (besides glibc).
-ALLOCATOR_LIBRARIES = (
-    ("jemalloc", re.compile(r"/libjemalloc\.so[.\d]*$")),
-    ("mimalloc", re.compile(r"/libmimalloc\.so[.\d]*$")),
-    ("tcmalloc", re.compile(r"/libtcmalloc(_minimal)?\.so[.\d]*$")),
-    ("runsel", re.compile(r"/libmalloc(-[\w-]+)?\.so(\.[\d.]+)?$")),  # a variant, a counting twin
-)
+from web_processes import (mapped_allocator, main_process_exit_stats, memory_of, prove_allocators,
+                           read_stats_lines, web_cpu_seconds, web_processes)
+from webkit_corpus import CORPUS, CorpusError, check_corpus, page_url, pin_corpus
+
 SETTLE_SECONDS = 2.0  # after the tabs close, before the last checkpoint
 EXIT_SECONDS = 20.0   # for the web processes to exit once their last view is gone
 
@@ -85,129 +77,6 @@ class TraceMarks:
         self.next_label += len(data)
         self.count += 1
         struct.pack_into("<Q", self.file, 0, self.count)
-
-
-# --- the pinned corpus ------------------------------------------------------------------
-
-
-def sha256(path: str) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as file:
-        for block in iter(lambda: file.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def installed_version(package: str) -> str | None:
-    completed = subprocess.run(["dpkg-query", "-W", "-f=${Version}", package],
-                               capture_output=True, text=True)
-    return completed.stdout.strip() if completed.returncode == 0 and completed.stdout else None
-
-
-def pinned_files(page: dict) -> list[str]:
-    return [page["path"], *page.get("files", [])]
-
-
-def check_corpus(corpus: dict) -> list[str]:
-    """Every difference between the manifest and this machine, as sentences."""
-    problems = []
-    for package, version in corpus["packages"].items():
-        installed = installed_version(package)
-        if installed != version:
-            problems.append(f"package {package}: the corpus pins version {version}, "
-                            f"installed: {installed or 'none'}")
-    for page in corpus["pages"]:
-        for path, pinned in zip(pinned_files(page), page.get("sha256", [])):
-            if not os.path.isfile(path):
-                problems.append(f"{path} (from {page['package']}): missing")
-            elif sha256(path) != pinned:
-                problems.append(f"{path} (from {page['package']}): sha256 {sha256(path)}, "
-                                f"the corpus pins {pinned}")
-        if page["package"] not in corpus["packages"] or \
-                len(page.get("sha256", [])) != len(pinned_files(page)):
-            problems.append(f"{page['path']}: not pinned (run driver.py --pin)")
-    return problems
-
-
-def pin_corpus(path: Path) -> None:
-    """Rewrites the manifest's versions and sha256 sums from what is installed."""
-    corpus = json.loads(path.read_text())
-    corpus["packages"] = {}
-    for page in corpus["pages"]:
-        version = installed_version(page["package"])
-        if version is None:
-            raise RunFailed(f"--pin: package {page['package']} is not installed")
-        corpus["packages"][page["package"]] = version
-        page["sha256"] = [sha256(file) for file in pinned_files(page)]
-    path.write_text(json.dumps(corpus, indent=1, ensure_ascii=False) + "\n")
-
-
-def page_url(page: dict) -> str:
-    return "file://" + page["path"] + page.get("query", "")
-
-
-# --- /proc: web processes, their memory and their allocator -------------------------------
-
-
-def web_processes(parent: int) -> list[int]:
-    """Pids of the WebKitWebProcess children of `parent`."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as file:
-                fields = file.read().rsplit(")", 1)[1].split()
-            if int(fields[1]) == parent and \
-                    os.path.basename(os.readlink(f"/proc/{entry}/exe")) == WEB_PROCESS:
-                found.append(int(entry))
-        except (OSError, IndexError, ValueError):
-            continue  # gone meanwhile
-    return sorted(found)
-
-
-def web_cpu_seconds(parent: int) -> float:
-    """User plus system CPU time of `parent`'s web processes so far (/proc/<pid>/stat)."""
-    total = 0
-    for pid in web_processes(parent):
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14, 15)
-    return total / os.sysconf("SC_CLK_TCK")
-
-
-def memory_of(pid: int) -> dict | None:
-    """Rss, Pss and private bytes (smaps_rollup) and minor faults of one process."""
-    try:
-        rollup = Path(f"/proc/{pid}/smaps_rollup").read_text()
-        stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    kib = {key: int(value) * 1024 for key, value in
-           re.findall(r"^(\w+):\s+(\d+) kB", rollup, re.MULTILINE)}
-    return {"pid": pid, "rss": kib.get("Rss", 0), "pss": kib.get("Pss", 0),
-            "private": kib.get("Private_Clean", 0) + kib.get("Private_Dirty", 0),
-            "minor_faults": int(stat[7])}
-
-
-def mapped_allocator(pid: int) -> dict | None:
-    """Which allocator library /proc/<pid>/maps shows (glibc when none), with its path,
-    and whether the process's environment has Malloc=1."""
-    try:
-        maps = Path(f"/proc/{pid}/maps").read_text()
-        environment = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-    except OSError:
-        return None
-    paths = sorted({line.split(None, 5)[5] for line in maps.splitlines()
-                    if len(line.split(None, 5)) == 6})
-    found = [(name, path) for path in paths for name, pattern in ALLOCATOR_LIBRARIES
-             if pattern.search(path)]
-    libc = next((path for path in paths if re.search(r"/libc\.so\.6$", path)), "")
-    name, provider = found[0] if len(found) == 1 else \
-        ("glibc", libc) if not found else ("several: " + ", ".join(n for n, _ in found), "")
-    return {"mapped": name, "provider": provider, "malloc_env": b"Malloc=1" in environment}
 
 
 # --- the browser -------------------------------------------------------------------------
@@ -320,7 +189,7 @@ class Browser:
             return
         while len(self.tabs) >= self.args.tabs:  # the oldest tab makes room
             self.close_tab(self.tabs.pop(0)[0])
-        page, url = self.pages[index], page_url(self.pages[index])
+        url = page_url(self.pages[index])
         begun, self.cpu_mark = time.monotonic(), web_cpu_seconds(os.getpid())
         view = self.new_view(self.home)
         self.tabs.append((view, index))
@@ -479,54 +348,6 @@ class Browser:
                         f"{EXIT_SECONDS:.0f} s of their last tab closing")
 
 
-# --- proof of the allocator ----------------------------------------------------------------
-
-
-def read_stats_lines(directory: str) -> dict[int, dict]:
-    lines = {}
-    for path in Path(directory).glob("stats.*"):
-        for line in path.read_text().splitlines():
-            try:
-                record = json.loads(line)
-                lines[int(record["pid"])] = record
-            except (ValueError, KeyError, TypeError):
-                continue
-    return lines
-
-
-def prove_allocators(browser: Browser, stats: dict[int, dict]) -> tuple[dict, list[dict]]:
-    """Per web process: who served malloc. runsel: its RUNSEL_STATS line (pid, variant)
-    and the library mapped; other allocators: the library mapped in /proc/<pid>/maps.
-    Returns the run's allocator (what every web process agrees on) and the proofs."""
-    proofs = []
-    for pid in sorted(browser.seen_pids):
-        mapped = browser.proofs.get(pid) or {"mapped": "?", "provider": "", "malloc_env": False}
-        proof = {"pid": pid, **mapped}
-        if mapped["mapped"] == "runsel":
-            line = stats.get(pid)
-            proof["identity"] = f"runsel:{line['variant']}" if line else "runsel:? (no RUNSEL_STATS line)"
-            proof["proof"] = "RUNSEL_STATS line of this pid" if line else "none"
-            if line:
-                proof["runsel_exit"] = line
-        else:
-            proof["identity"] = mapped["mapped"]
-            proof["proof"] = f"/proc/{pid}/maps"
-        if not mapped["malloc_env"]:
-            proof["identity"] += " (without Malloc=1: bmalloc served it)"
-        proofs.append(proof)
-    identities = sorted({proof["identity"] for proof in proofs})
-    providers = sorted({proof["provider"] for proof in proofs})
-    allocator = {"name": identities[0] if len(identities) == 1 else "mixed: " + ", ".join(identities),
-                 "provider": providers[0] if len(providers) == 1 else ""}
-    return allocator, proofs
-
-
-def main_process_exit_stats(proofs: list[dict]) -> dict | None:
-    """runsel's stats at exit of the web process that held the pages (the largest)."""
-    lines = [proof["runsel_exit"] for proof in proofs if "runsel_exit" in proof]
-    return max(lines, key=lambda line: line["nmalloc"]) if lines else None
-
-
 def parse_arguments(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pages", type=int, help="load the corpus's first N pages (default all)")
@@ -633,7 +454,7 @@ def main(argv=None) -> int:
             check_requirements(args)
             return 0
         document = run(args)
-    except RunFailed as failure:
+    except (RunFailed, CorpusError) as failure:
         print(f"webkit driver: {failure}", file=sys.stderr)
         return 1
     text = json.dumps(document, indent=1)

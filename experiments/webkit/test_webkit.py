@@ -9,7 +9,7 @@
   Malloc=1 in its environment (/proc/<pid>/environ) and hundreds of thousands of mallocs,
   checkpoints with the web processes' resident memory, and one trace mark per checkpoint.
 
-    experiments/webkit/test_webkit.py --build-dir build [--variant rb_first]
+    PYTHONPATH=experiments experiments/webkit/test_webkit.py --build-dir build [--variant rb_first]
 """
 
 from __future__ import annotations
@@ -22,14 +22,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE), str(HERE.parent / "harness")]
+from driver import TraceMarks  # this directory's (standard library only at import)
+from webkit_corpus import CORPUS
+from harness.allocators import measured_environment
+from harness.interpreter import SYSTEM_PYTHON
+from harness.webkit_record import DRIVER
 
-from allocators import measured_environment  # noqa: E402
-from driver import CORPUS, TraceMarks  # noqa: E402  (stdlib only at import)
-
-SYSTEM_PYTHON = "/usr/bin/python3"
-DRIVER = HERE / "driver.py"
 MISSING_PAGE = "file:///nonexistent/runsel-webkit-test/missing-page.html"
 
 

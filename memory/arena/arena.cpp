@@ -30,7 +30,7 @@ Arena* Arena::create(unsigned index,
   arena->purge_ = settings;
   arena->budget_pages_ = settings.budget_pages;
   for (std::size_t i = 0; i < kNumBins; ++i) {
-    arena->bins_[i].info = &kBinInfo[i];
+    arena->bins_[i].info = &bin_info(i);
     arena->bins_[i].run_key = arena->run_key_;
   }
   return arena;
@@ -154,6 +154,7 @@ void Arena::set_free_run(Chunk* chunk, std::size_t first, std::size_t pages) {
 }
 
 void Arena::carve(Chunk* chunk, std::size_t first, std::size_t run_pages, std::size_t pages) {
+  RUNSEL_ASSERT(pages != 0 && pages <= run_pages && chunk->map[first].size_pages() == run_pages);
   if (run_pages > pages) {
     // The old head's size field must go: it is no longer a run boundary.
     set_free_run(chunk, first + pages, run_pages - pages);
@@ -384,6 +385,7 @@ std::size_t Arena::purge_chunk(Chunk* chunk, std::size_t target_pages) {
 // ---- large allocations ----------------------------------------------------
 
 void* Arena::malloc_large(std::size_t size, bool zero) {
+  RUNSEL_ASSERT(size != 0 && size % kPageSize == 0 && size <= kMaxLargeSize);
   const std::size_t pages = size >> kPageShift;
   LockGuard guard(lock);
   char* run = allocate_pages(pages, 0, size | kAllocated | kLarge, kAllocated | kLarge, zero);
@@ -394,6 +396,7 @@ void* Arena::malloc_large(std::size_t size, bool zero) {
 }
 
 void* Arena::malloc_large_aligned(std::size_t size, std::size_t alignment) {
+  RUNSEL_ASSERT(alignment > kPageSize && (alignment & (alignment - 1)) == 0);
   const std::size_t pages = size >> kPageShift;
   const std::size_t total = pages + (alignment >> kPageShift) - 1;
   LockGuard guard(lock);

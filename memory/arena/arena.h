@@ -1,6 +1,6 @@
-// An arena: one lock, its chunks, a best-fit tree of free page runs, the 45
-// small bins, a few spare chunks and its purge policy (purge.h). `lock`
-// guards all of it. Each method says whether it takes the lock itself
+// An arena: one lock, its chunks, best-fit trees of free page runs (one per
+// class tag), the 45 (or 48) small bins, a few spare chunks and its purge
+// policy (purge.h). `lock` guards all of it. Each method says whether it takes the lock itself
 // (RUNSEL_EXCLUDES: the caller must not hold it) or expects the caller to
 // hold it (RUNSEL_REQUIRES); clang's -Wthread-safety checks every call.
 #pragma once
@@ -10,6 +10,7 @@
 
 #include "arena/base.h"
 #include "arena/chunk.h"
+#include "arena/huge.h"
 #include "arena/pick_counters.h"
 #include "arena/purge.h"
 #include "arena/run.h"
@@ -33,7 +34,7 @@ static_assert(NonFullRunSet<NonFullRuns, Run>);
 // A size class's runs. Only the bin touches its container.
 struct Bin {
   NonFullRuns nonfull;             // runs with 0 < free regions < nregs
-  // The class's geometry (kBinInfo's entry; set when the arena is created), so
+  // The class's geometry (bin_info's entry; set when the arena is created), so
   // a free reaches it from the run header's bin pointer in one load.
   const BinInfo* info = nullptr;
   // The arena's run key (run.h's check), for checking container links.
@@ -47,7 +48,7 @@ struct Bin {
   std::size_t free_regions = 0;    // free regions in those runs
   std::uint64_t nmalloc = 0;
   std::uint64_t nfree = 0;
-  // The class's regions per run (kBinInfo's nregs; set with each new run)
+  // The class's regions per run (bin_info's nregs; set with each new run)
   // and the serial number of the next run it creates: keys some containers
   // read through RunTraits.
   std::uint32_t regions_per_run = 0;
@@ -118,7 +119,10 @@ class Arena {
   // in its arena that did not reuse it.
   static constexpr std::uint32_t kEmptyRunSweepFrees = 4096;
 
-  Lock lock;
+  // Before the huge lock, the metadata allocator's and the registry's
+  // (memory/README.md, "Lock order"); no two arenas' locks are held at once
+  // but in fork preparation, which takes them in index order.
+  Lock lock RUNSEL_ACQUIRED_BEFORE(huge::g_lock, base::g_lock, g_registry_lock);
 
   // Creates an arena in metadata memory (no lock needed).
   static Arena* create(unsigned index, const PurgeSettings& settings);
@@ -169,7 +173,7 @@ class Arena {
   // runsel_chunk_maps); returns the number of chunks the arena has.
   std::size_t chunk_maps(::runsel_chunk_map* out, std::size_t capacity) const RUNSEL_REQUIRES(lock);
 
-  std::size_t dirty_max_pages() const { return budget_pages_; }
+  std::size_t dirty_max_pages() const RUNSEL_REQUIRES(lock) { return budget_pages_; }
 
  private:
   friend struct ArenaWalker;
@@ -263,13 +267,15 @@ class Arena {
   void run_decay_step(std::uint64_t now) RUNSEL_REQUIRES(lock);
   void check_container(const Bin& bin) const RUNSEL_REQUIRES(lock);
 
+  // Set by create() before the arena is published, constant after: read
+  // without the lock.
   unsigned index_ = 0;
   std::uintptr_t run_key_ = 0;  // mixed into every run header's check value
-  PurgeSettings purge_;
-  std::size_t budget_pages_ = 0;  // purge_.budget_pages scaled for this arena
-  bool purge_queued_ = false;     // deferred: a purge waits for its delay
-  std::size_t allocations_until_purge_ = 0;
-  DirtyDecay decay_;
+  PurgeSettings purge_ RUNSEL_GUARDED_BY(lock);
+  std::size_t budget_pages_ RUNSEL_GUARDED_BY(lock) = 0;  // purge_.budget_pages scaled for this arena
+  bool purge_queued_ RUNSEL_GUARDED_BY(lock) = false;     // deferred: a purge waits for its delay
+  std::size_t allocations_until_purge_ RUNSEL_GUARDED_BY(lock) = 0;
+  DirtyDecay decay_ RUNSEL_GUARDED_BY(lock);
   // The best-fit trees of free page runs, one per class tag (chunk.h): [0]
   // untagged, [1 + b] the pages bin b's runs last held. Apart, so that a
   // request searches only the pages it may use.

@@ -4,10 +4,13 @@
 #include <cstdint>
 
 #include "arena/layout.h"
+#include "platform/assert.h"
 #include "platform/lock.h"
 #include "platform/os.h"
 
 namespace runsel::base {
+
+constinit Lock g_lock;
 
 namespace {
 
@@ -19,12 +22,12 @@ struct FreeBlock {
   FreeBlock* next;
 };
 
-constinit Lock g_lock;
-constinit char* g_bump = nullptr;  // next free byte of the current block
-constinit char* g_bump_end = nullptr;
-constinit std::size_t g_mapped = 0;
-constinit std::size_t g_committed = 0;  // pages of blocks touched by the bump pointer
-constinit FreeBlock* g_free[kNumClasses] = {};
+constinit char* g_bump RUNSEL_GUARDED_BY(g_lock) = nullptr;  // next free byte of the current block
+constinit char* g_bump_end RUNSEL_GUARDED_BY(g_lock) = nullptr;
+constinit std::size_t g_mapped RUNSEL_GUARDED_BY(g_lock) = 0;
+// Bytes of the pages of blocks touched by the bump pointer.
+constinit std::size_t g_committed RUNSEL_GUARDED_BY(g_lock) = 0;
+constinit FreeBlock* g_free[kNumClasses] RUNSEL_GUARDED_BY(g_lock) = {};
 
 unsigned class_of(std::size_t size) {
   unsigned shift = kMinClassShift;
@@ -33,7 +36,8 @@ unsigned class_of(std::size_t size) {
 }
 
 // Commits (counts) the pages between the old and new bump pointers.
-void advance_bump(std::size_t bytes) {
+void advance_bump(std::size_t bytes) RUNSEL_REQUIRES(g_lock) {
+  RUNSEL_ASSERT(bytes <= static_cast<std::size_t>(g_bump_end - g_bump));
   std::uintptr_t old_top = page_ceiling(reinterpret_cast<std::uintptr_t>(g_bump));
   g_bump += bytes;
   std::uintptr_t new_top = page_ceiling(reinterpret_cast<std::uintptr_t>(g_bump));

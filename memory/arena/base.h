@@ -5,7 +5,15 @@
 
 #include <cstddef>
 
+#include "platform/lock.h"
+#include "structures/chunk_registry.h"
+
 namespace runsel::base {
+
+// Guards the metadata allocator's blocks and free lists. Taken under an
+// arena's, the huge or the init lock; before the registry's in fork
+// preparation, never together with it otherwise.
+extern Lock g_lock RUNSEL_ACQUIRED_BEFORE(g_registry_lock);
 
 // Returns at least `size` bytes, 16-byte aligned; zeroed the first time the
 // memory is handed out, arbitrary when recycled. nullptr if out of memory.

@@ -7,7 +7,7 @@ namespace runsel {
 // ---- runs and regions ----------------------------------------------------------
 
 Run* Arena::new_small_run(std::size_t bin_index) {
-  const BinInfo& info = kBinInfo[bin_index];
+  const BinInfo& info = bin_info(bin_index);
   char* memory =
       allocate_pages(info.run_pages, class_tag_of_bin(bin_index), kAllocated, kAllocated, false);
   if (memory == nullptr) return nullptr;

@@ -28,7 +28,7 @@
 // space).
 // Invariant: arena.dirty_pages == sum over chunks of ndirty == free pages
 // with kDirty set; the first page of each free run (except the spare chunks')
-// is in the arena's best-fit tree.
+// is in the arena's best-fit tree of its class tag.
 #pragma once
 
 #include <cstddef>
@@ -70,7 +70,7 @@ struct SmallRunHead {
 
 struct PageMapEntry {
   union {
-    TreeLinks<PageMapEntry> avail;  // free run heads: links in the arena's best-fit tree
+    TreeLinks<PageMapEntry> avail;  // free run heads: links in a best-fit tree of the arena
     SmallRunHead small;             // small run heads
   };
   std::uintptr_t bits;
@@ -82,6 +82,8 @@ struct PageMapEntry {
   std::uintptr_t class_tag() const { return bits & kClassTagMask; }
 };
 
+// The header and its page map are guarded by the owning arena's lock
+// (Arena::lock, which the analysis cannot name from here).
 struct Chunk {
   // First, where a write past the end of the block before the chunk lands (a
   // huge allocation's or the previous chunk's last large run's): a keyed value

@@ -1,10 +1,8 @@
 // Arena figures two ways: from the counters kept on the hot paths, and
 // recomputed by walking every chunk's page map, every run's bitmap and every
 // bin's container. Tests and checked builds compare the two.
-#include <cstdio>
-
 #include "arena/arena.h"
-#include "platform/os.h"
+#include "platform/fatal.h"
 #include "runsel.h"
 
 namespace runsel {
@@ -39,7 +37,7 @@ void Arena::add_figures(runsel_stats_t* f) const {
   f->purges += purges_;
   for (std::size_t i = 0; i < kNumBins; ++i) {
     const Bin& bin = bins_[i];
-    const BinInfo& info = kBinInfo[i];
+    const BinInfo& info = bin_info(i);
     f->small_allocated += bin.regions_in_use * info.size;
     f->allocated += bin.regions_in_use * info.size;
     f->waste += bin.run_count * info.tail_bytes;
@@ -56,154 +54,184 @@ void Arena::add_figures(runsel_stats_t* f) const {
   }
 }
 
-namespace {
-
-void report(const char* what, unsigned arena, std::size_t counted, std::size_t walked) {
-  char line[256];
-  int n = std::snprintf(line, sizeof(line),
-                        "runsel: check: arena %u: %s: counters say %zu, walk finds %zu\n", arena,
-                        what, counted, walked);
-  if (n > 0) os::write_all(2, line, static_cast<std::size_t>(n));
-}
-
-}  // namespace
-
-bool Arena::walk_and_compare() const {
+// The walk of one arena, page map by page map, then its sums against the
+// counters. Each difference is one line on stderr naming what the walk found
+// there (the chunk, page, run or bin and the values that disagree).
+struct ArenaWalker {
+  const Arena& arena;
   runsel_stats_t walked{};
   std::size_t bin_runs_in_set[kNumBins] = {};
   std::size_t free_run_heads = 0;
   bool ok = true;
 
-  for (Chunk* chunk = chunks_.front(); chunk != nullptr; chunk = ChunkList::next(chunk)) {
-    ++walked.chunks;
-    walked.mapped += kChunkSize;
-    walked.committed += kChunkHeaderPages * kPageSize;
-    walked.bookkeeping += kChunkHeaderPages * kPageSize;
-    std::size_t chunk_dirty = 0, chunk_allocated = 0, chunk_kept = 0;
-    for (std::size_t i = kFirstUsablePage; i < kPagesPerChunk;) {
-      const PageMapEntry& entry = chunk->map[i];
-      if (!entry.allocated()) {  // a free run: size at both ends, per-page dirty bits
-        const std::size_t pages = entry.size_pages();
-        if (pages == 0 || i + pages > kPagesPerChunk ||
-            chunk->map[i + pages - 1].size_pages() != pages) {
-          report("free run boundary sizes", index_, pages, 0);
-          return false;
-        }
-        if (!chunk->spare) ++free_run_heads;
-        for (std::size_t j = i; j < i + pages; ++j) {
-          if (chunk->map[j].allocated()) {
-            report("allocated page inside a free run (page, run's first page)", index_, j, i);
-            ok = false;
-          }
-          if (chunk->map[j].class_tag() != entry.class_tag()) {
-            report("class tag differs inside a free run (page, run's first page)", index_, j, i);
-            ok = false;
-          }
-          if (chunk->map[j].dirty()) ++chunk_dirty;
-        }
-        // Free neighbours are coalesced unless their class tags differ.
-        if (i + pages < kPagesPerChunk && !chunk->map[i + pages].allocated() &&
-            chunk->map[i + pages].class_tag() == entry.class_tag()) {
-          report("free runs of one class tag not coalesced (page, run's first page)", index_,
-                 i + pages, i);
-          ok = false;
-        }
-        i += pages;
-      } else if (entry.bits & kLarge) {
-        const std::size_t pages = entry.size_pages();
-        if (pages == 0 || i + pages > kPagesPerChunk) {
-          report("large run head", index_, pages, 0);
-          return false;
-        }
-        walked.large_allocated += pages * kPageSize;
-        chunk_allocated += pages;
-        walked.committed += pages * kPageSize;
-        i += pages;
-      } else {
-        Run* run = reinterpret_cast<Run*>(entry.bits & ~kPageMask);
-        if (reinterpret_cast<char*>(run) != const_cast<Chunk*>(chunk)->page_address(i)) {
-          report("small run head", index_, i, 0);
-          return false;
-        }
-        if (!run_header_intact(run)) {
-          report("run header check (heap corruption)", index_, i, 0);
-          return false;
-        }
-        const std::size_t bin_index = index_of_bin(*run->bin);
-        const BinInfo& info = kBinInfo[bin_index];
-        std::size_t free_regions = 0;
-        for (std::uint32_t w = 0; w < info.bitmap_words; ++w) {
-          free_regions += static_cast<std::size_t>(__builtin_popcountll(run->bitmap()[w]));
-        }
-        if (free_regions != run->free_count) {
-          report("run free count vs bitmap", index_, run->free_count, free_regions);
-          ok = false;
-        }
-        if (free_regions == info.nregs) {
-          // an empty run is its bin's kept one, outside the set
-          ++walked.bins[bin_index].empty_runs;
-          chunk_kept += info.run_pages;
-          if (run != bins_[bin_index].empty_run) {
-            report("empty run that is not its bin's kept one", index_, bin_index, 0);
-            ok = false;
-          }
-        } else if (free_regions != 0) {  // full runs are outside the set
-          ++bin_runs_in_set[bin_index];
-        }
-        chunk_allocated += info.run_pages;
-        walked.committed += info.run_bytes();
-        walked.bookkeeping += info.header_bytes;
-        walked.waste += info.tail_bytes;
-        walked.small_allocated += (info.nregs - free_regions) * info.size;
-        walked.bin_unused += free_regions * info.size;
-        ++walked.bins[bin_index].runs;
-        walked.bins[bin_index].regions_in_use += info.nregs - free_regions;
-        for (std::size_t j = i; j < i + info.run_pages; ++j) {
-          if ((chunk->map[j].bits & ~kPageMask) != reinterpret_cast<std::uintptr_t>(run)) {
-            report("small run page not naming its run (page, run's first page)", index_, j, i);
-            ok = false;
-          }
-        }
-        i += info.run_pages;
-      }
-    }
-    if (chunk_dirty != chunk->ndirty) {
-      report("chunk dirty pages", index_, chunk->ndirty, chunk_dirty);
-      ok = false;
-    }
-    if (chunk_allocated != chunk->allocated_pages || chunk_kept != chunk->kept_pages) {
-      report("chunk allocated pages", index_, chunk->allocated_pages, chunk_allocated);
-      report("chunk kept-run pages", index_, chunk->kept_pages, chunk_kept);
-      ok = false;
-    }
-    if (chunk_kept != 0 && chunk_allocated == chunk_kept) {
-      report("chunk held by kept empty runs alone", index_, chunk_kept, chunk_allocated);
-      ok = false;
-    }
-    if ((chunk->ndirty != 0) != chunk->in_dirty_list) {
-      report("chunk in the dirty list (1 = yes) vs having dirty pages", index_,
-             chunk->in_dirty_list ? 1 : 0, chunk->ndirty != 0 ? 1 : 0);
-      ok = false;
-    }
-    // Nothing allocated and not a spare: kept for its pages' class tags.
-    if (chunk_allocated == 0 && !chunk->spare) ++walked.idle_chunks;
-    if (chunk->idle != (chunk_allocated == 0 && !chunk->spare)) {
-      report("chunk marked idle (1 = yes) vs nothing allocated outside the spares", index_,
-             chunk->idle ? 1 : 0, chunk_allocated == 0 && !chunk->spare ? 1 : 0);
-      ok = false;
-    }
-    walked.dirty += chunk_dirty * kPageSize;
-    walked.committed += chunk_dirty * kPageSize;
+  template <class... Parts>
+  void fail(const Parts&... parts) {
+    message("check: arena ", arena.index_, ": ", parts...);
+    ok = false;
   }
-  walked.allocated = walked.small_allocated + walked.large_allocated;
+  static const char* yes_no(bool value) { return value ? "yes" : "no"; }
 
-  runsel_stats_t counted{};
-  add_figures(&counted);
-  auto compare = [&](const char* what, std::size_t c, std::size_t w) {
-    if (c != w) {
-      report(what, index_, c, w);
-      ok = false;
+  // Each walks the run starting at page `i` and returns its length in pages,
+  // or 0 when the page map is too damaged to go on in this chunk.
+  std::size_t free_run(Chunk* chunk, std::size_t i, std::size_t* dirty)
+      RUNSEL_REQUIRES(arena.lock);
+  std::size_t large_run(Chunk* chunk, std::size_t i, std::size_t* allocated)
+      RUNSEL_REQUIRES(arena.lock);
+  std::size_t small_run(Chunk* chunk, std::size_t i, std::size_t* allocated, std::size_t* kept)
+      RUNSEL_REQUIRES(arena.lock);
+  bool chunk_pages(Chunk* chunk) RUNSEL_REQUIRES(arena.lock);
+  void compare_with_counters() RUNSEL_REQUIRES(arena.lock);
+  void free_run_trees() RUNSEL_REQUIRES(arena.lock);
+  void bins(const runsel_stats_t& counted) RUNSEL_REQUIRES(arena.lock);
+};
+
+// A free run: its size at both ends, the same class tag on every page,
+// dirty bits counted, and no free neighbour it should have been coalesced with.
+std::size_t ArenaWalker::free_run(Chunk* chunk, std::size_t i, std::size_t* dirty) {
+  const PageMapEntry& entry = chunk->map[i];
+  const std::size_t pages = entry.size_pages();
+  if (pages == 0 || i + pages > kPagesPerChunk) {
+    fail("chunk ", chunk, ", page ", i, ": a free run of ", pages,
+         " pages (zero or past the chunk's end)");
+    return 0;
+  }
+  if (chunk->map[i + pages - 1].size_pages() != pages) {
+    fail("chunk ", chunk, ", page ", i, ": a free run of ", pages, " pages whose last page (",
+         i + pages - 1, ") says ", chunk->map[i + pages - 1].size_pages());
+    return 0;
+  }
+  if (!chunk->spare) ++free_run_heads;
+  for (std::size_t j = i; j < i + pages; ++j) {
+    if (chunk->map[j].allocated()) {
+      fail("chunk ", chunk, ", page ", j, ": allocated, inside the free run at page ", i);
     }
+    if (chunk->map[j].class_tag() != entry.class_tag()) {
+      fail("chunk ", chunk, ", page ", j, ": class tag ", chunk->map[j].class_tag() >> kClassTagShift,
+           " inside the free run at page ", i, " tagged ", entry.class_tag() >> kClassTagShift);
+    }
+    if (chunk->map[j].dirty()) ++*dirty;
+  }
+  // Free neighbours are coalesced unless their class tags differ.
+  if (i + pages < kPagesPerChunk && !chunk->map[i + pages].allocated() &&
+      chunk->map[i + pages].class_tag() == entry.class_tag()) {
+    fail("chunk ", chunk, ", pages ", i, " and ", i + pages,
+         ": neighbouring free runs of class tag ", entry.class_tag() >> kClassTagShift,
+         " not coalesced");
+  }
+  return pages;
+}
+
+std::size_t ArenaWalker::large_run(Chunk* chunk, std::size_t i, std::size_t* allocated) {
+  const std::size_t pages = chunk->map[i].size_pages();
+  if (pages == 0 || i + pages > kPagesPerChunk) {
+    fail("chunk ", chunk, ", page ", i, ": a large allocation of ", pages,
+         " pages (zero, a tail page without its head, or past the chunk's end)");
+    return 0;
+  }
+  walked.large_allocated += pages * kPageSize;
+  walked.committed += pages * kPageSize;
+  *allocated += pages;
+  return pages;
+}
+
+// A small run: its header intact, its free count equal to its bitmap's, every
+// page naming it; an empty run must be its bin's kept one.
+std::size_t ArenaWalker::small_run(Chunk* chunk, std::size_t i, std::size_t* allocated,
+                                   std::size_t* kept) {
+  Run* run = reinterpret_cast<Run*>(chunk->map[i].bits & ~kPageMask);
+  if (reinterpret_cast<char*>(run) != chunk->page_address(i)) {
+    fail("chunk ", chunk, ", page ", i, ": the first page of a small run names run ", run,
+         " instead of itself");
+    return 0;
+  }
+  if (!arena.run_header_intact(run)) {
+    fail("run ", run, ": its header fails its check (heap corruption)");
+    return 0;
+  }
+  const std::size_t bin_index = arena.index_of_bin(*run->bin);
+  const BinInfo& info = bin_info(bin_index);
+  std::size_t free_regions = 0;
+  for (std::uint32_t w = 0; w < info.bitmap_words; ++w) {
+    free_regions += static_cast<std::size_t>(__builtin_popcountll(run->bitmap()[w]));
+  }
+  if (free_regions != run->free_count) {
+    fail("run ", run, " (bin ", bin_index, "): free count ", run->free_count, ", but its bitmap has ",
+         free_regions, " free regions");
+  }
+  if (free_regions == info.nregs) {  // an empty run is its bin's kept one, outside the set
+    ++walked.bins[bin_index].empty_runs;
+    *kept += info.run_pages;
+    if (run != arena.bins_[bin_index].empty_run) {
+      fail("run ", run, " (bin ", bin_index, "): empty, but the bin keeps run ",
+           static_cast<const void*>(arena.bins_[bin_index].empty_run));
+    }
+  } else if (free_regions != 0) {  // full runs are outside the set
+    ++bin_runs_in_set[bin_index];
+  }
+  *allocated += info.run_pages;
+  walked.committed += info.run_bytes();
+  walked.bookkeeping += info.header_bytes;
+  walked.waste += info.tail_bytes;
+  walked.small_allocated += (info.nregs - free_regions) * info.size;
+  walked.bin_unused += free_regions * info.size;
+  ++walked.bins[bin_index].runs;
+  walked.bins[bin_index].regions_in_use += info.nregs - free_regions;
+  for (std::size_t j = i; j < i + info.run_pages; ++j) {
+    const std::uintptr_t named = chunk->map[j].bits & ~kPageMask;
+    if (named != reinterpret_cast<std::uintptr_t>(run)) {
+      fail("chunk ", chunk, ", page ", j, ": names ", reinterpret_cast<const void*>(named),
+           ", inside run ", run, " (pages ", i, " to ", i + info.run_pages - 1, ")");
+    }
+  }
+  return info.run_pages;
+}
+
+// One chunk's page map, then its own counts (dirty, allocated and kept pages,
+// its lists and flags) against what the map says; false if the map is too
+// damaged to walk.
+bool ArenaWalker::chunk_pages(Chunk* chunk) {
+  std::size_t dirty = 0, allocated = 0, kept = 0;
+  for (std::size_t i = kFirstUsablePage; i < kPagesPerChunk;) {
+    const PageMapEntry& entry = chunk->map[i];
+    const std::size_t pages = !entry.allocated()     ? free_run(chunk, i, &dirty)
+                              : (entry.bits & kLarge) ? large_run(chunk, i, &allocated)
+                                                      : small_run(chunk, i, &allocated, &kept);
+    if (pages == 0) return false;
+    i += pages;
+  }
+  if (dirty != chunk->ndirty) {
+    fail("chunk ", chunk, ": counts ", chunk->ndirty, " dirty pages, its page map has ", dirty);
+  }
+  if (allocated != chunk->allocated_pages || kept != chunk->kept_pages) {
+    fail("chunk ", chunk, ": counts ", chunk->allocated_pages, " allocated pages (",
+         chunk->kept_pages, " of them in kept empty runs), its page map has ", allocated, " (",
+         kept, ")");
+  }
+  if (kept != 0 && allocated == kept) {
+    fail("chunk ", chunk, ": held by kept empty runs alone (", kept, " pages)");
+  }
+  if ((chunk->ndirty != 0) != chunk->in_dirty_list) {
+    fail("chunk ", chunk, ": in the dirty list: ", yes_no(chunk->in_dirty_list),
+         ", but it counts ", chunk->ndirty, " dirty pages");
+  }
+  // Nothing allocated and not a spare: kept for its pages' class tags.
+  const bool idle = allocated == 0 && !chunk->spare;
+  if (idle) ++walked.idle_chunks;
+  if (chunk->idle != idle) {
+    fail("chunk ", chunk, ": marked idle: ", yes_no(chunk->idle), ", but it has ", allocated,
+         " allocated pages (spare: ", yes_no(chunk->spare), ")");
+  }
+  walked.dirty += dirty * kPageSize;
+  walked.committed += dirty * kPageSize;
+  return true;
+}
+
+void ArenaWalker::compare_with_counters() {
+  runsel_stats_t counted{};
+  arena.add_figures(&counted);
+  walked.allocated = walked.small_allocated + walked.large_allocated;
+  auto compare = [&](const char* what, std::size_t c, std::size_t w) {
+    if (c != w) fail(what, ": counters say ", c, ", the walk finds ", w);
   };
   compare("chunks", counted.chunks, walked.chunks);
   compare("idle chunks", counted.idle_chunks, walked.idle_chunks);
@@ -215,34 +243,60 @@ bool Arena::walk_and_compare() const {
   compare("dirty", counted.dirty, walked.dirty);
   compare("bookkeeping", counted.bookkeeping, walked.bookkeeping);
   compare("bin_unused", counted.bin_unused, walked.bin_unused);
+  free_run_trees();
+  bins(counted);
+}
+
+// Each best-fit tree holds only free runs of its own class tag, and together
+// they hold the first page of every free run outside the spare chunks.
+void ArenaWalker::free_run_trees() {
   std::size_t in_trees = 0;
-  for (const auto& tree : free_runs_) {
+  for (std::size_t tag = 0; tag < kNumBins + 1; ++tag) {
+    const auto& tree = arena.free_runs_[tag];
     in_trees += tree.size();
     const char* why = nullptr;
-    if (!tree.check(&why)) {
-      report(why, index_, 0, 0);
-      ok = false;
-    }
+    if (!tree.check(&why)) fail("the best-fit tree of class tag ", tag, ": ", why);
     for (PageMapEntry* e = tree.first(); e != nullptr; e = tree.next(e)) {
-      if (&tree - free_runs_ != static_cast<std::ptrdiff_t>(e->class_tag() >> kClassTagShift)) {
-        report("free run in the best-fit tree of another class tag", index_, 0, 0);
-        ok = false;
+      if (e->class_tag() >> kClassTagShift != tag) {
+        fail("a free run tagged ", e->class_tag() >> kClassTagShift,
+             " in the best-fit tree of class tag ", tag);
       }
     }
   }
-  compare("free runs in the best-fit trees", in_trees, free_run_heads);
-  const char* why = nullptr;
+  if (in_trees != free_run_heads) {
+    fail("the best-fit trees hold ", in_trees, " free runs, the page maps have ", free_run_heads);
+  }
+}
+
+void ArenaWalker::bins(const runsel_stats_t& counted) {
   for (std::size_t b = 0; b < kNumBins; ++b) {
-    compare("bin runs", counted.bins[b].runs, walked.bins[b].runs);
-    compare("bin regions in use", counted.bins[b].regions_in_use, walked.bins[b].regions_in_use);
-    compare("bin non-full runs", bins_[b].nonfull.size(), bin_runs_in_set[b]);
-    compare("bin kept empty runs", counted.bins[b].empty_runs, walked.bins[b].empty_runs);
-    if (!bins_[b].nonfull.check(&why)) {
-      report(why, index_, b, 0);
-      ok = false;
+    auto compare = [&](const char* what, std::size_t c, std::size_t w) {
+      if (c != w) fail("bin ", b, " (", bin_info(b).size, " bytes): ", what, ": counters say ", c,
+                       ", the walk finds ", w);
+    };
+    compare("runs", counted.bins[b].runs, walked.bins[b].runs);
+    compare("regions in use", counted.bins[b].regions_in_use, walked.bins[b].regions_in_use);
+    compare("non-full runs", arena.bins_[b].nonfull.size(), bin_runs_in_set[b]);
+    compare("kept empty runs", counted.bins[b].empty_runs, walked.bins[b].empty_runs);
+    const char* why = nullptr;
+    if (!arena.bins_[b].nonfull.check(&why)) {
+      fail("bin ", b, " (", bin_info(b).size, " bytes): its non-full runs: ", why);
     }
   }
-  return ok;
+}
+
+bool Arena::walk_and_compare() const {
+  ArenaWalker walk{*this};
+  walk.arena.lock.assert_held();  // the analysis cannot see that walk.arena is *this
+  for (Chunk* chunk = chunks_.front(); chunk != nullptr; chunk = ChunkList::next(chunk)) {
+    ++walk.walked.chunks;
+    walk.walked.mapped += kChunkSize;
+    walk.walked.committed += kChunkHeaderPages * kPageSize;
+    walk.walked.bookkeeping += kChunkHeaderPages * kPageSize;
+    if (!walk.chunk_pages(chunk)) return false;
+  }
+  walk.compare_with_counters();
+  return walk.ok;
 }
 
 std::size_t Arena::chunk_maps(runsel_chunk_map* out, std::size_t capacity) const {

@@ -12,12 +12,16 @@
 #include "arena/arena.h"
 #include "arena/base.h"
 #include "arena/layout.h"
+#include "platform/assert.h"
+#include "platform/fatal.h"
 #include "platform/lock.h"
 #include "platform/os.h"
 #include "structures/chunk_registry.h"
 #include "structures/rb_tree.h"
 
 namespace runsel::huge {
+
+constinit Lock g_lock;
 
 namespace {
 
@@ -38,35 +42,34 @@ struct ByAddress {
 
 constexpr std::size_t kRecentSlots = 64;
 
-constinit Lock g_lock;
-constinit RbTree<Node, ByAddress> g_tree;
-constinit Figures g_figures;
-constinit const void* g_recent[kRecentSlots] = {};
-constinit std::size_t g_recent_next = 0;
-constinit Node* g_cache = nullptr;
-constinit CacheLimits g_limits;
+constinit RbTree<Node, ByAddress> g_tree RUNSEL_GUARDED_BY(g_lock);
+constinit Figures g_figures RUNSEL_GUARDED_BY(g_lock);
+// The addresses of the last kRecentSlots huge frees, for double-free messages.
+constinit const void* g_recent[kRecentSlots] RUNSEL_GUARDED_BY(g_lock) = {};
+constinit std::size_t g_recent_next RUNSEL_GUARDED_BY(g_lock) = 0;
+constinit Node* g_cache RUNSEL_GUARDED_BY(g_lock) = nullptr;
+constinit CacheLimits g_limits RUNSEL_GUARDED_BY(g_lock);
 
 // A cached mapping serves a request of `mapped` bytes if it is at least as big
 // and not more than this many times bigger (address space, not memory: its
 // pages past `resident` cost nothing).
 constexpr std::size_t kMaxReuseRatio = 4;
 
-// The live node starting exactly at p, or null. Caller holds g_lock.
-Node* find(const void* p) {
+// The live node starting exactly at p, or null.
+Node* find(const void* p) RUNSEL_REQUIRES(g_lock) {
   Node* node = g_tree.first_not_below([p](const Node* n) { return n->address < p; });
   return node != nullptr && node->address == p ? node : nullptr;
 }
 
-// The live node covering p, or null. Caller holds g_lock, so the registry's
-// huge entries (written under g_lock) name live nodes.
-Node* covering(const void* p) {
+// The live node covering p, or null. Under g_lock the registry's huge
+// entries (written under g_lock) name live nodes.
+Node* covering(const void* p) RUNSEL_REQUIRES(g_lock) {
   const ChunkOwner owner = ChunkRegistry::lookup(p);
   return owner.is_huge() ? owner.as<Node>() : nullptr;
 }
 
 // Takes the smallest cached mapping that can serve `mapped` bytes, or null.
-// Caller holds g_lock.
-Node* take_cached(std::size_t mapped) {
+Node* take_cached(std::size_t mapped) RUNSEL_REQUIRES(g_lock) {
   Node** best = nullptr;
   for (Node** link = &g_cache; *link != nullptr; link = &(*link)->next_cached) {
     const std::size_t have = (*link)->mapped;
@@ -84,8 +87,9 @@ Node* take_cached(std::size_t mapped) {
 }
 
 // Unlinks the cached mappings that are too old or over the byte limit (the
-// oldest first) into `*evicted`. Caller holds g_lock.
-void evict_locked(std::uint64_t now, std::size_t limit_bytes, Node** evicted) {
+// oldest first) into `*evicted`, to be unmapped after g_lock is released.
+void evict_locked(std::uint64_t now, std::size_t limit_bytes, Node** evicted)
+    RUNSEL_REQUIRES(g_lock) {
   std::size_t kept = 0;
   for (Node** link = &g_cache; *link != nullptr;) {
     Node* node = *link;
@@ -113,8 +117,9 @@ void unmap_evicted(Node* evicted) {
   }
 }
 
-// Makes a cached mapping live again for `usable` bytes. Caller holds g_lock.
-void* reuse(Node* node, std::size_t usable, bool zero) {
+// Makes a cached mapping live again for `usable` bytes.
+void* reuse(Node* node, std::size_t usable, bool zero) RUNSEL_REQUIRES(g_lock) {
+  RUNSEL_ASSERT(node->usable == 0 && node->resident <= node->mapped && usable <= node->mapped);
   if (!ChunkRegistry::set_range(node->address, node->mapped, ChunkOwner::huge(node))) {
     ChunkRegistry::set_range(node->address, node->mapped, ChunkOwner::none());
     os::unmap(node->address, node->mapped);
@@ -140,9 +145,13 @@ void* reuse(Node* node, std::size_t usable, bool zero) {
 
 }  // namespace
 
-void configure(const CacheLimits& limits) { g_limits = limits; }
+void configure(const CacheLimits& limits) {
+  LockGuard guard(g_lock);
+  g_limits = limits;
+}
 
 void* allocate(std::size_t size, std::size_t alignment, bool zero) {
+  RUNSEL_ASSERT(alignment >= kChunkSize && (alignment & (alignment - 1)) == 0);
   const std::size_t usable = page_ceiling(size);
   const std::size_t mapped = chunk_ceiling(usable);
   if (usable < size || mapped < usable) return nullptr;
@@ -295,10 +304,15 @@ Figures figures() {
   return g_figures;
 }
 
+// Each difference is one line on stderr naming the mapping or the figure.
 bool walk_and_compare() {
   LockGuard guard(g_lock);
+  bool ok = true;
   const char* why = nullptr;
-  if (!g_tree.check(&why)) return false;
+  if (!g_tree.check(&why)) {
+    message("check: huge: the tree of live mappings: ", why);
+    return false;
+  }
   Figures walked;
   for (Node* n = g_tree.first(); n != nullptr; n = g_tree.next(n)) {
     walked.mapped += n->mapped;
@@ -307,19 +321,40 @@ bool walk_and_compare() {
     ++walked.count;
     if (n->usable > n->resident || n->resident > n->mapped || n->mapped % kChunkSize != 0 ||
         n->usable % kPageSize != 0 || n->resident % kPageSize != 0) {
-      return false;
+      message("check: huge: live mapping ", static_cast<const void*>(n->address), ": usable ",
+              n->usable, ", resident ", n->resident, ", mapped ", n->mapped,
+              " (must be page multiples, usable <= resident <= mapped, mapped whole chunks)");
+      ok = false;
     }
   }
   for (Node* n = g_cache; n != nullptr; n = n->next_cached) {
     walked.cached_mapped += n->mapped;
     walked.dirty += n->resident;
     ++walked.cached;
-    if (n->usable != 0 || n->resident > n->mapped || n->mapped % kChunkSize != 0) return false;
-    if (!ChunkRegistry::lookup(n->address).is_none()) return false;  // a cached mapping is not live
+    if (n->usable != 0 || n->resident > n->mapped || n->mapped % kChunkSize != 0) {
+      message("check: huge: cached mapping ", static_cast<const void*>(n->address), ": usable ",
+              n->usable, ", resident ", n->resident, ", mapped ", n->mapped,
+              " (must be 0, <= mapped, whole chunks)");
+      ok = false;
+    }
+    if (!ChunkRegistry::lookup(n->address).is_none()) {
+      message("check: huge: cached mapping ", static_cast<const void*>(n->address),
+              " is still registered as live");
+      ok = false;
+    }
   }
-  return walked.mapped == g_figures.mapped && walked.allocated == g_figures.allocated &&
-         walked.count == g_figures.count && walked.dirty == g_figures.dirty &&
-         walked.cached_mapped == g_figures.cached_mapped && walked.cached == g_figures.cached;
+  auto compare = [&](const char* what, std::size_t counted, std::size_t found) {
+    if (counted == found) return;
+    message("check: huge: ", what, ": counters say ", counted, ", the walk finds ", found);
+    ok = false;
+  };
+  compare("mapped", g_figures.mapped, walked.mapped);
+  compare("allocated", g_figures.allocated, walked.allocated);
+  compare("count", g_figures.count, walked.count);
+  compare("dirty", g_figures.dirty, walked.dirty);
+  compare("cached mapped", g_figures.cached_mapped, walked.cached_mapped);
+  compare("cached", g_figures.cached, walked.cached);
+  return ok;
 }
 
 // The fork handlers hold the lock across fork(), from one function to another:

@@ -9,7 +9,17 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "arena/base.h"
+#include "platform/lock.h"
+#include "structures/chunk_registry.h"
+
 namespace runsel::huge {
+
+// Guards the huge allocations' tree, their cache and figures (huge.cpp);
+// the registry's huge entries are written under it. Taken after the arenas'
+// locks in fork preparation (never while one is held otherwise), before the
+// metadata allocator's and the registry's.
+extern Lock g_lock RUNSEL_ACQUIRED_BEFORE(base::g_lock, g_registry_lock);
 
 struct CacheLimits {
   std::size_t max_bytes = std::size_t{64} << 20;  // mapped bytes the cache may hold
@@ -54,7 +64,8 @@ struct Figures {
   std::size_t cached_mapped = 0, dirty = 0, cached = 0, reused = 0;
 };
 Figures figures();
-// Walks the tree and checks it against the counters; false on mismatch.
+// Walks the tree and the cache and checks them against the counters; false
+// on a mismatch, each written to stderr.
 bool walk_and_compare();
 
 void lock_for_fork();

@@ -1,5 +1,6 @@
 // Fixed geometry of the heap: chunk and page sizes (structures/chunk_geometry.h)
-// and the size-class boundaries. Everything here is constexpr.
+// and the size-class boundaries (the chunk header's page count is chunk.h's).
+// Everything here is constexpr.
 #pragma once
 
 #include <cstddef>

@@ -13,6 +13,7 @@
 #include "arena/keyed_check.h"
 #include "arena/size_classes.h"
 #include "containers/hook.h"
+#include "platform/assert.h"
 #include "structures/chunk_registry.h"
 
 namespace runsel {
@@ -20,17 +21,18 @@ namespace runsel {
 struct Bin;
 
 // The header follows the previous run's last region, so a write past the end
-// of that region lands on `bin`. `check` is a keyed mix of the bin pointer and
+// of that region lands on `bin`. `check` is a keyed check of the bin pointer and
 // the run's address (keyed_check.h): free recomputes it before trusting `bin`,
 // and a header forged for another bin without the key fails it. `check`
 // covers `bin` only; the container links in `hook` are verified by the
 // containers before they are followed; `free_count`, `first_free_word` and
 // the bitmap are not protected (the heap walker, runsel_check, finds them
-// inconsistent).
+// inconsistent). Like all of a chunk, a run header is guarded by its arena's
+// lock (Arena::lock: the analysis cannot name another object's lock here).
 struct Run {
   Bin* bin;
   ContainerHook<Run> hook;
-  std::uint16_t free_count;       // <= nregs <= 251 (size_classes.h checks the bound)
+  std::uint16_t free_count;       // <= nregs (size_classes.h checks nregs fits 16 bits)
   std::uint16_t first_free_word;  // < bitmap_words
   std::uint32_t check;            // header_check(bin, this, key)
 
@@ -60,8 +62,9 @@ struct Run {
     }
   }
 
-  // Takes the lowest free region. Requires free_count > 0.
+  // Takes the lowest free region.
   void* take(const BinInfo& info) {
+    RUNSEL_ASSERT(free_count > 0);
     std::uint64_t* words = bitmap();
     std::uint32_t w = first_free_word;
     while (words[w] == 0) ++w;

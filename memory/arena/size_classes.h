@@ -39,6 +39,26 @@ constexpr std::size_t run_header_bytes(std::size_t nregs) {
   return kRunHeaderFixedBytes + 8 * ((nregs + 63) / 64);
 }
 
+// The class's geometry for a run of `pages` pages: as many regions as fit after the
+// header and bitmap (at least 2, else nregs is 0: not a usable run size).
+constexpr BinInfo bin_info_for_pages(std::size_t index, std::size_t pages) {
+  const std::size_t size = bin_size(index);
+  const std::size_t run = pages * kPageSize;
+  std::size_t nregs = run > kRunHeaderFixedBytes ? (run - kRunHeaderFixedBytes) / size : 0;
+  while (nregs > 0 && run_header_bytes(nregs) + nregs * size > run) --nregs;
+  BinInfo info{};
+  if (nregs < 2 || nregs > 0xFFFF) return info;  // Run::free_count is 16 bits
+  info.size = static_cast<std::uint32_t>(size);
+  info.nregs = static_cast<std::uint32_t>(nregs);
+  info.run_pages = static_cast<std::uint32_t>(pages);
+  info.bitmap_words = static_cast<std::uint32_t>((nregs + 63) / 64);
+  info.header_bytes = static_cast<std::uint32_t>(run_header_bytes(nregs));
+  info.reg0_offset = static_cast<std::uint32_t>(run - nregs * size);
+  info.tail_bytes = info.reg0_offset - info.header_bytes;
+  info.reciprocal = static_cast<std::uint32_t>((std::uint64_t{1} << 32) / size + 1);
+  return info;
+}
+
 // Grows the run page by page until header-plus-tail overhead is at most 1.6 %
 // of the run, or 2.4 % when that overhead already exceeds one region (where a
 // bigger run cannot do much better), with at least two regions.
@@ -86,5 +106,18 @@ constexpr bool bin_table_is_sound() {
   return true;
 }
 static_assert(bin_table_is_sound(), "every class: >= 2 regions, <= 2.4 % overhead");
+
+// The geometry in force: the classic rule's (kBinInfo) unless RUNSEL_CONF's
+// run_pages gave every class its run size (the layout of another allocator, such
+// as an installed Firefox's; memory/README.md). Written once at start-up, before
+// the first arena exists; read everywhere a class's run layout is needed,
+// without a lock: nothing writes it once a second thread can run.
+inline constinit std::array<BinInfo, kNumBins> g_bin_geometry = kBinInfo;
+inline const BinInfo& bin_info(std::size_t index) { return g_bin_geometry[index]; }
+inline bool classic_geometry() {
+  for (std::size_t i = 0; i < kNumBins; ++i)
+    if (g_bin_geometry[i].run_pages != kBinInfo[i].run_pages) return false;
+  return true;
+}
 
 }  // namespace runsel

@@ -6,24 +6,16 @@
 // container: through the four seam functions here.
 #pragma once
 
-#include <cstdlib>
-
 #include "arena/arena.h"
 #include "platform/assert.h"
-#include "platform/os.h"
+#include "platform/fatal.h"
 
 namespace runsel {
 
 inline void Arena::check_container(const Bin& bin) const {
   if constexpr (kChecked) {
     const char* why = nullptr;
-    if (!bin.nonfull.check(&why)) {
-      static const char kMessage[] = "runsel: checked build: run container invariant broken: ";
-      os::write_all(2, kMessage, sizeof(kMessage) - 1);
-      os::write_all(2, why, __builtin_strlen(why));
-      os::write_all(2, "\n", 1);
-      abort();
-    }
+    if (!bin.nonfull.check(&why)) fatal("checked build: run container invariant broken: ", why);
   } else {
     (void)bin;
   }
@@ -98,7 +90,7 @@ struct AnyThreadLocking {
 
 template <class Locking>
 [[gnu::always_inline]] inline void* Arena::malloc_small_as(std::size_t bin_index) {
-  const BinInfo& info = kBinInfo[bin_index];
+  const BinInfo& info = bin_info(bin_index);
   Locking::acquire(lock);
   Bin& bin = bins_[bin_index];
   Run* run = pick_run(bin);

@@ -18,7 +18,7 @@
 // of every variant, so the arena keeps it in the page map entry of the run's
 // first page, idle while the run is allocated (see arena/run.h). Each
 // comparison reads it there: a second cache line per run, in the chunk
-// header, shared by the 256 runs of a chunk.
+// header, shared by the runs of a chunk (252 usable pages at most).
 #pragma once
 
 #include "containers/address_order.h"

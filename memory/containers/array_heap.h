@@ -16,11 +16,8 @@
 // (array, size, capacity).
 #pragma once
 
-#include <unistd.h>
-
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
 
 #include "containers/address_order.h"
@@ -129,9 +126,7 @@ class ArrayHeapRuns {
   // No exceptions and no way to refuse an insert: a bin cannot continue
   // without its run set, so this is fatal.
   [[noreturn]] static void out_of_metadata() {
-    static const char kMessage[] = "runsel: array_heap: out of metadata memory growing the heap\n";
-    [[maybe_unused]] const ssize_t written = ::write(2, kMessage, sizeof(kMessage) - 1);
-    std::abort();
+    fatal("array_heap: out of metadata memory growing the heap");
   }
 
   Node** heap_ = nullptr;  // heap_[0] is the lowest run; children of i: 2i+1, 2i+2

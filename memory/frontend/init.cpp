@@ -4,13 +4,16 @@
 #include <pthread.h>
 #include <stdlib.h>
 
+#include <array>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
 
 #include "arena/base.h"
 #include "arena/huge.h"
+#include "arena/size_classes.h"
 #include "frontend/frontend.h"
+#include "platform/fatal.h"
 #include "platform/os.h"
 #include "structures/chunk_registry.h"
 
@@ -18,21 +21,32 @@ namespace runsel {
 
 namespace {
 
-constinit Lock g_init_lock;
-constinit Arena* g_arenas[kMaxArenas] = {};
+// The init lock guards the settings read from the environment and the arena
+// table's writes. An arena, once created, is never replaced: the entries
+// below g_arena_count (published with release) are read without the lock,
+// through published_arena().
+constinit Lock g_init_lock RUNSEL_ACQUIRED_BEFORE(Arena::lock, huge::g_lock, base::g_lock,
+                                                   g_registry_lock);
+constinit Arena* g_arenas[kMaxArenas] RUNSEL_GUARDED_BY(g_init_lock) = {};
 constinit std::atomic<std::size_t> g_arena_count{0};
-constinit std::size_t g_arena_limit = 0;
-constinit PurgeSettings g_purge_settings;
-constinit huge::CacheLimits g_huge_cache;
+constinit std::size_t g_arena_limit RUNSEL_GUARDED_BY(g_init_lock) = 0;  // 0: not initialised
+constinit PurgeSettings g_purge_settings RUNSEL_GUARDED_BY(g_init_lock);
+constinit huge::CacheLimits g_huge_cache RUNSEL_GUARDED_BY(g_init_lock);
 constinit std::atomic<unsigned> g_next_thread{0};
 constinit std::atomic<bool> g_fork_handlers_registered{false};
+
+// Arena `index`, below a count read with acquire (its entry was written before
+// that count was released, and never changes after).
+Arena* published_arena(std::size_t index) RUNSEL_NO_THREAD_SAFETY_ANALYSIS {
+  return g_arenas[index];
+}
 
 // The fork handlers take every lock before fork() and release them after it,
 // from one function to another: beyond what the thread-safety analysis can follow.
 void prepare_fork() RUNSEL_NO_THREAD_SAFETY_ANALYSIS {
   g_init_lock.lock();
   for (std::size_t i = 0; i < g_arena_count.load(std::memory_order_relaxed); ++i) {
-    g_arenas[i]->lock.lock();
+    published_arena(i)->lock.lock();
   }
   huge::lock_for_fork();
   base::lock_for_fork();
@@ -44,7 +58,7 @@ void after_fork_in_parent() RUNSEL_NO_THREAD_SAFETY_ANALYSIS {
   base::unlock_after_fork_in_parent();
   huge::unlock_after_fork_in_parent();
   for (std::size_t i = g_arena_count.load(std::memory_order_relaxed); i-- > 0;) {
-    g_arenas[i]->lock.unlock();
+    published_arena(i)->lock.unlock();
   }
   g_init_lock.unlock();
 }
@@ -54,7 +68,7 @@ void after_fork_in_child() {
   base::reset_after_fork_in_child();
   huge::reset_after_fork_in_child();
   for (std::size_t i = 0; i < g_arena_count.load(std::memory_order_relaxed); ++i) {
-    g_arenas[i]->lock.reset_in_child();
+    published_arena(i)->lock.reset_in_child();
   }
   g_init_lock.reset_in_child();
 }
@@ -62,19 +76,14 @@ void after_fork_in_child() {
 // One line on stderr: `runsel: <setting>: ignoring "<text>" (<expected>)`. The
 // bad value is ignored and the default stays (no allocation).
 void complain(const char* setting, const char* text, std::size_t length, const char* expected) {
-  os::write_all(2, "runsel: ", 8);
-  os::write_all(2, setting, std::strlen(setting));
-  os::write_all(2, ": ignoring \"", 12);
-  os::write_all(2, text, length);
-  os::write_all(2, "\" (", 3);
-  os::write_all(2, expected, std::strlen(expected));
-  os::write_all(2, ")\n", 2);
+  message(setting, ": ignoring \"", TextSlice{text, length}, "\" (", expected, ")");
 }
 
 void complain_about_conf(const char* entry, std::size_t length) {
   complain("RUNSEL_CONF", entry, length,
            "keys: purge:budget|deferred|decay, dirty_max_pages:N, deferred_allocations:N, "
-           "decay_ms:N, huge_cache_mb:N, huge_cache_ms:N");
+           "decay_ms:N, huge_cache_mb:N, huge_cache_ms:N, run_pages:P/P/.../P (one run size "
+           "in pages per size class)");
 }
 
 // A decimal number filling [text, text + length); false if it is not one.
@@ -104,8 +113,33 @@ std::size_t env_count(const char* name, std::size_t fallback, const char* expect
   return value;
 }
 
+// run_pages:P/P/.../P: every size class's run size in pages, in class order (the
+// layout another allocator uses, e.g. an installed Firefox's, read from its bin
+// statistics). Each class then holds as many regions as fit after its header. All
+// or nothing: a wrong count, or a size where fewer than 2 regions fit, changes no
+// class.
+bool parse_run_pages(const char* text, std::size_t length) {
+  std::array<BinInfo, kNumBins> geometry{};
+  std::size_t index = 0;
+  for (std::size_t at = 0; at <= length; ++index) {
+    const char* slash = static_cast<const char*>(std::memchr(text + at, '/', length - at));
+    const std::size_t end = slash ? static_cast<std::size_t>(slash - text) : length;
+    std::uint64_t pages = 0;
+    if (index >= kNumBins || !parse_number(text + at, end - at, &pages) || pages == 0 ||
+        pages > kMaxSmallRunPages)
+      return false;
+    geometry[index] = bin_info_for_pages(index, pages);
+    if (geometry[index].nregs < 2) return false;
+    at = end + 1;
+  }
+  if (index != kNumBins) return false;
+  g_bin_geometry = geometry;
+  return true;
+}
+
 // Applies one "key:value" entry of RUNSEL_CONF; false if it is not valid.
-bool apply_conf_entry(const char* entry, std::size_t length, PurgeSettings* settings) {
+bool apply_conf_entry(const char* entry, std::size_t length, PurgeSettings* settings)
+    RUNSEL_REQUIRES(g_init_lock) {
   const char* colon = static_cast<const char*>(std::memchr(entry, ':', length));
   if (colon == nullptr) return false;
   const std::size_t key_length = static_cast<std::size_t>(colon - entry);
@@ -116,6 +150,7 @@ bool apply_conf_entry(const char* entry, std::size_t length, PurgeSettings* sett
   };
   std::uint64_t number = 0;
   if (key_is("purge")) return parse_purge_policy(value, value_length, &settings->policy);
+  if (key_is("run_pages")) return parse_run_pages(value, value_length);
   if (!parse_number(value, value_length, &number)) return false;
   if (key_is("dirty_max_pages") && number > 0) {
     settings->budget_pages = number;
@@ -135,7 +170,7 @@ bool apply_conf_entry(const char* entry, std::size_t length, PurgeSettings* sett
 
 // RUNSEL_CONF="purge:decay,decay_ms:5000": comma-separated key:value entries,
 // read once (no allocation). A bad entry is reported on stderr and ignored.
-void read_conf(PurgeSettings* settings) {
+void read_conf(PurgeSettings* settings) RUNSEL_REQUIRES(g_init_lock) {
   settings->budget_pages = env_count(
       "RUNSEL_DIRTY_MAX_PAGES", settings->budget_pages,
       "a number of pages from 1 to 999999999999999999, as RUNSEL_CONF's dirty_max_pages:N");
@@ -150,8 +185,7 @@ void read_conf(PurgeSettings* settings) {
   }
 }
 
-// Caller holds g_init_lock.
-void initialise_locked() {
+void initialise_locked() RUNSEL_REQUIRES(g_init_lock) {
   if (g_arena_limit != 0) return;
   std::size_t limit = 4 * std::size_t{os::cpu_count()};
   limit = env_count("RUNSEL_ARENAS", limit,
@@ -200,6 +234,8 @@ PurgePolicy purge_policy() {
 
 std::size_t arena_count() { return g_arena_count.load(std::memory_order_acquire); }
 
-Arena* arena_at(std::size_t index) { return index < arena_count() ? g_arenas[index] : nullptr; }
+Arena* arena_at(std::size_t index) {
+  return index < arena_count() ? published_arena(index) : nullptr;
+}
 
 }  // namespace runsel

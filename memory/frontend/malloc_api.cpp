@@ -134,6 +134,7 @@ void* allocate_pages(std::size_t psize) {
 
 // `alignment` is a power of two.
 void* allocate_aligned(std::size_t alignment, std::size_t size) {
+  RUNSEL_ASSERT(alignment != 0 && (alignment & (alignment - 1)) == 0);
   if (alignment <= kQuantum) return allocate(size, false);
   if (size > kMaxRequest || alignment > kMaxRequest) {
     errno = ENOMEM;

@@ -11,6 +11,7 @@
 #include "arena/base.h"
 #include "arena/huge.h"
 #include "frontend/frontend.h"
+#include "platform/fatal.h"
 #include "runsel.h"
 #include "structures/chunk_registry.h"
 
@@ -25,7 +26,7 @@ void collect(runsel_stats_t* s) {
   std::memset(s, 0, sizeof(*s));
   s->bin_count = kNumBins;
   for (std::size_t b = 0; b < kNumBins; ++b) {
-    const BinInfo& info = kBinInfo[b];
+    const BinInfo& info = bin_info(b);
     s->bins[b].size = info.size;
     s->bins[b].regions_per_run = info.nregs;
     s->bins[b].bytes_per_run = info.run_bytes();
@@ -225,20 +226,13 @@ RUNSEL_EXPORT int runsel_check(void) {
     LockGuard guard(arena->lock);
     ok = arena->walk_and_compare() && ok;
   }
-  if (!huge::walk_and_compare()) {
-    static const char kMessage[] = "runsel: check: huge allocations disagree with their counters\n";
-    os::write_all(2, kMessage, sizeof(kMessage) - 1);
-    ok = false;
-  }
+  ok = huge::walk_and_compare() && ok;
   runsel_stats_t s;
   collect(&s);
   if (s.committed != s.allocated + s.waste + s.dirty + s.bookkeeping + s.bin_unused) {
-    char line[256];
-    int n = std::snprintf(line, sizeof(line),
-                          "runsel: check: committed %zu != allocated %zu + waste %zu + dirty %zu + "
-                          "bookkeeping %zu + bin_unused %zu\n",
-                          s.committed, s.allocated, s.waste, s.dirty, s.bookkeeping, s.bin_unused);
-    if (n > 0) os::write_all(2, line, static_cast<std::size_t>(n));
+    message("check: committed ", s.committed, " != allocated ", s.allocated, " + waste ", s.waste,
+            " + dirty ", s.dirty, " + bookkeeping ", s.bookkeeping, " + bin_unused ",
+            s.bin_unused);
     ok = false;
   }
   return ok ? 0 : -1;

@@ -1,14 +1,13 @@
 // Cheap assertions: O(1) checks of the invariants at the seams (a bin and its
-// container, a run and its bin). On in debug builds (NDEBUG unset), in checked
-// builds (-Dchecked=true) and wherever RUNSEL_ASSERTIONS is defined (the unit
-// tests); compiled out of release builds. The expensive O(n) walkers are the
-// containers' check(), run by the checked build and the tests.
+// container, a run and its bin) and of the preconditions callers must meet
+// (alignments, page multiples, a lock held). On in debug builds (NDEBUG
+// unset), in checked builds (-Dchecked=true) and wherever RUNSEL_ASSERTIONS is
+// defined (the unit tests); in release builds the condition is compiled but
+// never evaluated. The expensive O(n) walkers are the containers' check(),
+// run by the checked build and the tests.
 #pragma once
 
-#include <unistd.h>
-
-#include <cstdlib>
-#include <cstring>
+#include "platform/fatal.h"
 
 #if !defined(NDEBUG) || defined(RUNSEL_CHECKED) || defined(RUNSEL_ASSERTIONS)
 #define RUNSEL_ASSERTIONS_ON 1
@@ -28,24 +27,10 @@ inline constexpr bool kChecked =
     false;
 #endif
 
-// Writes "runsel: assertion failed: FILE:LINE: CONDITION" and aborts. No
-// allocation and no stdio: it may run inside malloc.
-[[noreturn]] inline void assertion_failed(const char* file, int line, const char* condition) {
-  char number[16];
-  char* end = number + sizeof(number);
-  char* digits = end;
-  do {
-    *--digits = static_cast<char>('0' + line % 10);
-    line /= 10;
-  } while (line != 0 && digits != number);
-  const char* parts[] = {"runsel: assertion failed: ", file, ":", nullptr, ": ", condition, "\n"};
-  for (const char* part : parts) {
-    const char* text = part != nullptr ? part : digits;
-    const std::size_t length =
-        part != nullptr ? std::strlen(part) : static_cast<std::size_t>(end - digits);
-    [[maybe_unused]] const ssize_t written = ::write(2, text, length);
-  }
-  std::abort();
+// Writes "runsel: assertion failed: FILE:LINE: CONDITION" and aborts.
+[[noreturn, gnu::cold, gnu::noinline]] inline void assertion_failed(const char* file, int line,
+                                                                    const char* condition) {
+  fatal("assertion failed: ", file, ":", line, ": ", condition);
 }
 
 }  // namespace runsel

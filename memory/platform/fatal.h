@@ -1,41 +1,117 @@
-// Always-on fatal reports from the layers below the front end (containers,
-// structures), which cannot reach its messages: one line on stderr, written
-// without allocating and without stdio (they may run inside malloc), then
-// abort.
+// The one way runsel writes to stderr: message() writes one line, fatal()
+// writes one line and aborts. Every layer uses them (assertions, container
+// link checks, bad pointers, lock re-entry, settings, the heap walkers). A
+// line is formatted into a buffer on the stack and written with write(2): no
+// allocation, no stdio and no lock, since they run inside malloc, in a forked
+// child and after a signal interrupted the allocator.
 #pragma once
 
+#include <errno.h>
 #include <unistd.h>
 
+#include <concepts>
+#include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 
 namespace runsel {
 
-namespace fatal_detail {
+// Text of a known length, not NUL-terminated (a slice of an environment
+// variable, say).
+struct TextSlice {
+  const char* data;
+  std::size_t length;
+};
 
-// Appends "0x" and the address in lowercase hex, as glibc prints %p.
-inline char* append_address(char* out, const void* address) {
-  std::uintptr_t value = reinterpret_cast<std::uintptr_t>(address);
-  char digits[2 * sizeof(value)];
-  int count = 0;
-  do {
-    digits[count++] = "0123456789abcdef"[value & 15];
-    value >>= 4;
-  } while (value != 0);
-  *out++ = '0';
-  *out++ = 'x';
-  while (count > 0) *out++ = digits[--count];
-  return out;
+namespace message_detail {
+
+// One line under construction. A line longer than the buffer is cut short;
+// it always ends with its newline.
+class Line {
+ public:
+  void add(TextSlice text) {
+    const std::size_t room = kCapacity - 1 - length_;  // one byte kept for '\n'
+    const std::size_t length = text.length < room ? text.length : room;
+    std::memcpy(text_ + length_, text.data, length);
+    length_ += length;
+  }
+  void add(const char* text) {
+    if (text == nullptr) text = "(null)";
+    add(TextSlice{text, std::strlen(text)});
+  }
+  // "0x" and lowercase hex digits, as glibc's "%p" prints it ("(nil)" for null).
+  void add(const void* address) {
+    std::uintptr_t value = reinterpret_cast<std::uintptr_t>(address);
+    if (value == 0) return add("(nil)");
+    char digits[2 + 2 * sizeof(value)];
+    char* end = digits + sizeof(digits);
+    char* first = end;
+    do {
+      *--first = "0123456789abcdef"[value & 15];
+      value >>= 4;
+    } while (value != 0);
+    *--first = 'x';
+    *--first = '0';
+    add(TextSlice{first, static_cast<std::size_t>(end - first)});
+  }
+  // In decimal.
+  template <std::integral Number>
+  void add(Number number) {
+    char digits[24];
+    char* end = digits + sizeof(digits);
+    char* first = end;
+    bool negative = false;
+    if constexpr (std::is_signed_v<Number>) negative = number < 0;
+    std::uint64_t value = static_cast<std::uint64_t>(number);
+    if (negative) value = 0 - value;
+    do {
+      *--first = static_cast<char>('0' + value % 10);
+      value /= 10;
+    } while (value != 0);
+    if (negative) *--first = '-';
+    add(TextSlice{first, static_cast<std::size_t>(end - first)});
+  }
+  // To stderr, retrying short and interrupted writes; errno is left as it was.
+  // Inline, with no call into os.cpp, so that header-only users (the unit
+  // tests of the containers) link.
+  void write() {
+    text_[length_++] = '\n';
+    const int saved_errno = errno;
+    for (const char* cursor = text_; cursor < text_ + length_;) {
+      const ssize_t written = ::write(2, cursor, static_cast<std::size_t>(text_ + length_ - cursor));
+      if (written < 0 && errno == EINTR) continue;
+      if (written <= 0) break;
+      cursor += written;
+    }
+    errno = saved_errno;
+  }
+
+ private:
+  static constexpr std::size_t kCapacity = 1024;
+  char text_[kCapacity];
+  std::size_t length_ = 0;
+};
+
+}  // namespace message_detail
+
+// Writes "runsel: " and `parts` (text, TextSlice, pointers in hex, integers
+// in decimal) as one line on stderr.
+template <class... Parts>
+[[gnu::cold]] void message(const Parts&... parts) {
+  message_detail::Line line;
+  line.add("runsel: ");
+  (line.add(parts), ...);
+  line.write();
 }
 
-inline char* append_text(char* out, const char* text) {
-  const std::size_t length = std::strlen(text);
-  std::memcpy(out, text, length);
-  return out + length;
+// message(parts...), then abort().
+template <class... Parts>
+[[noreturn, gnu::cold, gnu::noinline]] void fatal(const Parts&... parts) {
+  message(parts...);
+  std::abort();
 }
-
-}  // namespace fatal_detail
 
 // A container found the links in a run's header not what they must be: a
 // link to something that is not a member, or a back link that disagrees.
@@ -45,23 +121,9 @@ inline char* append_text(char* out, const char* text) {
 // one: `other` names the second, "(a write into its header, or into run O's?)".
 [[noreturn, gnu::cold, gnu::noinline]] inline void container_links_damaged(
     const void* run, const void* other = nullptr) {
-  using fatal_detail::append_address, fatal_detail::append_text;
-  char line[160];
-  char* end = append_text(line, "runsel: run ");
-  end = append_address(end, run);
-  end = append_text(end, ": container links damaged (a write into its header");
-  if (other != nullptr) {
-    end = append_text(end, ", or into run ");
-    end = append_address(end, other);
-    end = append_text(end, "'s");
-  }
-  end = append_text(end, "?)\n");
-  for (const char* cursor = line; cursor < end;) {
-    const ssize_t written = ::write(2, cursor, static_cast<std::size_t>(end - cursor));
-    if (written <= 0) break;
-    cursor += written;
-  }
-  std::abort();
+  if (other == nullptr) fatal("run ", run, ": container links damaged (a write into its header?)");
+  fatal("run ", run, ": container links damaged (a write into its header, or into run ", other,
+        "'s?)");
 }
 
 }  // namespace runsel

@@ -12,6 +12,7 @@
 #include <atomic>
 #include <cstdint>
 
+#include "platform/assert.h"
 #include "platform/os.h"
 
 // clang's thread-safety analysis (-Wthread-safety, on in clang builds): which
@@ -29,6 +30,10 @@
 #define RUNSEL_EXCLUDES(...) RUNSEL_THREAD_ATTRIBUTE(locks_excluded(__VA_ARGS__))
 #define RUNSEL_ACQUIRE(...) RUNSEL_THREAD_ATTRIBUTE(acquire_capability(__VA_ARGS__))
 #define RUNSEL_RELEASE(...) RUNSEL_THREAD_ATTRIBUTE(release_capability(__VA_ARGS__))
+#define RUNSEL_ASSERT_CAPABILITY(x) RUNSEL_THREAD_ATTRIBUTE(assert_capability(x))
+// The lock order (memory/README.md, "Lock order"): a lock declared
+// RUNSEL_ACQUIRED_BEFORE(other) is never taken while `other` is held.
+#define RUNSEL_ACQUIRED_BEFORE(...) RUNSEL_THREAD_ATTRIBUTE(acquired_before(__VA_ARGS__))
 // For the few functions whose locking the analysis cannot follow (the fork
 // handlers take every arena's lock in a loop); each says why.
 #define RUNSEL_NO_THREAD_SAFETY_ANALYSIS RUNSEL_THREAD_ATTRIBUTE(no_thread_safety_analysis)
@@ -96,6 +101,17 @@ class RUNSEL_CAPABILITY("mutex") Lock {
     // Taken while the process had threads (it has one again)? Then it has an owner.
     owner_.store(nullptr, std::memory_order_relaxed);
     state_.store(kFree, std::memory_order_relaxed);
+  }
+
+  // Checks, where assertions are on, that the calling thread holds the lock,
+  // and tells the analysis so where it cannot follow (a helper that reaches
+  // the lock through another object).
+  void assert_held() const RUNSEL_ASSERT_CAPABILITY(this) {
+    RUNSEL_ASSERT(state_.load(std::memory_order_relaxed) != kFree);
+    // Taken while the process had one thread, a lock has no owner; no thread
+    // can start while runsel holds it.
+    RUNSEL_ASSERT(os::single_threaded() ||
+                  owner_.load(std::memory_order_relaxed) == &lock_detail::t_self);
   }
 
   // Only for a forked child, where the thread that held the lock is gone.

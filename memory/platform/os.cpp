@@ -12,6 +12,9 @@
 
 #include <cstdlib>
 
+#include "platform/assert.h"
+#include "platform/fatal.h"
+
 namespace runsel::os {
 
 namespace {
@@ -40,6 +43,7 @@ void* map_anywhere(std::size_t size) {
 }  // namespace
 
 void* map_aligned(std::size_t size, std::size_t alignment) {
+  RUNSEL_ASSERT(alignment >= 4096 && (alignment & (alignment - 1)) == 0);
   KeepErrno keep_errno;
   // Optimistically map exactly `size`; most kernels hand out addresses that
   // continue earlier mappings, which are often aligned already.
@@ -135,11 +139,8 @@ void write_all(int fd, const char* text, std::size_t length) {
 }
 
 void fatal_lock_reentered() {
-  static const char kMessage[] =
-      "runsel: malloc or free re-entered on a thread that is inside the allocator (called from "
-      "a signal handler?): aborting instead of deadlocking\n";
-  write_all(2, kMessage, sizeof(kMessage) - 1);
-  abort();
+  fatal("malloc or free re-entered on a thread that is inside the allocator (called from a "
+        "signal handler?): aborting instead of deadlocking");
 }
 
 }  // namespace runsel::os

@@ -9,9 +9,10 @@ namespace runsel {
 
 constinit std::atomic<ChunkRegistry::Leaf*> ChunkRegistry::root_[std::size_t{1} << kRootBits] = {};
 
-namespace {
 constinit Lock g_registry_lock;
-constinit std::size_t g_leaf_bytes = 0;
+
+namespace {
+constinit std::size_t g_leaf_bytes RUNSEL_GUARDED_BY(g_registry_lock) = 0;
 }  // namespace
 
 bool ChunkRegistry::set_range(const void* chunk, std::size_t size, ChunkOwner owner) {

@@ -9,8 +9,14 @@
 #include <cstdint>
 
 #include "structures/chunk_geometry.h"
+#include "platform/lock.h"
 
 namespace runsel {
+
+// Serialises the registry's writers (readers take no lock: the entries are
+// atomics, and leaves are never unmapped). Last in the lock order
+// (memory/README.md): nothing is locked while it is held.
+extern Lock g_registry_lock;
 
 // What the registry holds for a chunk: nobody (the chunk is not runsel's), an
 // arena chunk (its arena: the chunk header does not hold it, so that a write

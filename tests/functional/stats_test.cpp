@@ -14,6 +14,7 @@
 
 #include "runsel.h"
 #include "support/blocks.h"
+#include "support/child.h"
 #include "support/heap.h"
 #include "support/seeds.h"
 
@@ -179,6 +180,31 @@ TEST(Stats, IdentityHoldsWhenQuiet) {
   EXPECT_EQ(runsel_check(), 0);
   EXPECT_EQ(s.dirty_max, 256 * kPage);
   EXPECT_GE(s.narenas, 1u);
+}
+
+// A run header's free count (the 2 bytes after the 8-byte bin pointer and the
+// 24-byte container hook) changed behind the allocator's back: runsel_check()
+// fails, and its line names the run, its bin and both figures.
+TEST(RunselCheck, NamesTheRunWhoseFreeCountDisagreesWithItsBitmap) {
+  constexpr size_t kFreeCountOffset = 32;
+  void* block = opaque(malloc(16));  // runs of 16-byte regions are one page
+  char* run = reinterpret_cast<char*>(reinterpret_cast<uintptr_t>(block) & ~uintptr_t{kPage - 1});
+  uint16_t count = 0;
+  memcpy(&count, run + kFreeCountOffset, sizeof(count));
+  const uint16_t wrong = static_cast<uint16_t>(count + 1);
+  const runsel_test::ChildOutcome outcome = runsel_test::run_in_child([&] {
+    memcpy(run + kFreeCountOffset, &wrong, sizeof(wrong));
+    _exit(runsel_check() == -1 ? 0 : 1);
+  });
+  free(block);
+  char expected[160];
+  snprintf(expected, sizeof(expected),
+           ": run %p (bin 0): free count %u, but its bitmap has %u free regions\n",
+           static_cast<void*>(run), unsigned{wrong}, unsigned{count});
+  ASSERT_TRUE(WIFEXITED(outcome.status) && WEXITSTATUS(outcome.status) == 0)
+      << "runsel_check() did not fail; it wrote: " << outcome.err;
+  EXPECT_EQ(outcome.err.rfind("runsel: check: arena ", 0), 0u) << outcome.err;
+  EXPECT_NE(outcome.err.find(expected), std::string::npos) << outcome.err;
 }
 
 TEST(Stats, EveryClassCountsExactly) {

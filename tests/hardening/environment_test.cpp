@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "runsel.h"
 #include "support/program_runner.h"
 
 namespace {
@@ -66,6 +67,33 @@ TEST(Environment, AGoodValueIsTakenSilently) {
       EXPECT_TRUE(exited_zero(child.status)) << child.err;
       EXPECT_EQ(child.err, "");
     }
+  }
+}
+
+// RUNSEL_CONF's run_pages: one run size in pages per class (45 of them; a count
+// where fewer than 2 regions fit, a wrong count, or a non-number is refused whole).
+TEST(Environment, RunPagesTakesOneSizePerClassOrIsReported) {
+  std::string firefox153;  // Firefox 153's layout: 16 KiB for most classes below 512 B
+  for (int pages : {4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 5, 4, 4, 4, 4,
+                    4, 5, 4, 5, 4, 4, 4, 5, 8, 4, 16, 6, 8, 4, 32, 4, 12, 9, 16, 9, 8, 16})
+    firefox153 += (firefox153.empty() ? "" : "/") + std::to_string(pages);
+  static runsel_stats_t stats;
+  runsel_stats(&stats);
+  if (stats.bin_count != 45) GTEST_SKIP() << "a build with " << stats.bin_count << " classes";
+  Outcome good = run_with("RUNSEL_CONF", "run_pages:" + firefox153);
+  EXPECT_TRUE(exited_zero(good.status)) << good.err;
+  EXPECT_EQ(good.err, "");
+  const std::string but_last = firefox153.substr(0, firefox153.size() - 2);  // ends in "/"
+  for (const std::string& bad : {std::string("run_pages:4/4"), "run_pages:" + firefox153 + "/4",
+                                 "run_pages:" + but_last + "x",
+                                 "run_pages:" + but_last + "1",  // 3,840 B: 1 region per page
+                                 "run_pages:" + but_last + "0", "run_pages:" + but_last + "65",
+                                 "run_pages:" + firefox153 + "/"}) {
+    SCOPED_TRACE(bad);
+    Outcome child = run_with("RUNSEL_CONF", bad);
+    EXPECT_TRUE(exited_zero(child.status)) << child.err;
+    EXPECT_NE(child.err.find("runsel: RUNSEL_CONF: ignoring \"" + bad + "\""), std::string::npos)
+        << child.err;
   }
 }
 

@@ -220,29 +220,27 @@ constexpr size_t kStepsPerCount = 50000;
 constexpr size_t kStepsPerCount = 200000;
 #endif
 
-class Stress : public testing::TestWithParam<size_t> {};
+// What the threads did.
+struct Outcome {
+  size_t operations = 0, cross_thread_frees = 0, realloc_steps = 0;
+  std::string first_error;
+  double seconds = 0;
+};
 
-// CI: 200,000 steps per thread count (about 300,000 allocation calls);
-// RUNSEL_STRESS=50 runs 10 million steps (about 15 million calls) per count.
-TEST_P(Stress, CrossThreadFreesAndReallocChains) {
-  const size_t threads = GetParam();
-  const size_t total_steps = kStepsPerCount * stress_factor();
-  const uint64_t seed = test_seed();
-  SCOPED_TRACE(replay_hint(seed));
+// Starts and joins `threads` threads that allocate once: that creates their
+// arenas, and glibc caches the thread stacks with their malloc'd TLS vectors,
+// which outlive the threads.
+void warm_up(size_t threads) {
+  std::vector<std::thread> pool;
+  for (size_t t = 0; t < threads; ++t)
+    pool.emplace_back([] { api::free(opaque(api::malloc(64))); });
+  for (std::thread& thread : pool) thread.join();
+}
 
-  // Warm-up with as many threads: creates their arenas, and glibc caches the
-  // thread stacks with their malloc'd TLS vectors, which outlive the threads.
-  {
-    std::vector<std::thread> pool;
-    for (size_t t = 0; t < threads; ++t)
-      pool.emplace_back([] { api::free(opaque(api::malloc(64))); });
-    for (std::thread& thread : pool) thread.join();
-  }
-  runsel_free_dirty_pages();
-  const runsel_stats_t before = snapshot();
+// Runs `threads` workers for `total_steps` in all.
+Outcome run_workers(size_t threads, size_t total_steps, uint64_t seed) {
+  Outcome outcome;
   auto start = std::chrono::steady_clock::now();
-  size_t operations, cross, reallocs;
-  std::string error;
   {
     Shared shared(threads);
     std::barrier<> done_sending(static_cast<std::ptrdiff_t>(threads));
@@ -251,30 +249,19 @@ TEST_P(Stress, CrossThreadFreesAndReallocChains) {
       pool.emplace_back(
           [&, t] { Worker(shared, t, threads, seed).run(total_steps / threads, done_sending); });
     for (std::thread& thread : pool) thread.join();
-    operations = shared.operations;
-    cross = shared.cross_thread_frees;
-    reallocs = shared.realloc_steps;
-    error = shared.first_error;
+    outcome.operations = shared.operations;
+    outcome.cross_thread_frees = shared.cross_thread_frees;
+    outcome.realloc_steps = shared.realloc_steps;
+    outcome.first_error = shared.first_error;
   }
-  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  ASSERT_EQ(error, "");
-  const runsel_stats_t after = snapshot();
-  printf(
-      "stress: %zu threads, %zu allocation calls (%zu cross-thread frees, %zu realloc steps) in "
-      "%.2f s, %s\n",
-      threads, operations, cross, reallocs, seconds, replay_hint(seed).c_str());
-  printf(
-      "stress: mapped %zu -> %zu, committed %zu -> %zu, dirty %zu (budget %zu per arena, %zu "
-      "arenas), allocated %zu -> %zu\n",
-      before.mapped, after.mapped, before.committed, after.committed, after.dirty, after.dirty_max,
-      after.narenas, before.allocated, after.allocated);
-  testing::Test::RecordProperty("operations", std::to_string(operations));
-  EXPECT_GE(operations, total_steps);
-  EXPECT_GT(cross, 0u);
-  EXPECT_EQ(runsel_check(), 0);
+  outcome.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return outcome;
+}
 
-  // Everything the threads allocated was freed: the live bytes are back to
-  // where they were, to the byte.
+// Everything the threads allocated was freed: the live bytes are back to
+// where they were, to the byte; what stays mapped and committed is bounded.
+void expect_memory_back(const runsel_stats_t& before, const runsel_stats_t& after) {
   EXPECT_EQ(after.allocated, before.allocated);
   EXPECT_EQ(after.huge_count, before.huge_count);
   // What stays mapped is bounded: each arena may keep up to 8 spare chunks
@@ -316,6 +303,38 @@ TEST_P(Stress, CrossThreadFreesAndReallocChains) {
   EXPECT_LE(purged.bookkeeping, before.bookkeeping + new_chunks * kChunkHeader + 2 * kRegistryLeaf)
       << "bookkeeping " << before.bookkeeping << " -> " << purged.bookkeeping << ", chunks "
       << before.chunks << " -> " << purged.chunks;
+}
+
+class Stress : public testing::TestWithParam<size_t> {};
+
+// CI: 200,000 steps per thread count (about 300,000 allocation calls);
+// RUNSEL_STRESS=50 runs 10 million steps (about 15 million calls) per count.
+TEST_P(Stress, CrossThreadFreesAndReallocChains) {
+  const size_t threads = GetParam();
+  const size_t total_steps = kStepsPerCount * stress_factor();
+  const uint64_t seed = test_seed();
+  SCOPED_TRACE(replay_hint(seed));
+  warm_up(threads);
+  runsel_free_dirty_pages();
+  const runsel_stats_t before = snapshot();
+  const Outcome outcome = run_workers(threads, total_steps, seed);
+  ASSERT_EQ(outcome.first_error, "");
+  const runsel_stats_t after = snapshot();
+  printf(
+      "stress: %zu threads, %zu allocation calls (%zu cross-thread frees, %zu realloc steps) in "
+      "%.2f s, %s\n",
+      threads, outcome.operations, outcome.cross_thread_frees, outcome.realloc_steps,
+      outcome.seconds, replay_hint(seed).c_str());
+  printf(
+      "stress: mapped %zu -> %zu, committed %zu -> %zu, dirty %zu (budget %zu per arena, %zu "
+      "arenas), allocated %zu -> %zu\n",
+      before.mapped, after.mapped, before.committed, after.committed, after.dirty, after.dirty_max,
+      after.narenas, before.allocated, after.allocated);
+  testing::Test::RecordProperty("operations", std::to_string(outcome.operations));
+  EXPECT_GE(outcome.operations, total_steps);
+  EXPECT_GT(outcome.cross_thread_frees, 0u);
+  EXPECT_EQ(runsel_check(), 0);
+  expect_memory_back(before, after);
 }
 
 INSTANTIATE_TEST_SUITE_P(Threads, Stress, testing::Values(2u, 4u, 8u),

@@ -2,6 +2,7 @@
 // multiply-and-shift region index, and the chunk header layout.
 #include <gtest/gtest.h>
 
+#include <string>
 #include <vector>
 
 #include "arena/chunk.h"
@@ -119,6 +120,50 @@ TEST(RegionIndex, MultiplyAndShiftEqualsDivisionForEveryOffsetInARun) {
     for (std::size_t offset = 0; offset < span; ++offset) {
       ASSERT_EQ(info.region_index(offset), offset / info.size)
           << "size " << info.size << " offset " << offset;
+    }
+  }
+}
+
+// RUNSEL_CONF's run_pages (another allocator's layout, e.g. an installed Firefox's):
+// a class given the classic rule's page count gets exactly the classic geometry, and
+// any other count gets the most regions that fit beside the header, with a region
+// index still exact at every region's first and last byte.
+TEST(RunGeometry, AtTheClassicPageCountItIsTheClassicGeometry) {
+  for (std::size_t i = 0; i < kNumBins; ++i) {
+    const BinInfo classic = kBinInfo[i];
+    const BinInfo same = bin_info_for_pages(i, classic.run_pages);
+    SCOPED_TRACE(classic.size);
+    EXPECT_EQ(same.nregs, classic.nregs);
+    EXPECT_EQ(same.run_pages, classic.run_pages);
+    EXPECT_EQ(same.header_bytes, classic.header_bytes);
+    EXPECT_EQ(same.reg0_offset, classic.reg0_offset);
+    EXPECT_EQ(same.tail_bytes, classic.tail_bytes);
+    EXPECT_EQ(same.reciprocal, classic.reciprocal);
+    EXPECT_EQ(same.bitmap_words, classic.bitmap_words);
+  }
+}
+
+TEST(RunGeometry, AnyPageCountHoldsTheMostRegionsThatFit) {
+  for (std::size_t i = 0; i < kNumBins; ++i) {
+    for (std::size_t pages = 1; pages <= kMaxSmallRunPages; ++pages) {
+      const BinInfo info = bin_info_for_pages(i, pages);
+      const std::size_t size = bin_size(i), run = pages * kPageSize;
+      SCOPED_TRACE(std::to_string(size) + " B in " + std::to_string(pages) + " pages");
+      // The most regions n with header(n) + n * size <= run, counted up from 0.
+      std::size_t most = 0;
+      while (run_header_bytes(most + 1) + (most + 1) * size <= run) ++most;
+      if (most < 2) {
+        EXPECT_EQ(info.nregs, 0u);  // not a usable run size: parse_run_pages refuses it
+        continue;
+      }
+      ASSERT_EQ(info.nregs, most);
+      EXPECT_EQ(info.run_bytes(), run);
+      EXPECT_EQ(info.header_bytes + info.tail_bytes + most * size, run);
+      EXPECT_EQ(info.reg0_offset % kQuantum, 0u);
+      for (std::size_t k = 0; k < most; ++k) {
+        ASSERT_EQ(info.region_index(k * size), k);
+        ASSERT_EQ(info.region_index(k * size + size - 1), k);
+      }
     }
   }
 }

@@ -1,10 +1,13 @@
 // runsel-trace-convert: Mozilla logalloc text logs to runsel traces and back
 // (tools/trace/format.md, "Firefox's logalloc logs").
 //
-//   runsel-trace-convert from-logalloc [--pid N] LOG TRACE
+//   runsel-trace-convert from-logalloc [--pid N] [--partial] LOG TRACE
 //       LOG (plain or gzip-compressed) -> the runsel trace of one of its
 //       processes: --pid N, or by default the one with the most calls. Every
 //       jemalloc_stats() line becomes a mark. Prints each process it saw.
+//       --partial: the log of a killed program, cut anywhere (mid-line, or its
+//       gzip stream cut short): its complete lines are converted, a last line
+//       without its newline is dropped, and the output says how much was used.
 //   runsel-trace-convert to-logalloc TRACE LOG
 //       a runsel trace -> a logalloc log (gzip-compressed when LOG ends in .gz).
 //
@@ -35,7 +38,7 @@ using namespace runsel::trace;
 
 int usage() {
   std::fprintf(stderr,
-               "usage: runsel-trace-convert from-logalloc [--pid N] LOG TRACE\n"
+               "usage: runsel-trace-convert from-logalloc [--pid N] [--partial] LOG TRACE\n"
                "       runsel-trace-convert to-logalloc TRACE LOG\n"
                "LOG is a Mozilla logalloc log, plain or gzip-compressed (to-logalloc: "
                "compressed when it ends in .gz).\n");
@@ -103,7 +106,8 @@ struct GzipPipe {
 
 bool exited_zero(int status) { return status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0; }
 
-int from_logalloc(const char* log, const char* out, bool has_pid, std::uint64_t wanted) {
+int from_logalloc(const char* log, const char* out, bool has_pid, std::uint64_t wanted,
+                  bool partial) {
   if (starts_with(log, kMagic, sizeof kMagic)) {
     std::fprintf(stderr, "runsel-trace-convert: %s: a runsel trace already: nothing to convert\n",
                  log);
@@ -130,8 +134,17 @@ int from_logalloc(const char* log, const char* out, bool has_pid, std::uint64_t 
   char* line = nullptr;
   std::size_t room = 0;
   ssize_t length;
+  std::uint64_t used_bytes = 0, cut_bytes = 0;
+  bool unterminated = false;
   while ((length = getline(&line, &room, in)) >= 0) {
-    if (length > 0 && line[length - 1] == '\n') --length;
+    bool terminated = length > 0 && line[length - 1] == '\n';
+    unterminated = !terminated;
+    if (partial && !terminated) {  // the cut: whatever it says, it is not a whole call
+      cut_bytes = static_cast<std::uint64_t>(length);
+      break;
+    }
+    used_bytes += static_cast<std::uint64_t>(length);
+    if (terminated) --length;
     if (!parser.line(line, static_cast<std::size_t>(length))) break;
   }
   std::free(line);
@@ -139,7 +152,11 @@ int from_logalloc(const char* log, const char* out, bool has_pid, std::uint64_t 
   int gzip_status = gzip ? pipe.finish() : (std::fclose(in), 0);
   // gzip exiting non-zero: the file is not gzip data or is cut short, whatever the
   // parser made of what came out (killed by SIGPIPE: the parser stopped reading).
-  if (gzip && gzip_status != -1 && WIFEXITED(gzip_status) && WEXITSTATUS(gzip_status) != 0) {
+  bool gzip_cut = gzip && gzip_status != -1 && WIFEXITED(gzip_status) &&
+                  WEXITSTATUS(gzip_status) != 0;
+  if (gzip_cut && partial && !parser.failed() && parser.lines() > 0) {
+    gzip_status = 0;  // a killed program's log: its stream ends early
+  } else if (gzip_cut) {
     std::fprintf(stderr,
                  "runsel-trace-convert: %s: gzip could not decompress it (corrupt or cut "
                  "short)\n",
@@ -161,6 +178,14 @@ int from_logalloc(const char* log, const char* out, bool has_pid, std::uint64_t 
                  gzip ? "gzip could not be run to the end" : "read error");
     return 1;
   }
+  if (!partial && unterminated)
+    std::printf("note: the last line has no newline: if the program was killed it may be cut "
+                "(--partial drops it)\n");
+  if (partial)
+    std::printf("partial: used %" PRIu64 " complete lines (%" PRIu64 " bytes of text)%s%s\n",
+                parser.lines(), used_bytes,
+                cut_bytes ? ", dropped the cut last line" : ", no line was cut",
+                gzip_cut ? "; the gzip stream ends early (cut short)" : "");
   const ProcessTrace* chosen = parser.largest();
   if (has_pid) {
     auto found = parser.processes().find(wanted);
@@ -252,16 +277,22 @@ int main(int argc, char** argv) {
   std::string mode = argv[1];
   if (mode == "to-logalloc" && argc == 4) return to_logalloc(argv[2], argv[3]);
   if (mode != "from-logalloc") return usage();
-  bool has_pid = false;
+  bool has_pid = false, partial = false;
   std::uint64_t pid = 0;
   int i = 2;
-  if (i + 1 < argc && std::strcmp(argv[i], "--pid") == 0) {
-    char* end = nullptr;
-    pid = std::strtoull(argv[i + 1], &end, 10);
-    if (*end != 0 || argv[i + 1][0] == 0) return usage();
-    has_pid = true;
-    i += 2;
+  for (; i < argc && argv[i][0] == '-' && argv[i][1] == '-'; ++i) {
+    if (std::strcmp(argv[i], "--partial") == 0) {
+      partial = true;
+    } else if (std::strcmp(argv[i], "--pid") == 0 && i + 1 < argc) {
+      char* end = nullptr;
+      pid = std::strtoull(argv[i + 1], &end, 10);
+      if (*end != 0 || argv[i + 1][0] == 0) return usage();
+      has_pid = true;
+      ++i;
+    } else {
+      return usage();
+    }
   }
   if (argc - i != 2) return usage();
-  return from_logalloc(argv[i], argv[i + 1], has_pid, pid);
+  return from_logalloc(argv[i], argv[i + 1], has_pid, pid, partial);
 }

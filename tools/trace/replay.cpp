@@ -183,9 +183,9 @@ void report(Kind kind, const char* name, std::size_t name_length, const Replay& 
   for (size_t i = 0; i < s.bin_count; ++i) {
     const runsel_bin_stats& bin = s.bins[i];
     json.print("%s{\"size\": %zu, \"runs\": %zu, \"nonfull_runs\": %zu, \"regions_in_use\": %zu"
-               ", \"unused_bytes\": %zu",
+               ", \"unused_bytes\": %zu, \"bytes_per_run\": %zu, \"regions_per_run\": %zu",
                i ? ", " : "", bin.size, bin.runs, bin.nonfull_runs, bin.regions_in_use,
-               bin.unused_bytes);
+               bin.unused_bytes, bin.bytes_per_run, bin.regions_per_run);
     if (s.counting) print_pick_counters(bin);
     json.print("}");
   }

@@ -4,8 +4,8 @@
   runsel replay [--every N] [--variant NAME] [--json FILE] TRACE
                                                   replays TRACE on every container, compares
 
-runsel_cli.py registers them with add_commands(); they configure, build and show
-their steps with tools/build_steps.py, as runsel_cli does. Standard library only.
+tools/runsel_cli.py registers them with add_commands(); they configure, build and show
+their steps with build_steps.py, as runsel_cli.py does. Standard library only.
 """
 
 from __future__ import annotations
@@ -20,18 +20,19 @@ import tempfile
 import time
 from pathlib import Path
 
-import allocators
-import build_steps as steps
+from . import allocators
+from . import build_steps as steps
+from . import firefox_replay
+from .allocators import RECORDER_TARGET, REPLAYER_PREFIX
+from .interpreter import ROOT
 
-RECORDER_TARGET = "runsel-trace"  # build/tools/librunsel-trace.so
-REPLAYER_PREFIX = "runsel-replay-"  # build/tools/runsel-replay-<container>
 CONVERTER_TARGET = "runsel-trace-convert"  # build/tools/runsel-trace-convert (logalloc logs)
 TRACE_MAGIC = b"RSTR"
 TRACES_DIR = Path("results/traces")
 
 
 def caller_directory() -> Path:
-    """Where the user typed the command (runsel_cli moves to the repository root)."""
+    """Where the user typed the command (runsel_cli.py moves to the repository root)."""
     return Path(os.environ.get("PWD", os.getcwd()))
 
 
@@ -60,7 +61,7 @@ def command_trace(args: argparse.Namespace) -> int:
     if args.output:
         pattern = from_caller(args.output)
     else:
-        pattern = steps.ROOT / TRACES_DIR / (Path(command[0]).name + ".%p")
+        pattern = ROOT / TRACES_DIR / (Path(command[0]).name + ".%p")
     pattern.parent.mkdir(parents=True, exist_ok=True)
     preload = " ".join(filter(None, [str(library.resolve()), os.environ.get("LD_PRELOAD")]))
     changes = {"LD_PRELOAD": preload, "RUNSEL_TRACE": str(pattern)}
@@ -153,7 +154,7 @@ def bin_unused_table(documents: dict[str, dict], index: int, reference: str | No
 
 def comparison(documents: dict[str, dict], reference: str | None) -> str:
     """Every checkpoint (marks, every N, peak, end), exact, each container against the
-    reference; then bin_unused per size class."""
+    reference, each followed by its bin_unused per size class."""
     first = next(iter(documents.values()))
     parts = []
     for index, point in enumerate(first["checkpoints"]):
@@ -173,13 +174,21 @@ def run_quietly(command: list[str]) -> subprocess.CompletedProcess:
     return subprocess.run(command, capture_output=True, text=True, errors="backslashreplace")
 
 
-def replay_on(program: Path, trace: Path, args: argparse.Namespace, scratch: Path) -> dict:
-    """Runs one replayer; prints its text; returns its JSON document."""
-    figures = scratch / f"{program.name}.json"
+def replay_on(program: Path, trace: Path, args: argparse.Namespace, scratch: Path,
+              conf: str | None = None) -> dict:
+    """Runs one replayer (with RUNSEL_CONF=conf when given); prints its text; returns its
+    JSON document."""
+    figures = scratch / f"{program.name}{'.conf' if conf else ''}.json"
     options = (["--every", str(args.every)] if args.every else []) + (
         ["--partial"] if args.partial else []) + (
         ["--allow-large-live-set"] if args.allow_large_live_set else [])
-    done = run_quietly([str(program), *options, "--json", str(figures), str(trace)])
+    command = [str(program), *options, "--json", str(figures), str(trace)]
+    if conf:
+        steps.show(["env", f"RUNSEL_CONF={conf}", *command])
+        done = subprocess.run(command, capture_output=True, text=True, errors="backslashreplace",
+                              env={**os.environ, "RUNSEL_CONF": conf})
+    else:
+        done = run_quietly(command)
     if done.returncode == 2:  # the trace is refused: the same for every container
         raise steps.InputRejected(done.stderr.strip())
     if done.returncode != 0:
@@ -237,6 +246,7 @@ def command_replay(args: argparse.Namespace) -> int:
         converted = Path(scratch) / (trace.name + ".trace")
         convert([str(converter(args)), "from-logalloc",
                  *(["--pid", str(args.pid)] if args.pid is not None else []),
+                 *(["--partial"] if args.partial else []),
                  str(trace), str(converted)])
         try:
             return replay_every_container(args, converted)
@@ -258,16 +268,56 @@ def replay_every_container(args: argparse.Namespace, trace: Path) -> int:
     replayers = dict(sorted(replayers.items(), key=lambda item: item[0] != allocators.REFERENCE))
     steps.build(args.build_dir, list(replayers.values()))
 
+    firefox_library = None
+    if args.reference == "firefox" or args.geometry != "classic":
+        library = target_file(args.build_dir, "runsel-firefox-replay", "shared library")
+        if library is None:
+            raise steps.StepFailed("meson defines no runsel-firefox-replay (tools/firefox/meson.build)")
+        steps.build(args.build_dir, [library])
+        firefox_library = library
+    conf = None
+    if args.geometry != "classic":
+        try:
+            conf = firefox_replay.run_pages_setting(firefox_replay.geometry(args.build_dir))
+        except firefox_replay.FirefoxFailed as failure:
+            raise steps.StepFailed(str(failure)) from None
+
     with tempfile.TemporaryDirectory(prefix="runsel-replay-") as scratch:
-        documents = {name: replay_on(program, trace, args, Path(scratch))
-                     for name, program in replayers.items()}
-    reference = allocators.REFERENCE if allocators.REFERENCE in documents else None
+        documents = {}
+        if args.geometry in ("classic", "both"):
+            documents.update({name: replay_on(program, trace, args, Path(scratch))
+                              for name, program in replayers.items()})
+        if conf:  # the same containers with the installed Firefox's run sizes
+            documents.update({f"{name}@firefox": replay_on(program, trace, args, Path(scratch), conf)
+                              for name, program in replayers.items()})
+        if args.reference == "firefox":
+            steps.show(["env", "MALLOC_OPTIONS=r", f"LD_PRELOAD={firefox_library}",
+                        "RUNSEL_FIREFOX_REPLAY=...", "firefox-esr", "--version"])
+            try:
+                documents[firefox_replay.REFERENCE_NAME] = firefox_replay.reference_replay(
+                    args.build_dir, trace, Path(scratch), args.partial)
+            except firefox_replay.FirefoxFailed as failure:
+                raise steps.StepFailed(str(failure)) from None
+    reference = (firefox_replay.REFERENCE_NAME if args.reference == "firefox" else
+                 allocators.REFERENCE if allocators.REFERENCE in documents else None)
     first = next(iter(documents.values()))
-    print(f"# {trace}: {first['trace']['records']} records, {first['trace']['marks']} marks; "
+    print(f"# {trace}: {first['trace']['records']} records, {first['trace']['marks']} marks"
+          f"{'' if first['trace'].get('complete', True) else ', partial: no end record'}; "
           f"replayed on {', '.join(documents)}, one thread, no address randomization")
+    if conf:
+        print(f"# NAME@firefox: the container with the installed Firefox's run sizes, read from "
+              f"its bin statistics (RUNSEL_CONF={conf}); the others: the classic rule's")
+    if args.reference == "firefox":
+        version = documents[firefox_replay.REFERENCE_NAME].get("firefox_version") or "firefox-esr"
+        print(f"# firefox: the same trace on {version}'s "
+              "own mozjemalloc (its executable's malloc/free, MALLOC_OPTIONS=r), figures from "
+              "its jemalloc_stats_internal")
     print("# exact figures in bytes; blocks written as the program did (every requested byte "
           "at allocation), so resident is the program's; differences to "
           f"{reference or '(no rb_first replayed)'} in bytes and percent")
+    if args.reference == "firefox":
+        print("# expect differences: mozjemalloc's run sizes (unless @firefox), its header and "
+              "large-run layout; the same one arena and one thread as every replay")
     print(comparison(documents, reference))
     for name, document in documents.items():
         tally = document["replay"]
@@ -287,7 +337,7 @@ def replay_every_container(args: argparse.Namespace, trace: Path) -> int:
 
 
 def add_commands(commands, parents: list[argparse.ArgumentParser]) -> None:
-    """Adds `trace` and `replay` to runsel_cli's subcommands."""
+    """Adds `trace` and `replay` to runsel_cli.py's subcommands."""
     trace = commands.add_parser(
         "trace", parents=parents, help="record a program's allocation calls",
         description="Runs CMD with build/tools/librunsel-trace.so preloaded (and "
@@ -324,11 +374,20 @@ def add_commands(commands, parents: list[argparse.ArgumentParser]) -> None:
     replay.add_argument("--every", type=int, default=0, metavar="N",
                         help="also print stats every N operations")
     replay.add_argument("--partial", action="store_true",
-                        help="accept a trace without its end record (its process was killed)")
+                        help="accept a trace without its end record, or a logalloc log cut "
+                             "anywhere, even mid-line (its process was killed): the complete "
+                             "records or lines are replayed and the output says how many")
     replay.add_argument("--allow-large-live-set", action="store_true",
                         help="replay even when the trace's live blocks peak above the memory "
                              "available (MemAvailable): a replay writes every live block, so "
                              "such a trace is refused without it")
+    replay.add_argument("--reference", choices=["rb_first", "firefox"], default="rb_first",
+                        help="compare with this: rb_first (default), or firefox: the same "
+                             "trace replayed on the installed firefox-esr's own allocator "
+                             "(mozjemalloc in its executable), shown as the row 'firefox'")
+    replay.add_argument("--geometry", choices=["classic", "firefox", "both"], default="classic",
+                        help="runsel's run sizes: the classic rule (default), the installed "
+                             "Firefox's (read from its bin statistics; rows NAME@firefox), or both")
     replay.add_argument("--variant", action="append", default=[], metavar="NAME",
                         help="only this container (repeatable; default: all)")
     replay.add_argument("--json", metavar="FILE",

@@ -1,17 +1,30 @@
 """What `tools/runsel report` shows: one function per table (results in, rows out) and
-one per picture (experiments/harness/pictures.py), and three renderers (terminal text,
-Markdown, self-contained HTML) that lay the same tables and pictures out with tabulate.
-Input is results.json as experiments/harness/harness.py writes it (its layout:
-experiments/README.md, "results.json"). The verdict opens the report.
+one per picture (pictures.py), and three renderers (terminal text, Markdown,
+self-contained HTML) that lay the same tables and pictures out with tabulate. Input is
+results.json as the harness writes it (results.py; its layout: experiments/README.md,
+"results.json"); every figure is in it, so rendering computes none. The verdict opens
+the report.
+
+    python3 -m harness.report RESULTS_JSON [--out DIR]   (tools/runsel render)
 """
 
 from __future__ import annotations
 
+import argparse
 import base64
 import html
 from pathlib import Path
 
+from .interpreter import ensure_libraries
+
+if __name__ == "__main__":  # run by Debian's python3 when this one lacks what rendering needs
+    ensure_libraries({"matplotlib": "python3-matplotlib", "scipy": "python3-scipy",
+                      "tabulate": "python3-tabulate"}, "render")
+
 from tabulate import tabulate
+
+from . import verdict_text
+from .results import exact_point, load
 
 MIB = 1 << 20
 NOT_MEASURED = "not measured"
@@ -87,7 +100,7 @@ def point_at(pair: dict, checkpoint: str) -> dict:
 def verdict_table(results: dict):
     """Every container against rb_first on every workload: memory, cost, time, one line."""
     verdict, settings = results["verdict"], results["settings"]
-    reference = results["reference"]
+    reference, target = results["reference"], results["verdict"]["rules"]["time_target_percent"]
     headers = ["workload", "container", f"memory vs {reference}", "instructions",
                "D1 misses", "LL misses", f"time vs {reference} (95 % CI)", "detects",
                "verdict"]
@@ -95,18 +108,16 @@ def verdict_table(results: dict):
              exact_cell(row["cost"]["instructions"]), exact_cell(row["cost"]["d1_misses"]),
              exact_cell(row["cost"]["ll_misses"]),
              delta_cell(row["time"]) if row["kind"] == "live" else "not measured (replay)",
-             detectable_cell(row["time"]), row["verdict"]] for row in verdict["rows"]]
-    target = verdict["rules"]["time_target_percent"]
-    timed = [row["time"] for row in verdict["rows"]
-             if row["time"] and row["time"].get("half_width") is not None]
-    resolving = [t for t in timed if t["half_width"] <= target]
+             detectable_cell(row["time"]), verdict_text.row_line(row, target)]
+            for row in verdict["rows"]]
+    resolution = verdict["time_resolution"]
     note = (f"Differences to {reference} in percent (negative = less). Time: "
             f"{'CPU' if any_cpu_time(results) else 'wall'} time of the measured region, "
             f"{settings['repeat']} interleaved rounds at scale {settings['scale']}"
-            f"{extra_rounds_text(settings)}, paired by round: trimmed mean of the per-round ratios with a 95 % paired bootstrap interval "
+            f"{extra_rounds_text(settings)}, paired by round: trimmed mean of the per-round log ratios, as a percent, with a 95 % paired bootstrap interval "
             "(scipy.stats.bootstrap, BCa). \"Detects\" is the interval's half-width, the "
-            f"smallest difference the comparison could have seen; {len(resolving)} of "
-            f"{len(timed)} time comparisons resolve ±{target:g} %. A comparison wider than "
+            f"smallest difference the comparison could have seen; {resolution['resolving']} of "
+            f"{resolution['with_interval']} time comparisons resolve ±{target:g} %. A comparison wider than "
             f"that says \"underpowered\", never \"same time\". Memory: what each run's "
             "resident set grew by from its first checkpoint to the workload's key checkpoint "
             "(see Summary; the library's own pages, a few KiB apart between variants before "
@@ -156,7 +167,7 @@ def published_table(results: dict):
             f"{rules['negligible_published_percent']} % claims no change: confirmed when ours "
             "lies within "
             f"±{rules['equivalence_margin_percent']} %, refuted when wholly outside. Otherwise "
-            "not resolvable.\n\n" + results["verdict"]["paragraph"])
+            "not resolvable.\n\n" + verdict_text.agreement_paragraph(results["verdict"]["published"]))
     return "Bug 1857133 beside ours", headers, rows, note
 
 
@@ -170,7 +181,7 @@ def published_ours(comparison: dict | None) -> str:
 
 def question_table(results: dict):
     """Is there a container with lifo's time and rb_first's memory on every workload?"""
-    asked = results["verdict"].get("question") or {"containers": [], "answer": ""}
+    asked = results["verdict"]["question"]
     answers = asked["containers"]
     labels = [cell["label"] for cell in answers[0]["cells"]] if answers else []
     headers = ["container", *labels, "shown worse on"]
@@ -179,11 +190,11 @@ def question_table(results: dict):
         cells = {cell["label"]: cell for cell in answer["cells"]}
         rows.append([answer["container"],
                      *[question_cell(cells.get(label)) for label in labels],
-                     "; ".join(answer["worse"]) or "nowhere"])
+                     "; ".join(map(verdict_text.worse_text, answer["worse"])) or "nowhere"])
     note = ("Time against lifo's (live workloads, paired by round like the verdict), memory "
             "against rb_first's (the verdict's memory column: growth to the key checkpoint). \"Shown worse\" means the "
             "interval, or the exact difference of a replay, lies above zero; an interval "
-            "that holds zero shows nothing either way. " + asked["answer"])
+            "that holds zero shows nothing either way. " + verdict_text.question_answer(asked))
     return "Lifo's time and rb_first's memory at once?", headers, rows, note
 
 
@@ -209,12 +220,13 @@ def choices_table(results: dict):
             if "error" in counted:
                 rows.append([workload, name, counted["error"], "", "", "", "", ""])
                 continue
-            total = counted.get("total") or counting_totals(counted.get("bins") or [])
-            picks = total["picks"]
+            total = counted["total"]
+            picks, median, fullness = (total["picks"], total["median_nonfull_bucket"],
+                                       total["mean_picked_fullness_percent"])
             rows.append([workload, name, f"{picks:,d}",
                          f"{100 * total['picks_with_choice'] / picks:.1f} %" if picks else "-",
-                         median_bucket(total["nonfull_at_pick"]),
-                         mean_fullness(total["picked_fullness"]),
+                         "-" if median is None else BUCKET_NAMES[median],
+                         "-" if fullness is None else f"{fullness:.0f} %",
                          f"{total['runs_created']:,d}", f"{total['runs_destroyed']:,d}"])
     note = ("One run of each workload under each variant's counting library "
             "(libmalloc-counting-<container>.so), counters summed over the bins. A pick is a "
@@ -227,32 +239,8 @@ def choices_table(results: dict):
     return "What the containers had to choose between", headers, rows, note
 
 
-def counting_totals(bins: list[dict]) -> dict:
-    """The pick counters summed over bins (histograms bucket by bucket)."""
-    names = ("picks", "picks_with_choice", "runs_created", "runs_destroyed")
-    summed = {name: sum(b.get(name, 0) for b in bins) for name in names}
-    for name in ("nonfull_at_pick", "picked_fullness"):
-        summed[name] = [sum(column) for column in zip(*(b[name] for b in bins))] if bins else []
-    return summed
-
-
+# counting.totals' median_nonfull_bucket indexes these: log2 buckets of non-full runs.
 BUCKET_NAMES = ["0", "1"] + [f"{1 << k}–{(1 << (k + 1)) - 1}" for k in range(1, 14)] + ["16384+"]
-
-
-def median_bucket(histogram: list[int]) -> str:
-    total, seen = sum(histogram), 0
-    for index, count in enumerate(histogram):
-        seen += count
-        if total and seen * 2 >= total:
-            return BUCKET_NAMES[index]
-    return "-"
-
-
-def mean_fullness(histogram: list[int]) -> str:
-    total = sum(histogram)
-    if not total:
-        return "-"
-    return f"{sum((index + 0.5) * 10 * count for index, count in enumerate(histogram)) / total:.0f} %"
 
 
 def exact_replays_table(results: dict):
@@ -264,39 +252,119 @@ def exact_replays_table(results: dict):
         if data.get("kind") != "replay":
             continue
         pairs = data["allocators"]
-        base = pairs.get(results["reference"], {}).get("exact")
         for container, pair in pairs.items():
             exact = pair.get("exact")
             if not exact:
                 rows.append([data.get("label", name), container, "-", NOT_MEASURED, "", "", "", ""])
                 continue
-            for checkpoint in (data["key_checkpoint"], "peak"):
+            for checkpoint, differences in pair["exact_vs_reference"].items():
                 mine = exact_point(exact, checkpoint)
-                theirs = exact_point(base, checkpoint) if base else None
-                if mine is None:
-                    continue
                 rows.append([data.get("label", name), container, checkpoint,
                              f"{mine['resident']:,d}", f"{mine['committed']:,d}",
                              f"{mine['bin_unused']:,d}",
-                             *[bytes_cell(difference) if (difference := exact_difference(
-                                 mine, theirs, figure)) else "-"
+                             *[bytes_cell(differences[figure]) if differences[figure] else "-"
                                for figure in ("resident", "committed")]])
     note = ("Exact figures in bytes from one replay per container (tools/trace/format.md); "
             "the reference replayed twice must agree to the byte (Checks).")
     return "Exact replays", headers, rows, note
 
 
-def exact_point(exact: dict, checkpoint: str) -> dict | None:
-    if checkpoint == "peak" and exact.get("peak"):
-        return exact["peak"]
-    return next((p for p in exact["checkpoints"] if p["name"] == checkpoint), None)
+# --- the firefox workload (results.json's "firefox" entry, firefox_workload.py) -----------
+
+FIREFOX_FIGURES = ("allocated", "committed", "bin_unused")
 
 
-def exact_difference(mine: dict, theirs: dict | None, figure: str) -> dict | None:
-    if not theirs or mine.get(figure) is None or not theirs.get(figure):
-        return None
-    return {"difference": mine[figure] - theirs[figure],
-            "percent": 100 * (mine[figure] / theirs[figure] - 1)}
+def percent_to(value: int, reference: int) -> str:
+    if not reference:
+        return "-"
+    return f"{100 * (value / reference - 1):+.2f} %"
+
+
+def firefox_recording_table(results: dict):
+    """The recorded session's own checks, per process kept."""
+    firefox = results.get("firefox") or {}
+    headers = ["process", "pid", "lines", "calls", "coverage of num_operations",
+               "frees dropped", "live reuses", "log (gzip)"]
+    rows = [[p["role"], p["pid"], f"{p['recording']['lines']:,d}",
+             f"{p['recording']['calls']:,d}",
+             f"{p['recording']['coverage']:.1%} of {p['recording']['num_operations']:,d}",
+             f"{p['recording']['frees_dropped']:,d} ({p['recording']['frees_dropped_share']:.2%})",
+             p["recording"]["live_reuses"], f"{p['recording']['bytes'] / 2**20:.1f} MiB"
+             + ("" if p["recording"]["complete"] else ", cut short: its complete lines replayed")]
+            for p in firefox.get("processes", [])]
+    if "error" in firefox:
+        rows = [["-", "-", "-", "-", "-", "-", "-", firefox["error"]]]
+    note = (f"Stock {firefox.get('firefox', 'firefox-esr')}, headless, over "
+            f"{len(firefox.get('pages', []))} pages of the webkit corpus, recorded through the "
+            "dynamic linker's audit interface (tools/firefox/README.md); "
+            + ("the cached recording was reused. " if firefox.get("reused_recording") else
+               f"recorded in {firefox.get('recording_seconds', 0):.0f} s. ")
+            + "Coverage: logged calls over the allocator's own count of malloc and free calls "
+              "(the executable's internal calls are not seen); frees dropped: of blocks "
+              "allocated before recording could see them.")
+    return "Firefox: the recording", headers, rows, note
+
+
+def firefox_marks_table(results: dict):
+    """At every mark: the real allocator inside the browser, the reference replay on
+    Firefox's allocator, and lifo with the classic and with Firefox's run sizes."""
+    firefox = results.get("firefox") or {}
+    matching = "lifo"
+    headers = ["process", "mark", "figure", "in the browser", "firefox (replay)",
+               f"{matching} (classic runs)", "vs firefox", f"{matching}@firefox", "vs firefox",
+               "the run sizes alone"]
+    rows = []
+    for process in firefox.get("processes", []):
+        for mark in process["marks"]:
+            if mark["label"] == "every":
+                continue
+            figures = mark["figures"]
+            reference = figures.get("firefox", {})
+            for figure in FIREFOX_FIGURES:
+                real = (mark.get("in_browser") or {}).get(figure)
+                mine = figures.get(matching, {}).get(figure)
+                theirs = figures.get(f"{matching}@firefox", {}).get(figure)
+                base = reference.get(figure)
+                rows.append([process["role"], mark["label"], figure,
+                             f"{real:,d}" if real is not None else "-",
+                             f"{base:,d}" if base is not None else "-",
+                             f"{mine:,d}" if mine is not None else "-",
+                             percent_to(mine, base) if mine is not None and base else "-",
+                             f"{theirs:,d}" if theirs is not None else "-",
+                             percent_to(theirs, base) if theirs is not None and base else "-",
+                             percent_to(theirs, mine) if theirs is not None and mine else "-"])
+    note = ("Bytes. in the browser: mozjemalloc's own figures inside the recorded process at "
+            "that mark (all its arenas, many threads). firefox (replay): the same log replayed "
+            "on Firefox's allocator, one arena, one thread: the reference. "
+            f"{matching} (classic runs): runsel's classic run sizes; {matching}@firefox: "
+            f"the installed Firefox's, read from its bin statistics "
+            f"({firefox.get('run_pages_setting', '')}); the run sizes alone: "
+            f"{matching}@firefox against {matching}, the same container on the same trace.")
+    return "Firefox: every mark", headers, rows, note
+
+
+def firefox_containers_table(results: dict):
+    """Every container against the reference row, at the content process's last tab mark."""
+    firefox = results.get("firefox") or {}
+    content = next((p for p in firefox.get("processes", []) if p["role"] == "content"), None)
+    headers = ["row", "run sizes", "committed", "bin_unused", "resident", "committed vs firefox",
+               "bin_unused vs firefox"]
+    rows, label = [], "-"
+    if content:
+        tabs = [m for m in content["marks"] if m["label"].startswith("tab_")]
+        mark = tabs[-1] if tabs else content["marks"][-1]
+        label = mark["label"]
+        reference = mark["figures"].get("firefox", {})
+        for name, figures in mark["figures"].items():
+            rows.append([name, firefox["rows"].get(name, ""), f"{figures['committed']:,d}",
+                         f"{figures['bin_unused']:,d}", f"{figures['resident']:,d}",
+                         percent_to(figures["committed"], reference.get("committed")),
+                         percent_to(figures["bin_unused"], reference.get("bin_unused"))])
+    note = (f"The content process's log at {label}, replayed exactly on every container and on "
+            "Firefox's own allocator (the row firefox). The differences include the run sizes "
+            "(classic rows), mozjemalloc's run headers and large-run layout, and its purge of "
+            f"dirty pages. The installed Firefox's run sizes: {firefox.get('run_pages_setting')}.")
+    return "Firefox: every container", headers, rows, note
 
 
 def settings_text(results: dict) -> str:
@@ -474,6 +542,9 @@ def tables(results: dict) -> list:
     replayed = exact_replays_table(results)
     if replayed[2]:
         listed.insert(4, replayed)
+    if results.get("firefox"):
+        listed += [firefox_recording_table(results), firefox_marks_table(results),
+                   firefox_containers_table(results)]
     for workload, data in results["summary"].items():
         if data.get("kind", "live") != "live":
             continue
@@ -496,8 +567,10 @@ def leading(results: dict) -> int:
 
 def pictures(results: dict, out: Path) -> list[tuple[str, Path]]:
     """Draws every picture into `out`; returns (caption, path) of those drawn."""
-    import pictures as draw  # experiments/harness/pictures.py (needs matplotlib)
+    from . import pictures as draw  # needs matplotlib
 
+    if not draw.live_workloads(results):  # a run of the firefox workload alone: no timed runs
+        return []
     drawn = [
         ("Time versus peak resident memory (lower left is better)",
          draw.time_versus_memory(results, out / "time_vs_memory.png")),
@@ -540,7 +613,7 @@ def summary_text(results: dict) -> str:
     checked = (f"{len(failed)} check(s) failed or runs discarded: see the report"
                if failed else "every check passed")
     return (f"\n{title}\n{text_table(headers, rows)}\n{note}\n\n"
-            f"{results['verdict']['paragraph']}\n\n{checked}")
+            f"{verdict_text.agreement_paragraph(results['verdict']['published'])}\n\n{checked}")
 
 
 def markdown(results: dict, drawn: list[tuple[str, Path]]) -> str:
@@ -591,3 +664,23 @@ def write_report(results: dict, out: Path) -> tuple[Path, Path]:
     markdown_path.write_text(markdown(results, drawn))
     html_path.write_text(html_page(results, drawn))
     return markdown_path, html_path
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description="Re-renders report.md, report.html and the pictures from a results.json, "
+                    "byte for byte as the run wrote them.")
+    parser.add_argument("results", type=Path, metavar="RESULTS_JSON")
+    parser.add_argument("--out", type=Path, metavar="DIR",
+                        help="where to write them (default: the directory of RESULTS_JSON)")
+    args = parser.parse_args(argv)
+    results = load(args.results)
+    out = args.out or args.results.parent
+    out.mkdir(parents=True, exist_ok=True)
+    markdown, html_path = write_report(results, out)
+    print(f"report: {html_path}\n        {markdown}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,4 +1,4 @@
-"""What runsel_cli.py and tools/trace/runsel_trace_cli.py share: running a command the
+"""The build steps tools/runsel_cli.py and trace_cli.py share: running a command the
 way the front door shows it ("+ ..." first, so any step can be repeated by hand from the
 repository root), and configuring and building with meson. Standard library only.
 """
@@ -12,9 +12,7 @@ import shlex
 import subprocess
 from pathlib import Path
 
-import allocators as shared
-
-ROOT = Path(__file__).resolve().parent.parent
+from . import allocators as shared
 
 
 class StepFailed(Exception):

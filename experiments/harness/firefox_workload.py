@@ -1,0 +1,161 @@
+"""The report's `firefox` workload: stock Firefox's recorded session (firefox_record:
+cached by Firefox version and corpus, re-recorded when either changes) replayed exactly,
+for the busiest content process and for the parent, on every container with the classic
+run geometry, on lifo with the installed Firefox's run sizes (lifo@firefox), and on
+Firefox's own allocator (the reference row, firefox_replay); beside them, at the same
+marks, the real allocator's figures inside the browser (10-18 arenas, many threads).
+Gives results.json's top-level "firefox" entry (experiments/README.md).
+
+    python3 -m harness.firefox_workload [--pages N] [--out FILE]   (in experiments/)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from . import cost as callgrind_cost
+from . import firefox_record, firefox_replay, replays
+from .interpreter import ROOT
+
+FIGURES = ("allocated", "committed", "bin_unused", "resident", "dirty", "live_requested")
+MATCHING = "lifo"  # the container Firefox uses today: set beside the reference row
+MARK_NAME = re.compile(r"^jemalloc_stats #(\d+) ")
+
+
+def replay_with(program: Path, trace: Path, scratch: Path, conf: str | None,
+                timeout: float) -> dict:
+    """One runsel replayer's JSON document, with RUNSEL_CONF=conf when given."""
+    handle, name = tempfile.mkstemp(prefix=program.name + ".", suffix=".json", dir=scratch)
+    os.close(handle)
+    environment = {key: value for key, value in os.environ.items() if key != "RUNSEL_CONF"}
+    if conf:
+        environment["RUNSEL_CONF"] = conf
+    done = subprocess.run([str(program), "--json", name, str(trace)], capture_output=True,
+                          text=True, timeout=timeout, env=environment)
+    if done.returncode != 0:
+        raise replays.ReplayFailed(f"{program.name} {trace.name}: exit {done.returncode}: "
+                                   f"{done.stderr.strip()[-400:]}")
+    return json.loads(Path(name).read_text())
+
+
+def geometry_of(document: dict) -> list[int]:
+    """bytes_per_run of every class, as the replay's last checkpoint reports it."""
+    return [bin_["bytes_per_run"] for bin_ in document["checkpoints"][-1]["bins"]]
+
+
+def marks_of(document: dict, side: list[dict]) -> list[dict]:
+    """The replay's mark checkpoints named by the recorder's side file (its K-th
+    jemalloc_stats() line is the side file's mark K), with the in-browser figures."""
+    by_number = {record["mark"]: record for record in side}
+    named = []
+    for point in document["checkpoints"]:
+        found = MARK_NAME.match(point["name"]) if point["kind"] == "mark" else None
+        record = by_number.get(int(found.group(1))) if found else None
+        if record is None:
+            continue
+        named.append({"label": record["label"], "ops": point["ops"],
+                      "in_browser": record.get("stats")})
+    return named
+
+
+def process_entry(build_dir: Path, session: Path, process: dict, containers: dict[str, Path],
+                  conf: str, scratch: Path, timeout: float, progress) -> dict:
+    log = session / process["log"]
+    trace = session / (process["log"].removesuffix(".log.gz") + ".trace")
+    if not trace.exists() or trace.stat().st_mtime < log.stat().st_mtime:
+        progress(f"converting {log.name}")
+        firefox_replay.convert(build_dir, log, trace, partial=not process["complete"])
+    side = firefox_record.read_marks(session / process["marks_file"])
+    jobs = [(name, program, None) for name, program in containers.items()]
+    if MATCHING in containers:
+        jobs.append((f"{MATCHING}@firefox", containers[MATCHING], conf))
+    jobs.append((firefox_replay.REFERENCE_NAME, None, None))
+
+    def run(job):
+        name, program, setting = job
+        if program is None:
+            return firefox_replay.reference_replay(build_dir, trace, scratch, timeout=timeout)
+        return replay_with(program, trace, scratch, setting, timeout)
+    documents = dict(zip([job[0] for job in jobs], callgrind_cost.counted_map(
+        run, jobs, lambda job, _: progress(f"firefox {process['role']} replayed on {job[0]}"))))
+    reference = documents[firefox_replay.REFERENCE_NAME]
+    marks = marks_of(reference, side)
+    for mark in marks:
+        mark["figures"] = {}
+        for name, document in documents.items():
+            point = next(p for p in document["checkpoints"] if p["ops"] == mark["ops"]
+                         and p["kind"] == "mark")
+            mark["figures"][name] = {figure: point[figure] for figure in FIGURES}
+    return {"role": process["role"], "pid": process["pid"], "trace": str(trace),
+            "records": reference["trace"]["records"],
+            "recording": {key: process[key] for key in (
+                "lines", "calls", "frees", "frees_dropped", "frees_dropped_share",
+                "live_reuses", "coverage", "num_operations", "complete", "bytes")},
+            "replay_tally": {name: document["replay"] for name, document in documents.items()},
+            "geometry": {name: geometry_of(document) for name, document in documents.items()},
+            "marks": marks}
+
+
+def firefox_summary(build_dir: Path, cache: Path, pages: int, containers: list[str] | None,
+                    parent: bool = True, timeout: float = 900, progress=print) -> dict:
+    """results.json's "firefox" entry, or {"error": one line} when Firefox cannot run."""
+    started = time.monotonic()
+    try:
+        document = firefox_record.record(build_dir, cache, pages, page_timeout=300)
+        layout = firefox_replay.geometry(build_dir)
+        conf = firefox_replay.run_pages_setting(layout)
+        programs = replays.replayers(build_dir)
+        if containers:
+            programs = {name: path for name, path in programs.items() if name in containers}
+        session = Path(document["directory"])
+        chosen = [p for p in document["processes"] if parent or p["role"] == "content"]
+        with tempfile.TemporaryDirectory(prefix="runsel-firefox-replays-") as scratch:
+            processes = [process_entry(build_dir, session, process, programs, conf,
+                                       Path(scratch), timeout, progress) for process in chosen]
+    except (firefox_record.RecordFailed, firefox_replay.FirefoxFailed, replays.ReplayFailed,
+            subprocess.TimeoutExpired) as failure:
+        return {"error": str(failure) or type(failure).__name__}
+    classic = next(iter(processes[0]["geometry"].values())) if processes else []
+    return {
+        "firefox": document["firefox"], "pages": [page["url"] for page in document["pages"]],
+        "corpus": document["corpus"], "reused_recording": document.get("reused", False),
+        "recording_seconds": document["wall_seconds"], "session": str(session),
+        "run_pages_setting": conf, "firefox_layout": layout, "classic_bytes_per_run": classic,
+        "rows": {**{name: "classic run sizes" for name in programs},
+                 f"{MATCHING}@firefox": "the installed Firefox's run sizes",
+                 firefox_replay.REFERENCE_NAME: "Firefox's own mozjemalloc (its run sizes), "
+                                                "replaying the same trace, one arena"},
+        "processes": processes, "seconds": round(time.monotonic() - started, 1),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--build-dir", type=Path, default=ROOT / "build")
+    parser.add_argument("--cache", type=Path, default=ROOT / "results" / "firefox")
+    parser.add_argument("--pages", type=int, default=4)
+    parser.add_argument("--variant", action="append", default=[])
+    parser.add_argument("--content-only", action="store_true")
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    entry = firefox_summary(args.build_dir.resolve(), args.cache.resolve(), args.pages,
+                            args.variant or None, not args.content_only,
+                            progress=lambda text: print(text, file=sys.stderr))
+    text = json.dumps(entry, indent=1) + "\n"
+    if args.out:
+        args.out.write_text(text)
+    else:
+        sys.stdout.write(text)
+    return 1 if "error" in entry else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,54 @@
+"""The report run's presets, plain data: DEFAULT (tools/runsel report) and QUICK
+(--quick), read by the harness and by tools/runsel's help; and the check of the numbers
+that override them. Standard library only.
+
+Run lengths, for a default report of about 20 minutes on 2 cores. The containers, which
+the verdict compares to 2 %, take part in every round (repeat, then up to `extend`
+seconds of extra rounds for the comparisons still wider than that); the peers and the
+settings (rb_first@purge:NAME, ...) in the first peer_repeat rounds. A webkit run costs
+seconds of start-up and page loads and its time cannot resolve a container to 2 %
+anyway, so it runs live under the containers of bug 1857133 (webkit_allocators; the
+peers in its first round) while its trace is replayed exactly on every container.
+The firefox workload records stock Firefox over the same corpus once per Firefox version
+and corpus (cached in results/firefox/) and replays it exactly: firefox_pages pages, its
+parent process too unless --quick.
+--quick exists so that CI exercises every step in a minute or two: its webkit runs and
+replays and its callgrind counts (about a second of valgrind start-up each) cover its
+anchors only.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from .allocators import GLIBC, PEERS, REFERENCE
+
+QUICK_ANCHORS = (REFERENCE, "lifo", "jemalloc")
+BUG_1857133 = (REFERENCE, "rb_root", "lifo", "array_heap")  # verdict.PUBLISHED's containers
+DEFAULT = {"repeat": 15, "scale": 1.0, "instruction_scale": 0.05, "extend": 90,
+           "webkit_pages": 2, "webkit_repeat": 5, "webkit_peer_repeat": 1,
+           "webkit_allocators": BUG_1857133 + (GLIBC, *PEERS), "webkit_replay_allocators": (),
+           "webkit_record_pages": 4, "webkit_cost_records": 100_000,
+           "counted_allocators": (), "peer_repeat": 7,
+           "firefox_pages": 4, "firefox_parent": True, "firefox_replay_allocators": ()}
+QUICK = {"repeat": 5, "scale": 0.05, "instruction_scale": 0.01, "extend": 0,
+         "webkit_pages": 2, "webkit_repeat": 1, "webkit_peer_repeat": 1,
+         "webkit_allocators": QUICK_ANCHORS, "webkit_replay_allocators": QUICK_ANCHORS,
+         "webkit_record_pages": 2, "webkit_cost_records": 50_000,
+         "counted_allocators": QUICK_ANCHORS, "peer_repeat": None,
+         "firefox_pages": 1, "firefox_parent": False, "firefox_replay_allocators": QUICK_ANCHORS}
+
+
+def positive(kind):
+    """An argparse type: a number of `kind` above 0 (0 would not be a run at all, and must
+    not quietly become a preset)."""
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if not value > 0:
+            raise argparse.ArgumentTypeError(f"must be above 0, not {text}")
+        return value
+    parse.__name__ = kind.__name__
+    return parse

@@ -1,0 +1,158 @@
+"""results.json: what the harness writes, and what the report is rendered from.
+
+The harness computes every figure (metrics.py, verdict.py, targets.py, and derive()
+below for the figures the report's tables quote); the renderer (report.py) only lays
+them out, so `tools/runsel render results.json` re-renders report.md and report.html
+byte for byte as the run wrote them. Layout: experiments/README.md, "results.json".
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import resource
+import sys
+import time
+from pathlib import Path
+
+from . import counting
+from .allocators import REFERENCE
+
+SCHEMA_VERSION = 3
+KEEP_CHUNK_MAPS = (REFERENCE, "lifo")  # the occupancy pictures compare these two
+EXACT_FIGURES = ("resident", "committed")  # the exact replays table's differences
+
+
+class PhaseClock:
+    """Wall and CPU seconds of each step; CPU counts this process and the runs it waited
+    for, so a loaded machine's report still tells what the steps cost."""
+
+    def __init__(self):
+        self.wall, self.cpu = {}, {}
+        self.started, self.cpu_started = time.monotonic(), self.cpu_now()
+
+    @staticmethod
+    def cpu_now() -> float:
+        return sum(usage.ru_utime + usage.ru_stime for usage in
+                   (resource.getrusage(resource.RUSAGE_SELF),
+                    resource.getrusage(resource.RUSAGE_CHILDREN)))
+
+    def end(self, step: str) -> None:
+        now, cpu = time.monotonic(), self.cpu_now()
+        self.wall[step] = round(now - self.started, 1)
+        self.cpu[step] = round(cpu - self.cpu_started, 1)
+        self.started, self.cpu_started = now, cpu
+
+
+def machine() -> dict:
+    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text()
+                .splitlines() if line.startswith("model name")), platform.processor())
+    return {"cpu": cpu, "cores": os.cpu_count(), "kernel": platform.release(),
+            "python": platform.python_version(),
+            "load_average_1min": round(os.getloadavg()[0], 2)}
+
+
+def trim_chunk_maps(summary: dict) -> None:
+    """Chunk maps are large; results.json keeps those the report draws."""
+    for workload in summary.values():
+        for name, pair in workload["allocators"].items():
+            if name not in KEEP_CHUNK_MAPS:
+                pair["chunk_maps"] = {}
+
+
+# --- figures the report's tables quote --------------------------------------------------
+
+
+def exact_point(exact: dict, checkpoint: str) -> dict | None:
+    """An exact replay's figures at a checkpoint ("peak": at the peak of live bytes)."""
+    if checkpoint == "peak" and exact.get("peak"):
+        return exact["peak"]
+    return next((p for p in exact["checkpoints"] if p["name"] == checkpoint), None)
+
+
+def exact_difference(mine: dict, theirs: dict | None, figure: str) -> dict | None:
+    """A replay's figure against the reference's, in bytes and percent; None when the
+    reference has no such figure (or zero)."""
+    if not theirs or mine.get(figure) is None or not theirs.get(figure):
+        return None
+    return {"difference": mine[figure] - theirs[figure],
+            "percent": 100 * (mine[figure] / theirs[figure] - 1)}
+
+
+def derive_exact(entry: dict) -> None:
+    """Each replayed container's figures at the key checkpoint and the peak, beside the
+    reference's differences: pair["exact_vs_reference"] = {checkpoint: {figure: difference
+    or None}} for the checkpoints the container has."""
+    base = entry["allocators"].get(REFERENCE, {}).get("exact")
+    for pair in entry["allocators"].values():
+        exact = pair.get("exact")
+        if not exact:
+            continue
+        compared = {}
+        for checkpoint in (entry["key_checkpoint"], "peak"):
+            mine = exact_point(exact, checkpoint)
+            theirs = exact_point(base, checkpoint) if base else None
+            if mine is not None:
+                compared[checkpoint] = {figure: exact_difference(mine, theirs, figure)
+                                        for figure in EXACT_FIGURES}
+        pair["exact_vs_reference"] = compared
+
+
+def derive(summary: dict) -> None:
+    """Adds what the report quotes and the raw figures do not say directly: the exact
+    replays' differences to the reference, and each counted pair's totals over its bins
+    (counting.totals: with the median non-full bucket and the mean fullness)."""
+    for entry in summary.values():
+        if entry.get("kind") == "replay" and "error" not in entry:
+            derive_exact(entry)
+        for pair in entry["allocators"].values():
+            counted = pair.get("counters")
+            if counted and "bins" in counted:
+                counted["total"] = counting.totals(counted["bins"])
+
+
+# --- writing and reading ------------------------------------------------------------------
+
+
+def write(results: dict, out: Path) -> tuple[Path, Path, Path]:
+    """Writes results.json into `out`, then renders the report from what was written (so
+    a later `tools/runsel render` gives the same bytes). Returns the three paths."""
+    from . import report  # needs tabulate and matplotlib, which the harness has
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "results.json"
+    path.write_text(json.dumps(results, indent=1) + "\n")
+    written = json.loads(path.read_text())
+    markdown, html = report.write_report(written, out)
+    print(report.summary_text(written))
+    return path, markdown, html
+
+
+def upgrade(results: dict) -> dict:
+    """A schema 2 results.json (verdict sentences stored as text, no derived figures)
+    brought to this schema from its own summary: the verdict and the derived figures are
+    recomputed by the modules that compute them for a run (verdict.py, derive())."""
+    from . import verdict  # the statistics modules (scipy), needed only here
+    derive(results["summary"])
+    results["verdict"] = verdict.build(results["summary"])
+    results["schema_version"] = SCHEMA_VERSION
+    return results
+
+
+def load(path: Path) -> dict:
+    """results.json as the renderer needs it; a clear one-line exit when it cannot be."""
+    try:
+        results = json.loads(path.read_text())
+    except OSError as error:
+        sys.exit(f"render: cannot read {path}: {error.strerror}")
+    except ValueError as error:
+        sys.exit(f"render: {path} is not JSON: {error}")
+    version = results.get("schema_version") if isinstance(results, dict) else None
+    if version == 2:
+        print(f"render: {path} is schema 2: verdict and derived figures recomputed from its "
+              "summary", file=sys.stderr)
+        return upgrade(results)
+    if version != SCHEMA_VERSION:
+        sys.exit(f"render: {path} has schema_version {version!r}; this renderer reads "
+                 f"{SCHEMA_VERSION} (and 2)")
+    return results

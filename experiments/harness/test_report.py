@@ -1,0 +1,174 @@
+"""meson test --suite harness (harness_report): the report rendered from a small
+checked-in results.json (fixtures/results.json, a trimmed --quick run) in seconds.
+
+The tables hold the fixture's figures (each cell checked against the number it
+formats), the verdict opens the report, rendering twice gives the same bytes, and the
+rendered report.md is fixtures/report.md byte for byte: a change of layout or wording
+shows as a diff of that file, reviewed with the change.
+
+    python3 -m harness.test_report  (in experiments/)
+    python3 -m harness.test_report --regenerate RESULTS_JSON   remakes both fixtures
+        from a run's results.json (after a change of results.json's layout or of the
+        report's text)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import unittest
+from pathlib import Path
+
+from . import report, results, verdict_text
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+FIXTURE = FIXTURES / "results.json"
+EXPECTED_MARKDOWN = FIXTURES / "report.md"
+# What the fixture keeps of a run: live workloads with time and memory evidence for bug
+# 1857133's figures (churn: sp3, steady_state: base), the live webkit workload and its
+# exact replay; the containers of bug 1857133, two peers and one setting.
+KEEP_WORKLOADS = ("churn", "steady_state", "webkit", "webkit replay")
+KEEP_ALLOCATORS = ("rb_first", "rb_root", "lifo", "array_heap", "glibc", "jemalloc",
+                   "rb_first@purge:decay")
+
+
+class RenderedFromTheFixture(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.results = results.load(FIXTURE)
+        cls.tables = {title: (headers, rows, note)
+                      for title, headers, rows, note in report.tables(cls.results)}
+        cls.scratch = tempfile.TemporaryDirectory(prefix="runsel-report-test-")
+        cls.out = Path(cls.scratch.name)
+        cls.markdown, cls.html = report.write_report(cls.results, cls.out)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.scratch.cleanup()
+
+    def rows_of(self, title: str) -> list[dict]:
+        headers, rows, _ = self.tables[title]
+        return [dict(zip(headers, row)) for row in rows]
+
+    def test_the_verdict_table_holds_every_row_and_its_sentence(self):
+        rows = self.rows_of("Verdict")
+        verdict = self.results["verdict"]
+        self.assertEqual(len(rows), len(verdict["rows"]))
+        target = verdict["rules"]["time_target_percent"]
+        for cells, row in zip(rows, verdict["rows"]):
+            self.assertEqual((cells["workload"], cells["container"]),
+                             (row["label"], row["container"]))
+            self.assertEqual(cells["verdict"], verdict_text.row_line(row, target))
+            if row["kind"] == "live" and row["time"] and row["time"].get("low") is not None \
+                    and not row["time"].get("constant"):
+                self.assertEqual(cells["detects"], f"±{row['time']['half_width']:.1f} %")
+                self.assertIn(f"{row['time']['percent']:+.1f} %",
+                              cells["time vs rb_first (95 % CI)"])
+        resolution = verdict["time_resolution"]
+        self.assertIn(f"{resolution['resolving']} of {resolution['with_interval']} time "
+                      "comparisons resolve", self.tables["Verdict"][2])
+
+    def test_the_summary_table_quotes_each_pair(self):
+        rows = self.rows_of("Summary")
+        live = {name: data for name, data in self.results["summary"].items()
+                if data["kind"] == "live"}
+        self.assertEqual(len(rows), sum(len(data["allocators"]) for data in live.values()))
+        expected = [(name, allocator, pair) for name, data in live.items()
+                    for allocator, pair in data["allocators"].items()]
+        for cells, (name, allocator, pair) in zip(rows, expected):
+            self.assertTrue(cells["workload"].startswith(name))
+            self.assertEqual(cells["allocator"], allocator)
+            self.assertEqual(cells["median ms"], f"{pair['median_seconds'] * 1e3:.1f}")
+            self.assertEqual(cells["peak MiB"], report.mib(pair["peak_resident"]))
+
+    def test_the_choices_table_quotes_the_stored_totals(self):
+        rows = self.rows_of("What the containers had to choose between")
+        self.assertTrue(rows)
+        for cells in rows:
+            pair = self.results["summary"][cells["workload"]]["allocators"][cells["container"]]
+            total = pair["counters"]["total"]
+            self.assertEqual(cells["picks"], f"{total['picks']:,d}")
+            self.assertEqual(cells["non-full runs at a pick (median bucket)"],
+                             report.BUCKET_NAMES[total["median_nonfull_bucket"]])
+            self.assertEqual(cells["picked run's fullness (mean)"],
+                             f"{total['mean_picked_fullness_percent']:.0f} %")
+
+    def test_the_exact_replays_table_quotes_the_stored_differences(self):
+        rows = self.rows_of("Exact replays")
+        entry = self.results["summary"]["webkit replay"]
+        self.assertEqual(len(rows), sum(len(pair["exact_vs_reference"])
+                                        for pair in entry["allocators"].values()))
+        for cells in rows:
+            compared = entry["allocators"][cells["container"]]["exact_vs_reference"]
+            resident = compared[cells["checkpoint"]]["resident"]
+            self.assertEqual(cells["resident vs rb_first"], report.bytes_cell(resident))
+
+    def test_the_report_opens_with_the_verdict_and_carries_its_sentences(self):
+        markdown = self.markdown.read_text()
+        sections = [line for line in markdown.splitlines() if line.startswith("## ")]
+        self.assertEqual(sections[:3], ["## Verdict", "## Bug 1857133 beside ours",
+                                        "## Lifo's time and rb_first's memory at once?"])
+        verdict = self.results["verdict"]
+        self.assertIn(verdict_text.agreement_paragraph(verdict["published"]), markdown)
+        self.assertIn(verdict_text.question_answer(verdict["question"]), markdown)
+        self.assertIn("<h2>Verdict</h2>", self.html.read_text())
+
+    def test_rendering_is_repeatable_and_matches_the_expected_report(self):
+        with tempfile.TemporaryDirectory(prefix="runsel-report-again-") as again:
+            markdown, html = report.write_report(results.load(FIXTURE), Path(again))
+            self.assertEqual(markdown.read_bytes(), self.markdown.read_bytes())
+            self.assertEqual(html.read_bytes(), self.html.read_bytes())
+        self.assertEqual(self.markdown.read_text(), EXPECTED_MARKDOWN.read_text(),
+                         "report.md differs from fixtures/report.md (a layout or wording "
+                         "change: --regenerate, and review the diff)")
+
+
+def shrink(run: dict) -> dict:
+    """A run's results, kept to KEEP_WORKLOADS and KEEP_ALLOCATORS, with the verdict, the
+    targets and the derived figures computed again by the harness's own modules."""
+    from . import targets, verdict  # statistics: needed to remake the fixture only
+    run = results.load(run) if isinstance(run, Path) else run
+    summary = {name: data for name, data in run["summary"].items() if name in KEEP_WORKLOADS}
+    for data in summary.values():
+        data["allocators"] = {name: pair for name, pair in data["allocators"].items()
+                              if name in KEEP_ALLOCATORS}
+        for pair in data["allocators"].values():
+            if "runsel" in pair:  # the report reads runsel's stats at the key only
+                pair["runsel"] = {name: stats for name, stats in pair["runsel"].items()
+                                  if name == data["key_checkpoint"]}
+            if pair.get("exact"):  # and an exact replay's figures at the key and the peak
+                pair["exact"]["checkpoints"] = [point for point in pair["exact"]["checkpoints"]
+                                                if point["name"] == data["key_checkpoint"]]
+    run.update(summary=summary, workloads=list(summary),
+               allocators=[a for a in run["allocators"] if a["name"] in KEEP_ALLOCATORS],
+               checks=[c for c in run["checks"] if c["workload"] in summary],
+               discarded=[d for d in run["discarded"] if d["workload"] in summary],
+               verdict=verdict.build(summary),
+               targets=targets.judge_workloads(summary, run["reference"]))
+    results.derive(summary)
+    for data in summary.values():  # the report reads the counters' totals only
+        for pair in data["allocators"].values():
+            if pair.get("counters") and "bins" in pair["counters"]:
+                del pair["counters"]["bins"]
+    return run
+
+
+def regenerate(source: Path) -> None:
+    FIXTURES.mkdir(exist_ok=True)
+    FIXTURE.write_text(json.dumps(shrink(source), indent=1) + "\n")
+    with tempfile.TemporaryDirectory(prefix="runsel-report-fixture-") as scratch:
+        markdown, _ = report.write_report(results.load(FIXTURE), Path(scratch))
+        EXPECTED_MARKDOWN.write_text(markdown.read_text())
+    print(f"wrote {FIXTURE} ({FIXTURE.stat().st_size:,d} bytes) and {EXPECTED_MARKDOWN}")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--regenerate", type=Path, metavar="RESULTS_JSON")
+    options, rest = parser.parse_known_args()
+    if options.regenerate:
+        regenerate(options.regenerate)
+        sys.exit(0)
+    unittest.main(argv=[sys.argv[0], *rest], verbosity=1)

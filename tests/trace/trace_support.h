@@ -1,0 +1,189 @@
+// Shared by the trace tests (trace_format_test.cpp, trace_record_test.cpp,
+// logalloc_test.cpp): child processes and files, recording python3, reading a
+// trace back, and the replay output's figures.
+#pragma once
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <algorithm>
+#include <cstring>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "logalloc.h"
+#include "replay_engine.h"
+#include "support/seeds.h"
+#include "trace_format.h"
+
+namespace runsel_trace_test {
+
+namespace fs = std::filesystem;
+using namespace runsel::trace;
+using Bytes = std::vector<std::uint8_t>;
+
+inline const char* const kPython = "/usr/bin/python3";
+inline std::string container() {
+  const char* name = std::getenv("RUNSEL_TEST_CONTAINER");
+  return name ? name : "rb_first";
+}
+
+// The containers that pick alike with container(), itself included: they must
+// place every allocation of a replay identically. meson sets the list from its
+// container table.
+inline std::vector<std::string> same_choices() {
+  std::vector<std::string> names;
+  const char* list = std::getenv("RUNSEL_SAME_CHOICES");
+  std::string rest = list ? list : "";
+  while (!rest.empty()) {
+    const std::size_t comma = rest.find(',');
+    names.push_back(rest.substr(0, comma));
+    rest = comma == std::string::npos ? "" : rest.substr(comma + 1);
+  }
+  return names;
+}
+
+inline fs::path replayer(const std::string& name) {
+  return fs::path(RUNSEL_REPLAY_DIR) / ("runsel-replay-" + name);
+}
+
+// --- processes and files -----------------------------------------------------------
+
+struct Child {
+  int status = 0;
+  pid_t pid = 0;
+  std::string out, err;
+};
+
+inline std::string slurp(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+inline Bytes read_bytes(const fs::path& path) {
+  std::string text = slurp(path);
+  return Bytes(text.begin(), text.end());
+}
+
+inline void write_bytes(const fs::path& path, const Bytes& bytes) {
+  std::ofstream(path, std::ios::binary)
+      .write(reinterpret_cast<const char*>(bytes.data()),
+             static_cast<std::streamsize>(bytes.size()));
+}
+
+// Runs argv with `env` added to the environment; captures stdout and stderr.
+// A child still running after a minute gets SIGALRM, which shows as a signal.
+inline Child run(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+          const fs::path& dir) {
+  fs::path out = dir / "child.out", err = dir / "child.err";
+  Child child;
+  child.pid = fork();
+  if (child.pid == 0) {
+    for (const std::string& setting : env) putenv(const_cast<char*>(setting.c_str()));
+    int out_fd = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int err_fd = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(out_fd, 1);
+    dup2(err_fd, 2);
+    alarm(60);
+    std::vector<char*> args;
+    for (const std::string& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
+    args.push_back(nullptr);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  waitpid(child.pid, &child.status, 0);
+  child.out = slurp(out);
+  child.err = slurp(err);
+  return child;
+}
+
+// Records `python3 args...` into dir; returns the trace of the python process.
+inline fs::path record_python(const std::vector<std::string>& args, const fs::path& dir,
+                       Child* child = nullptr) {
+  std::vector<std::string> argv = {kPython};
+  argv.insert(argv.end(), args.begin(), args.end());
+  Child python = run(argv,
+                     {"PYTHONMALLOC=malloc", std::string("LD_PRELOAD=") + RUNSEL_TRACE_RECORDER,
+                      "RUNSEL_TRACE=" + (dir / "trace.%p").string()},
+                     dir);
+  EXPECT_TRUE(WIFEXITED(python.status) && WEXITSTATUS(python.status) == 0) << python.err;
+  if (child) *child = python;
+  return dir / ("trace." + std::to_string(python.pid));
+}
+
+struct Summary {
+  bool valid = false;
+  Problem problem;
+  Header header;
+  std::uint64_t records = 0;
+  std::map<std::uint32_t, std::uint64_t> per_thread;
+};
+
+inline Summary summarize(const Bytes& bytes, bool partial = false) {
+  Summary summary;
+  Reader reader(bytes.data(), bytes.size(), partial);
+  Record record;
+  if (reader.read_header(summary.header))
+    while (reader.next(record)) ++summary.per_thread[record.thread];
+  summary.valid = !reader.failed();
+  summary.problem = reader.problem();
+  summary.records = reader.records();
+  return summary;
+}
+
+// The replay output that depends only on where the container puts blocks:
+// every line but the comment and resident ones, without bookkeeping and
+// committed (array_heap's side array is bookkeeping, by design).
+inline std::string placements(const std::string& output) {
+  std::istringstream lines(output);
+  std::string line, kept;
+  while (std::getline(lines, line)) {
+    if (line.empty() || line[0] == '#' || line.rfind("resident", 0) == 0) continue;
+    std::istringstream words(line);
+    std::string word;
+    while (words >> word)
+      if (word.rfind("bookkeeping=", 0) != 0 && word.rfind("committed=", 0) != 0)
+        kept += word + " ";
+    kept += "\n";
+  }
+  return kept;
+}
+
+class TraceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char pattern[] = "/tmp/runsel-trace-test-XXXXXX";
+    ASSERT_NE(mkdtemp(pattern), nullptr);
+    dir_ = pattern;
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  fs::path dir_;
+};
+
+// The figure `key` (" key=N") on the first line of a replay's output that
+// starts with `prefix`.
+inline std::uint64_t field(const std::string& output, const std::string& prefix, const std::string& key) {
+  std::istringstream lines(output);
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (line.rfind(prefix, 0) != 0) continue;
+    std::size_t at = line.find(" " + key + "=");
+    if (at != std::string::npos) return std::stoull(line.substr(at + key.size() + 2));
+  }
+  ADD_FAILURE() << "no " << key << " on a '" << prefix << "' line in:\n" << output;
+  return 0;
+}
+
+}  // namespace runsel_trace_test
