@@ -30,6 +30,15 @@ class FirstOf {
   Structure structure_;
 };
 
+// Takes the first member out of an ordered structure (null when it is
+// empty): moz_tree and je_slabs make it their current run.
+template <class Structure>
+auto take_first(Structure& structure) {
+  auto* first = structure.first();
+  if (first != nullptr) structure.erase(first);
+  return first;
+}
+
 // The container over `Traits`' runs kept in Structure<Node, Order>.
 template <class Traits, template <class, class> class Structure, class Order>
 using FirstOfRuns = FirstOf<typename Traits::Node, Structure<typename Traits::Node, Order>>;

@@ -37,6 +37,7 @@
 #include <cstddef>
 
 #include "containers/address_order.h"
+#include "containers/first_of.h"
 #include "structures/pairing_heap.h"
 
 namespace runsel {
@@ -47,10 +48,7 @@ class JeSlabsRuns {
   using Node = typename Traits::Node;
 
   Node* pick() {
-    if (current_ == nullptr) {
-      current_ = heap_.first();
-      if (current_ != nullptr) heap_.erase(current_);
-    }
+    if (current_ == nullptr) current_ = take_first(heap_);
     return current_;
   }
 
@@ -74,19 +72,16 @@ class JeSlabsRuns {
   void touched(Node*) {}
   std::size_t size() const { return heap_.size() + (current_ != nullptr); }
 
-  // For tests: the heap's root, the current run.
-  Node* heap_first() const { return heap_.first(); }
-  Node* current() const { return current_; }
+  Node* current() const { return current_; }       // for tests
+  Node* heap_first() const { return heap_.first(); }  // for tests: the heap's root
 
   // The heap's rules (pairing_heap.h), and the current run is below the
   // heap's minimum (so it is not in the heap, and it is the oldest run).
   bool check(const char** why) const {
     if (!heap_.check(why)) return false;
-    if (current_ != nullptr && heap_.first() != nullptr &&
-        !age_less<Traits>(current_, heap_.first())) {
-      return check_failed(why, "the current run is not below the heap's minimum");
-    }
-    return true;
+    Node* lowest = heap_.first();
+    const bool below = current_ == nullptr || lowest == nullptr || age_less<Traits>(current_, lowest);
+    return below || check_failed(why, "the current run is not below the heap's minimum");
   }
 
  private:

@@ -43,6 +43,7 @@
 #include <cstddef>
 
 #include "containers/address_order.h"
+#include "containers/first_of.h"
 #include "structures/llrb_tree.h"
 
 namespace runsel {
@@ -55,8 +56,7 @@ class MozTreeRuns {
   Node* pick() {
     if (current_ != nullptr && !current_full_) return current_;
     current_full_ = false;
-    current_ = tree_.first();
-    if (current_ != nullptr) tree_.erase(current_);
+    current_ = take_first(tree_);
     return current_;
   }
 

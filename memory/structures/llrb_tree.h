@@ -221,25 +221,24 @@ class LlrbTree {
   static Node* right_of(Node* node) { return checked(node, right(node)); }
 
   // The three LLRB steps; each returns the subtree's new top.
-  // Rotations: `up`, the child on one side, takes node's place and colour,
-  // node becomes its red child on the other side.
-  static Node* rotate_left(Node* node) {
-    Node* up = right_of(node);
-    set_right(node, left_of(up));
-    set_left(up, node);
-    return recolour(up, node);
+  // A rotation: `up`, node's child on the raised side, takes node's place
+  // and colour, and node becomes its red child on the other side.
+  static Node* child(Node* node, bool right) { return right ? right_of(node) : left_of(node); }
+  static void set_child(Node* node, bool right, Node* to) {
+    if (right) return set_right(node, to);
+    set_left(node, to);
   }
-  static Node* rotate_right(Node* node) {
-    Node* up = left_of(node);
-    set_left(node, right_of(up));
-    set_right(up, node);
-    return recolour(up, node);
-  }
-  static Node* recolour(Node* up, Node* node) {
+  static Node* rotate(Node* node, bool raise_right) {
+    Node* up = child(node, raise_right);
+    set_child(node, raise_right, child(up, !raise_right));
+    set_child(up, !raise_right, node);
     set_red(up, is_red(node));
     set_red(node, true);
     return up;
   }
+  static Node* rotate_left(Node* node) { return rotate(node, true); }
+  static Node* rotate_right(Node* node) { return rotate(node, false); }
+
   // Both children exist: the rules say so wherever this is called.
   static void flip(Node* node) {
     Node* l = left_of(node);
@@ -250,21 +249,20 @@ class LlrbTree {
     set_red(l, !is_red(l));
     set_red(r, !is_red(r));
   }
+  // Sedgewick's moves: make the child on the descent's side (or one of its
+  // children) red before the descent enters it.
   static Node* move_red_left(Node* node) {
     flip(node);
-    if (is_red(left_of(right_of(node)))) {
-      set_right(node, rotate_right(right_of(node)));
-      node = rotate_left(node);
-      flip(node);
-    }
-    return node;
+    if (!is_red(left_of(right_of(node)))) return node;
+    set_right(node, rotate_right(right_of(node)));
+    return flipped(rotate_left(node));
   }
   static Node* move_red_right(Node* node) {
     flip(node);
-    if (is_red(left_of(left_of(node)))) {
-      node = rotate_right(node);
-      flip(node);
-    }
+    return is_red(left_of(left_of(node))) ? flipped(rotate_right(node)) : node;
+  }
+  static Node* flipped(Node* node) {
+    flip(node);
     return node;
   }
   static Node* balance(Node* node) {
@@ -283,11 +281,7 @@ class LlrbTree {
         links(successor) = links(node);  // its children and its colour
         node = successor;
       }
-      if (path.right_side[level]) {
-        set_right(node, below);
-      } else {
-        set_left(node, below);
-      }
+      set_child(node, path.right_side[level], below);
       below = balance(node);
     }
     root_ = below;
