@@ -44,6 +44,10 @@ PACKAGE_PATH = {"PYTHONPATH": ":".join(filter(None, [str(PACKAGE_ROOT.relative_t
 REPORT_DIR = RESULTS_DIR / "report"
 BENCH_PROGRAM = Path("experiments/malloc_bench")  # under the build directory
 BENCH_COMPARE = Path("experiments/bench/compare.py")
+BENCH_PROGRAMS = Path("experiments/bench/programs.py")
+BENCH_PROGRAM_PREFIX = "bench_"  # meson's build/experiments/bench_<name>: the bench programs
+# The containers the bench programs run by default (--all-containers: every one).
+BENCH_ANCHORS = ("rb_first", "lifo")
 SELECTED_TARGET = "malloc"  # build/libmalloc.so: the container picked at setup
 CI_TEST_SETUP = "ci"  # meson.build's test setup for CI: the fixed seed list
 
@@ -105,6 +109,10 @@ def harness_arguments(args: argparse.Namespace) -> list[str]:
             forwarded += [f"--{option}", value]
     for trace in args.trace:
         forwarded += ["--trace", str(trace.resolve())]
+    for corpus_file in args.corpus_file:
+        forwarded += ["--corpus-file", str(corpus_file.resolve())]
+    if args.scheduler:
+        forwarded += ["--scheduler", args.scheduler]
     return forwarded
 
 
@@ -284,21 +292,36 @@ def command_test(args: argparse.Namespace) -> int:
 
 
 def command_bench(args: argparse.Namespace) -> int:
-    """compare.py prints its Markdown tables (kept as bench.md) and writes the JSON."""
-    program = args.build_dir / BENCH_PROGRAM
+    """The bench programs (programs.py), then malloc_bench (compare.py); each prints its
+    Markdown tables (kept as bench-programs.md and bench.md) and writes its JSON."""
     configure(args.build_dir, requested_options(args))
-    if not defines_output(args.build_dir, program):
+    program = args.build_dir / BENCH_PROGRAM
+    programs = [root_relative(path) for path in targets_named(
+        build_targets(args.build_dir), BENCH_PROGRAM_PREFIX, "executable").values()]
+    if not args.micro_only and not programs:
+        raise StepFailed(f"meson defines no {BENCH_PROGRAM_PREFIX}* programs: is "
+                         "-Dbenchmarks=disabled?")
+    if not args.programs_only and not defines_output(args.build_dir, program):
         raise StepFailed(f"meson defines no {program}: it needs libbenchmark-dev (and "
                          "-Dbenchmarks=auto or enabled); see build/meson-logs/meson-log.txt")
-    libraries = build_libraries(args, extra=[program])
+    if args.programs_only:
+        libraries = variant_libraries(args.build_dir)
+        build(args.build_dir, [path for name, path in libraries.items()
+                               if args.all_containers or name in BENCH_ANCHORS] + programs)
+    else:
+        libraries = build_libraries(args, extra=[program] + ([] if args.micro_only else programs))
     RESULTS_DIR.mkdir(exist_ok=True)
     # The peers the harness compares with, where installed: the targets judge some
     # benchmarks against the best of them.
     peers, missing = shared.system_allocators()
     if missing:
         print(f"bench: not installed, left out: {', '.join(missing)}", file=sys.stderr)
-    preloads = [part for name, path in
-                [*libraries.items(), *((peer.name, peer.preload) for peer in peers if peer.preload)]
+    peer_preloads = [(peer.name, peer.preload) for peer in peers if peer.preload]
+    if not args.micro_only:
+        run_bench_programs(args, libraries, peer_preloads)
+    if args.programs_only:
+        return 0
+    preloads = [part for name, path in [*libraries.items(), *peer_preloads]
                 for part in ("--preload", f"{name}={path}")]
     json_path, markdown_path = RESULTS_DIR / "bench.json", RESULTS_DIR / "bench.md"
     command = [sys.executable, BENCH_COMPARE, "--bench", program, *preloads, "--out", json_path,
@@ -312,6 +335,39 @@ def command_bench(args: argparse.Namespace) -> int:
     markdown_path.write_text(completed.stdout)
     print(f"\nbenchmark written to {markdown_path} and {json_path}")
     return 0
+
+
+def run_bench_programs(args: argparse.Namespace, libraries: dict[str, Path],
+                       peer_preloads: list[tuple[str, Path]]) -> None:
+    """programs.py under the anchor containers (or every one), their settings when asked
+    (each other purge policy, each setting-* library), glibc and the installed peers."""
+    containers = {name: path for name, path in libraries.items()
+                  if args.all_containers or name in BENCH_ANCHORS}
+    specs = [f"{name}={path}" for name, path in containers.items()]
+    if args.settings:
+        default = shared.build_options(args.build_dir).get("purge_policy")
+        reference = libraries[REFERENCE_VARIANT]
+        specs += [f"{REFERENCE_VARIANT}@purge:{policy}={reference}:RUNSEL_CONF=purge:{policy}"
+                  for policy in shared.PURGE_POLICIES if policy != default]
+        settings = targets_named(build_targets(args.build_dir), SETTING_TARGET_PREFIX,
+                                 "shared library")
+        build(args.build_dir, [root_relative(path) for path in settings.values()])
+        for name, path in settings.items():
+            setting, _, container = name.rpartition("-")
+            specs.append(f"{container}@{setting}={root_relative(path)}")
+    specs += [f"{name}={path}" for name, path in peer_preloads]
+    json_path, markdown_path = RESULTS_DIR / "bench-programs.json", RESULTS_DIR / "bench-programs.md"
+    command = [sys.executable, BENCH_PROGRAMS, "--build-dir", args.build_dir,
+               *(part for spec in specs for part in ("--preload", spec)),
+               "--rounds", str(args.rounds), "--scale", str(args.scale), "--out", json_path]
+    show(command, PACKAGE_PATH)
+    completed = subprocess.run([str(part) for part in command], stdout=subprocess.PIPE, text=True,
+                               env={**os.environ, **PACKAGE_PATH})
+    print(completed.stdout, end="")
+    if completed.returncode != 0:
+        raise StepFailed(f"{BENCH_PROGRAMS} exited with {completed.returncode}")
+    markdown_path.write_text(completed.stdout)
+    print(f"\nbench programs written to {markdown_path} and {json_path}\n")
 
 
 # --- command line -----------------------------------------------------------------------
@@ -390,6 +446,15 @@ def add_report(commands, shared_options: list[argparse.ArgumentParser]) -> None:
     report.add_argument("--trace", action="append", default=[], type=Path, metavar="PATH",
                         help="also replay this recorded trace (runsel trace -- CMD) as workload "
                              "replay:<file name> under every allocator (repeatable)")
+    report.add_argument("--corpus-file", action="append", default=[], type=Path,
+                        metavar="PATH", help="add a trace or a logalloc log (a Firefox "
+                        "session's, a real program's) to the trace corpus the verdict judges "
+                        "over, as one more group of replicates (repeatable)")
+    report.add_argument("--scheduler", metavar="ADDRESS",
+                        help="run the replays and callgrind counts on this Dask scheduler "
+                             "(tcp://HOST:8786; its workers must see the build and the traces "
+                             "at the same paths, with PYTHONPATH=<repository>/experiments); "
+                             "default: a local Dask cluster on this machine's cores")
     report.add_argument("--webkit-pages", type=positive(int), metavar="N",
                         help=f"pages each webkit run loads (default: {default['webkit_pages']}; "
                              f"the recorded run {default['webkit_record_pages']})")
@@ -446,11 +511,31 @@ def add_test(commands, shared_options: list[argparse.ArgumentParser]) -> None:
 def add_bench(commands, shared_options: list[argparse.ArgumentParser]) -> None:
     bench = commands.add_parser(
         "bench", parents=shared_options,
-        help="build, then compare malloc_bench: glibc vs every variant and the installed peers",
-        description=f"Builds {BUILD_DIR / BENCH_PROGRAM} and every variant, then runs "
-                    f"{BENCH_COMPARE} under glibc, every variant and jemalloc, mimalloc and "
-                    f"tcmalloc where installed; ends with the speed targets, judged. Writes "
-                    f"{RESULTS_DIR}/bench.json and {RESULTS_DIR}/bench.md.")
+        help="build, then run the bench programs and malloc_bench: glibc vs runsel and the "
+             "installed peers",
+        description="Builds the bench programs (experiments/bench/programs/: larson with and "
+                    "without sized delete, producer/consumer, a threaded stress, a "
+                    f"single-thread loop) and runs them with {BENCH_PROGRAMS} under "
+                    f"{' and '.join(BENCH_ANCHORS)}, glibc, jemalloc, mimalloc and tcmalloc "
+                    "(time, peak RSS, minor faults as ratios to glibc; about 2 minutes); then "
+                    f"builds {BUILD_DIR / BENCH_PROGRAM} and every variant and runs "
+                    f"{BENCH_COMPARE}, ending with the speed targets, judged. Writes "
+                    f"{RESULTS_DIR}/bench-programs.{{md,json}} and {RESULTS_DIR}/bench.{{md,json}}.")
+    only = bench.add_mutually_exclusive_group()
+    only.add_argument("--programs-only", action="store_true",
+                      help="only the bench programs (builds only the libraries they run)")
+    only.add_argument("--micro-only", action="store_true", help="only malloc_bench")
+    bench.add_argument("--all-containers", action="store_true",
+                       help="the bench programs under every container, not only "
+                            f"{', '.join(BENCH_ANCHORS)}")
+    bench.add_argument("--settings", action="store_true",
+                       help=f"the bench programs also under {REFERENCE_VARIANT} with each other "
+                            "purge policy and under each build option's library")
+    bench.add_argument("--rounds", type=positive(int), default=5, metavar="N",
+                       help="interleaved rounds of the bench programs (default: 5, the fewest "
+                            "that give intervals)")
+    bench.add_argument("--scale", type=positive(float), default=1.0, metavar="X",
+                       help="operation counts of the bench programs (default: 1)")
     bench.add_argument("compare_args", nargs="*", metavar="ARG",
                        help=f"more {BENCH_COMPARE} arguments (after --)")
     bench.set_defaults(handler=command_bench)

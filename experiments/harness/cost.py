@@ -9,13 +9,13 @@ inside the library itself. The cache is simulated with fixed parameters, so coun
 not depend on the machine: I1 and D1 32 KiB 8-way, LL 8 MiB 16-way, 64-byte lines.
 
     python3 -m harness.cost --build-dir build --trace PATH [--records N]  (PYTHONPATH=experiments)
+        [--windows K [--window-records W]]
 prints the replay cost of a trace on every container as JSON.
 """
 
 from __future__ import annotations
 
 import argparse
-import concurrent.futures
 import json
 import os
 import re
@@ -41,6 +41,12 @@ REPLAY_REGION = "runsel_replay_measured*"  # tools/trace/replay.cpp
 NO_AGEING = "huge_cache_ms:10000000000"  # as tools/trace/replay.cpp sets it (kNoAgeing)
 # Replays counted under callgrind stop after this many records: ~50x slower than native.
 DEFAULT_RECORDS = 500_000
+# Or, over the whole trace: windows of WINDOW_RECORDS records spread evenly across it,
+# callgrind uninstrumented in between (a 22 M-record WebKit trace: ~50 s of CPU for 40
+# windows against ~15 minutes instrumented throughout). windows * records >= the trace's
+# records counts every record.
+DEFAULT_WINDOWS = 40
+WINDOW_RECORDS = 25_000
 ALLOCATION_CALLS = {"malloc", "free", "calloc", "realloc", "reallocarray", "posix_memalign",
                     "aligned_alloc", "memalign", "valloc", "pvalloc"}
 CONTAINER_FUNCTION = re.compile(r"OutOfLineRuns<.*>::(insert|erase|pick|touched)\(")
@@ -48,29 +54,6 @@ CONTAINER_FUNCTION = re.compile(r"OutOfLineRuns<.*>::(insert|erase|pick|touched)
 
 class CostFailed(Exception):
     pass
-
-
-# --- running in parallel (counts only) ---------------------------------------------------
-
-
-def usable_cores() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-
-
-def counted_map(function, items: list, done=None) -> list:
-    """[function(item) for item in items], as many at once as this process has cores: only
-    for work whose results do not depend on the machine's load (callgrind counts, exact
-    replays, pick counters), never for timed runs. done(item, result) is called in the
-    order the work finishes; an exception from function is raised here."""
-    with concurrent.futures.ThreadPoolExecutor(max_workers=usable_cores()) as pool:
-        futures = {pool.submit(function, item): index for index, item in enumerate(items)}
-        results = [None] * len(items)
-        for future in concurrent.futures.as_completed(futures):
-            index = futures[future]
-            results[index] = future.result()
-            if done:
-                done(items[index], results[index])
-    return results
 
 
 # --- reading callgrind's output ----------------------------------------------------------
@@ -237,16 +220,24 @@ def replay_environment() -> dict[str, str]:
 
 
 def replay_cost(trace: Path, build_dir: Path, container: str, records: int = DEFAULT_RECORDS,
-                timeout: float = 600) -> dict:
-    """The cost of replaying the first `records` records of the trace on one container
-    (the replay loop only: reading and checking the trace is left out)."""
+                timeout: float = 600, windows: int | None = None,
+                window_records: int = WINDOW_RECORDS) -> dict:
+    """The cost of replaying the trace on one container (the replay loop only: reading and
+    checking the trace is left out): its first `records` records, or with `windows`, that
+    many windows of `window_records` records spread evenly over the whole trace. The block
+    says what it covered: `records` counted, `trace_records`, `share` of the trace."""
     replayer = build_dir / PROFILE_REPLAYER.format(container)
     library = build_dir / PROFILE_LIBRARY.format(container)
     with tempfile.TemporaryDirectory(prefix="runsel-cost-") as scratch:
         out = Path(scratch) / "callgrind.out"
-        command = [*FIXED_LAYOUT, *CALLGRIND, "--collect-atstart=no",
-                   f"--toggle-collect={REPLAY_REGION}", f"--callgrind-out-file={out}",
-                   str(replayer), "--records", str(records), str(trace)]
+        if windows:
+            what = ["--instr-atstart=no", "--collect-atstart=no", f"--callgrind-out-file={out}",
+                    str(replayer), "--windows", str(windows), "--window-records",
+                    str(window_records)]
+        else:
+            what = ["--collect-atstart=no", f"--toggle-collect={REPLAY_REGION}",
+                    f"--callgrind-out-file={out}", str(replayer), "--records", str(records)]
+        command = [*FIXED_LAYOUT, *CALLGRIND, *what, str(trace)]
         try:
             done = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
                                   env=replay_environment())
@@ -255,10 +246,23 @@ def replay_cost(trace: Path, build_dir: Path, container: str, records: int = DEF
         if done.returncode != 0 or not out.exists():
             raise CostFailed(f"callgrind replay on {container}: exit {done.returncode}: "
                              f"{done.stderr.strip()[-500:]}")
-        replayed = re.search(r"^replay ops=(\d+)", done.stdout, re.MULTILINE)
         cost = read_callgrind(out, str(library.resolve()))
+    replayed = int(re.search(r"^replay ops=(\d+)", done.stdout, re.MULTILINE).group(1))
+    window = re.search(r"^windows count=(\d+) records=(\d+) covered=(\d+) of=(\d+)",
+                       done.stdout, re.MULTILINE)
     cost["scale"] = None
-    cost["records"] = int(replayed.group(1)) if replayed else None
+    if window:
+        count, length, covered, total = map(int, window.groups())
+        cost.update(records=covered, windows=count, window_records=length, trace_records=total)
+    else:
+        total = int(re.search(r"(\d+) records", done.stdout).group(1))
+        cost.update(records=replayed, windows=None, window_records=None, trace_records=total)
+    cost["share"] = round(cost["records"] / cost["trace_records"], 6) if cost["trace_records"] \
+        else None
+    for name in ("instructions", "d1_misses", "ll_misses"):
+        value = cost.get("allocator_" + name)
+        cost[f"allocator_{name}_per_call"] = (round(value / cost["calls"], 3)
+                                              if value is not None and cost["calls"] else None)
     return cost
 
 
@@ -267,12 +271,16 @@ def main() -> int:
     parser.add_argument("--build-dir", type=Path, required=True)
     parser.add_argument("--trace", type=Path, required=True)
     parser.add_argument("--records", type=int, default=DEFAULT_RECORDS)
+    parser.add_argument("--windows", type=int, help="count this many windows spread evenly "
+                        "over the whole trace instead of its first --records")
+    parser.add_argument("--window-records", type=int, default=WINDOW_RECORDS)
     parser.add_argument("--container", action="append", default=[])
     args = parser.parse_args()
     containers = args.container or [variant.name for variant in runsel_variants(args.build_dir)]
     try:
         build_profile_twins(args.build_dir.resolve(), containers)
-        costs = {c: replay_cost(args.trace.resolve(), args.build_dir.resolve(), c, args.records)
+        costs = {c: replay_cost(args.trace.resolve(), args.build_dir.resolve(), c, args.records,
+                                windows=args.windows, window_records=args.window_records)
                  for c in containers}
     except CostFailed as failure:
         sys.exit(f"cost: {failure}")

@@ -358,7 +358,7 @@ def record(build_dir: Path, out: Path, pages: int | None, page_timeout: float,
     recorder = (build_dir / RECORDER).resolve()
     if not recorder.exists():
         raise RecordFailed(f"{recorder} is not built (ninja -C {build_dir} {RECORDER})")
-    arguments = argparse.Namespace(url=[], corpus=corpus.CORPUS, pages=pages)
+    arguments = argparse.Namespace(url=[], corpus=corpus.CORPUS, pages=pages, first=1)
     try:
         chosen = webkit.select_pages(arguments)
     except webkit.RunFailed as failure:

@@ -21,10 +21,11 @@ from .interpreter import ROOT, ensure_libraries
 
 if __name__ == "__main__":  # run by Debian's python3 when this one lacks what the report needs
     ensure_libraries({"matplotlib": "python3-matplotlib", "scipy": "python3-scipy",
-                      "tabulate": "python3-tabulate"}, "harness")
+                      "tabulate": "python3-tabulate", "distributed": "python3-distributed"},
+                     "harness")
 
-from . import comparisons, counting, metrics, replays, results, runs, targets, verdict
-from . import firefox_workload
+from . import comparisons, counting, fanout, metrics, replays, results, runs, targets
+from . import firefox_workload, verdict
 from . import webkit_record
 from .allocators import REFERENCE, WORKLOAD_PREFIX
 from .presets import DEFAULT, QUICK, positive
@@ -117,6 +118,15 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
                              f"{DEFAULT['firefox_pages']}, --quick {QUICK['firefox_pages']}); "
                              "--workload firefox alone runs only it; naming other workloads "
                              "without firefox leaves it out")
+    parser.add_argument("--corpus-file", action="append", default=[], type=Path,
+                        metavar="PATH", help="add this trace or logalloc log (a Firefox "
+                        "session's, a real program's) to the trace corpus (repeatable): these "
+                        "files are judged as one more group of replicates")
+    parser.add_argument("--scheduler", metavar="ADDRESS",
+                        help="run the deterministic steps (replays, callgrind counts) on this "
+                             "Dask scheduler (tcp://HOST:8786), whose workers see this build "
+                             "and the traces at the same paths; default: a local cluster on "
+                             "this machine's cores")
     parser.add_argument("--timeout", type=float, default=600, help="per run, seconds")
     parser.add_argument("--counters", choices=("auto", "off"), default="auto",
                         help="run each workload once under each variant's counting library "
@@ -126,6 +136,8 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
                         help="keep address-space randomisation (default: runs use setarch -R "
                              "so every run of a variant sees the same address layout)")
     args = parser.parse_args(argv)
+    # Absolute: the replays and counts may run as tasks on workers in another folder.
+    args.build_dir, args.out = args.build_dir.resolve(), args.out.resolve()
     preset = QUICK if args.quick else DEFAULT
     for name in ("repeat", "scale", "instruction_scale", "extend"):
         if getattr(args, name) is None:
@@ -135,6 +147,9 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     args.webkit_allocators = () if args.allocator else preset["webkit_allocators"]
     args.webkit_replay_allocators = () if args.allocator else preset["webkit_replay_allocators"]
     args.webkit_cost_records = preset["webkit_cost_records"]
+    for name in ("corpus_ranges", "corpus_cost_traces", "corpus_windows",
+                 "corpus_window_records"):
+        setattr(args, name, preset[name])
     args.webkit_record_pages = max(args.webkit_pages, preset["webkit_record_pages"])
     args.webkit_peer_repeat = preset["webkit_peer_repeat"]
     args.counted_allocators = () if args.allocator else preset["counted_allocators"]
@@ -205,8 +220,8 @@ def replay_exactly(args: argparse.Namespace, workloads: list, variants: list, su
                                      [a.name for a in variants])
     phases.end("exact replays")
     if any(workload.name == webkit_record.WEBKIT for workload in workloads):
-        webkit_record.add_exact_replay(summary, args)
-        phases.end("webkit replay")
+        summary["corpus"] = webkit_record.add_corpus(summary, args)
+        phases.end("trace corpus")
 
 
 def run_settings(args: argparse.Namespace, counted: dict, workloads: list,
@@ -262,6 +277,7 @@ def firefox_step(args: argparse.Namespace, summary: dict, phases: results.PhaseC
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_arguments(argv)
+    fanout.configure(args.scheduler)
     started, load_before = time.time(), round(os.getloadavg()[0], 2)
     workloads, allocators, missing = chosen(args)
     names = [allocator.name for allocator in allocators]
@@ -282,6 +298,7 @@ def main(argv: list[str] | None = None) -> int:
                                 counted["counted"])
     replay_exactly(args, workloads, variants, summary, phases)
     firefox = firefox_step(args, summary, phases)
+    fanout.close()
     results.trim_chunk_maps(summary["workloads"])
     results.derive(summary["workloads"])
     document = {
@@ -299,7 +316,8 @@ def main(argv: list[str] | None = None) -> int:
         "summary": summary["workloads"],
         "checks": summary["checks"],
         "discarded": discarded,
-        "verdict": verdict.build(summary["workloads"]),
+        "corpus": summary.get("corpus"),
+        "verdict": verdict.build(summary["workloads"], summary.get("corpus")),
         "targets": targets.judge_workloads(summary["workloads"], REFERENCE),
         "firefox": firefox,
     }

@@ -197,3 +197,37 @@ def chunk_occupancy(results: dict, workload: str, path: Path,
     figure.suptitle(f"{workload} at {checkpoint}: grey header, white free, orange dirty, "
                     "blue large, green small run (darker = fuller)", fontsize=9)
     return save(figure, path)
+
+
+def corpus_answer(results: dict, path: Path) -> Path | None:
+    """The answer at a glance: containers (rows) against the figures the verdict judges over
+    the trace corpus (columns); a cell is green where the container is resolved lower than
+    the reference, red where higher, grey where not resolvable, white where identical on
+    every trace; the mean difference is written in it."""
+    from . import corpus_report
+    judged = corpus_report.group_judgement(results)
+    if not judged:
+        return None
+    columns = corpus_report.ANSWER_COLUMNS + corpus_report.PURGE_COLUMNS[:1]
+    containers = list(judged["containers"])
+    shades = {"lower": (0.55, 0.8, 0.55), "higher": (0.93, 0.55, 0.5),
+              "not resolvable": (0.82, 0.82, 0.82), "identical": (1.0, 1.0, 1.0)}
+    figure = Figure(figsize=(1.5 * len(columns) + 1.8, 0.42 * len(containers) + 1.6))
+    axis = figure.subplots()
+    image = np.ones((len(containers), len(columns), 3))
+    for row, container in enumerate(containers):
+        for column, where in enumerate(columns):
+            judged_cell = corpus_report.pick(judged, container, where)
+            image[row, column] = shades.get(judged_cell["outcome"], (1.0, 1.0, 1.0))
+            text = ("=" if judged_cell["outcome"] == "identical" else
+                    "-" if judged_cell["percent"] is None else f"{judged_cell['percent']:+.2f}")
+            axis.text(column, row, text, ha="center", va="center", fontsize=8)
+    axis.imshow(image, aspect="auto")
+    axis.set_yticks(range(len(containers)), containers, fontsize=8)
+    axis.set_xticks(range(len(columns)), [
+        corpus_report.FIGURE_WORDS[f].replace("allocator ", "").replace(" after a forced purge",
+                                                                        "\npurged")
+        + ("" if m == "cost" else f"\n{m}") for m, f in columns], fontsize=7)
+    axis.set_title(f"% against {judged['reference']} over {len(judged['traces'])} traces: "
+                   "green lower, red higher, grey not resolvable", fontsize=9)
+    return save(figure, path)

@@ -30,13 +30,19 @@ DEFAULT = {"repeat": 15, "scale": 1.0, "instruction_scale": 0.05, "extend": 90,
            "webkit_allocators": BUG_1857133 + (GLIBC, *PEERS), "webkit_replay_allocators": (),
            "webkit_record_pages": 4, "webkit_cost_records": 100_000,
            "counted_allocators": (), "peer_repeat": 7,
-           "firefox_pages": 4, "firefox_parent": True, "firefox_replay_allocators": ()}
+           "firefox_pages": 4, "firefox_parent": True, "firefox_replay_allocators": (),
+           # The trace corpus (webkit_record.DEFAULT_RANGES): 8 recordings, the default page
+           # set 5 times and 3 other page sets; callgrind windows on the first 4 traces.
+           "corpus_ranges": ((1, 4),) * 5 + ((5, 8), (9, 12), (13, 16)),
+           "corpus_cost_traces": 4, "corpus_windows": 20, "corpus_window_records": 25_000}
 QUICK = {"repeat": 5, "scale": 0.05, "instruction_scale": 0.01, "extend": 0,
          "webkit_pages": 2, "webkit_repeat": 1, "webkit_peer_repeat": 1,
          "webkit_allocators": QUICK_ANCHORS, "webkit_replay_allocators": QUICK_ANCHORS,
          "webkit_record_pages": 2, "webkit_cost_records": 50_000,
          "counted_allocators": QUICK_ANCHORS, "peer_repeat": None,
-         "firefox_pages": 1, "firefox_parent": False, "firefox_replay_allocators": QUICK_ANCHORS}
+         "firefox_pages": 1, "firefox_parent": False, "firefox_replay_allocators": QUICK_ANCHORS,
+         "corpus_ranges": ((1, 2), (1, 2), (3, 4)),
+         "corpus_cost_traces": 3, "corpus_windows": 4, "corpus_window_records": 5_000}
 
 
 def positive(kind):

@@ -22,12 +22,14 @@ import tempfile
 from pathlib import Path
 
 from . import cost as callgrind_cost
+from .fanout import fanned_map
 from .allocators import REFERENCE, REPLAYER_PREFIX
 
 COUNTING_REPLAYER = "tools/runsel-counting-replay-{}"  # on the counting twin, built on demand
 PICK_COUNTERS = ("picks", "picks_with_choice", "nonfull_at_pick", "picked_fullness",
                  "runs_created", "runs_destroyed")
 FIGURES = ("mapped", "committed", "allocated", "waste", "dirty", "bookkeeping", "bin_unused",
+           "purged_resident", "purged_committed",
            "resident")
 
 
@@ -43,28 +45,34 @@ def replayers(build_dir: Path) -> dict[str, Path]:
     return dict(sorted(found.items(), key=lambda item: item[0] != REFERENCE))
 
 
-def replay_once(program: Path, trace: Path, scratch: Path, timeout: float,
+def replay_once(program: Path, trace: Path, timeout: float,
                 extra: tuple[str, ...] = ()) -> dict:
-    """The replayer's JSON document (tools/trace/format.md, "Replay figures")."""
-    handle, name = tempfile.mkstemp(prefix=program.name + ".", suffix=".json", dir=scratch)
+    """The replayer's JSON document (tools/trace/format.md, "Replay figures"). Runs as a
+    task wherever fanout puts it: its figures file is in that machine's temporary folder."""
+    handle, name = tempfile.mkstemp(prefix=program.name + ".", suffix=".json")
     os.close(handle)  # replays run in parallel: each writes a file of its own
     figures = Path(name)
     command = [str(program), *extra, "--json", str(figures), str(trace)]
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired as failure:
-        raise ReplayFailed(f"{program.name}: timed out after {timeout:.0f} s") from failure
-    if done.returncode != 0:
-        raise ReplayFailed(f"{program.name} {trace}: exit {done.returncode}: "
-                           f"{done.stderr.strip()[-500:]}")
-    return json.loads(figures.read_text())
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired as failure:
+            raise ReplayFailed(f"{program.name}: timed out after {timeout:.0f} s") from failure
+        except OSError as failure:  # not built, or not at this path on this worker
+            raise ReplayFailed(f"{program}: {failure.strerror}") from failure
+        if done.returncode != 0:
+            raise ReplayFailed(f"{program.name} {trace}: exit {done.returncode}: "
+                               f"{done.stderr.strip()[-500:]}")
+        return json.loads(figures.read_text())
+    finally:
+        figures.unlink(missing_ok=True)
 
 
 def exact_figures(document: dict, repeated_identical: bool | None) -> dict:
     """A Pair's "exact" block: every checkpoint's figures, the peak's, and how they were
     obtained."""
-    checkpoints = [{key: point[key] for key in ("name", "kind", "ops", "live_requested", *FIGURES,
-                                                "bins")}
+    checkpoints = [{key: point.get(key) for key in ("name", "kind", "ops", "live_requested",
+                                                    *FIGURES, "bins")}
                    for point in document["checkpoints"]]
     peak = next((point for point in checkpoints if point["kind"] == "peak"), checkpoints[-1])
     return {"checkpoints": checkpoints, "peak": peak,
@@ -81,8 +89,7 @@ def pick_counters(document: dict) -> dict:
                      for bin_ in end["bins"] if bin_.get("picks") or bin_.get("runs_created")]}
 
 
-def counted_replays(trace: Path, build_dir: Path, containers: list[str], timeout: float,
-                    scratch: Path) -> dict:
+def counted_replays(trace: Path, build_dir: Path, containers: list[str], timeout: float) -> dict:
     """{container: counters or {"error": ...}} from the counting replayers."""
     programs = [build_dir / COUNTING_REPLAYER.format(name) for name in containers]
     try:
@@ -92,12 +99,12 @@ def counted_replays(trace: Path, build_dir: Path, containers: list[str], timeout
 
     def counted(program: Path) -> dict:
         try:
-            document = replay_once(program, trace, scratch, timeout)
+            document = replay_once(program, trace, timeout)
         except ReplayFailed as failure:
             return {"error": str(failure)}
         return (pick_counters(document) if document.get("counting")
                 else {"error": f"{program.name} does not count"})
-    return dict(zip(containers, callgrind_cost.counted_map(counted, programs)))
+    return dict(zip(containers, fanned_map(counted, programs)))
 
 
 def key_checkpoint(document: dict) -> str:
@@ -124,16 +131,14 @@ def exact_replay_summary(trace: Path, build_dir: Path, family: str = "trace",
     # Replays are exact whatever the load, so they run on every core at once; the
     # reference runs twice, and the two must agree to the byte.
     names = list(programs) + ([REFERENCE] if REFERENCE in programs else [])
-    with tempfile.TemporaryDirectory(prefix="runsel-exact-replay-") as scratch_name:
-        scratch = Path(scratch_name)
-        replayed = callgrind_cost.counted_map(
-            lambda name: replay_once(programs[name], trace, scratch, timeout), names,
-            lambda name, _: progress and progress(f"exact replay of {trace.name} on {name}"))
-        documents = dict(zip(programs, replayed))
-        repeated = ({REFERENCE: replayed[-1] == documents[REFERENCE]}
-                    if REFERENCE in programs else {})
-        picks = (counted_replays(trace, build_dir, list(documents), timeout, scratch)
-                 if counters else {name: None for name in documents})
+    replayed = fanned_map(
+        lambda name: replay_once(programs[name], trace, timeout), names,
+        lambda name, _: progress and progress(f"exact replay of {trace.name} on {name}"))
+    documents = dict(zip(programs, replayed))
+    repeated = ({REFERENCE: replayed[-1] == documents[REFERENCE]}
+                if REFERENCE in programs else {})
+    picks = (counted_replays(trace, build_dir, list(documents), timeout)
+             if counters else {name: None for name in documents})
     costs = {name: None for name in documents}
     if cost_records:
         try:
@@ -147,7 +152,7 @@ def exact_replay_summary(trace: Path, build_dir: Path, family: str = "trace",
             except callgrind_cost.CostFailed as failure:
                 return {"error": str(failure)}
         if not any(costs.values()):
-            costs = dict(zip(documents, callgrind_cost.counted_map(
+            costs = dict(zip(documents, fanned_map(
                 cost, list(documents),
                 lambda name, _: progress and progress(f"callgrind cost of {trace.name} on {name}"))))
     first = next(iter(documents.values()))
@@ -161,6 +166,84 @@ def exact_replay_summary(trace: Path, build_dir: Path, family: str = "trace",
             "allocators": {name: {"exact": exact_figures(document, repeated.get(name)),
                                   "cost": costs[name], "counters": picks[name]}
                            for name, document in documents.items()}}
+
+
+def corpus_summaries(traces: dict[str, Path], build_dir: Path, family: str,
+                     containers: list[str] | None = None, timeout: float = 600, progress=None,
+                     cost_traces: int = 4, windows: int = callgrind_cost.DEFAULT_WINDOWS,
+                     window_records: int = callgrind_cost.WINDOW_RECORDS,
+                     counters: bool = True) -> dict[str, dict]:
+    """A trace corpus ({name: trace file}) replayed exactly on every container, every
+    (trace, container) a task of its own (fanout): {name: summary entry of kind "replay"},
+    or {name: {"error": ...}} for a trace whose replays failed. The first `cost_traces`
+    traces also get each container's callgrind cost over `windows` windows spread across
+    the whole trace, and the first trace the pick counters."""
+    programs = replayers(build_dir)
+    if containers:
+        programs = {name: path for name, path in programs.items() if name in containers}
+    if not programs:
+        raise ReplayFailed(f"no {REPLAYER_PREFIX}<container> in {build_dir / 'tools'}")
+    # (trace, container, 0) for every container, and (trace, reference, 1): the reference
+    # replayed twice, to prove the figures repeat.
+    jobs = [(trace, name, 0) for trace in traces for name in programs] + \
+        ([(trace, REFERENCE, 1) for trace in traces] if REFERENCE in programs else [])
+
+    def replayed(job: tuple[str, str, int]) -> dict:
+        try:
+            return replay_once(programs[job[1]], traces[job[0]], timeout)
+        except ReplayFailed as failure:
+            return {"error": str(failure)}
+    documents = dict(zip(jobs, fanned_map(
+        replayed, jobs, lambda job, _: progress and progress(f"exact replay of {job[0]} on "
+                                                             f"{job[1]}"))))
+    costed = list(traces)[:cost_traces]
+    costs: dict[tuple[str, str], dict | None] = {}
+    if costed and windows:
+        try:
+            callgrind_cost.build_profile_twins(build_dir, list(programs))
+            cost_jobs = [(trace, name) for trace in costed for name in programs]
+
+            def cost(job: tuple[str, str]) -> dict:
+                try:
+                    return callgrind_cost.replay_cost(traces[job[0]], build_dir, job[1],
+                                                      timeout=timeout * 4, windows=windows,
+                                                      window_records=window_records)
+                except callgrind_cost.CostFailed as failure:
+                    return {"error": str(failure)}
+            costs = dict(zip(cost_jobs, fanned_map(
+                cost, cost_jobs, lambda job, _: progress and progress(
+                    f"callgrind windows of {job[0]} on {job[1]}"))))
+        except callgrind_cost.CostFailed as failure:
+            costs = {(trace, name): {"error": str(failure)} for trace in costed for name in programs}
+    first = next(iter(traces))
+    picks = counted_replays(traces[first], build_dir, list(programs), timeout) if counters else {}
+    entries = {}
+    for trace, path in traces.items():
+        failed = [document["error"] for job, document in documents.items()
+                  if job[0] == trace and "error" in document]
+        if failed:
+            entries[trace] = {"kind": "replay", "family": family, "trace": str(path),
+                              "error": failed[0], "allocators": {}}
+            continue
+        by_container = {name: documents[(trace, name, 0)] for name in programs}
+        checkpoints = {name: [(p["name"], p["ops"]) for p in doc["checkpoints"]]
+                       for name, doc in by_container.items()}
+        if len({tuple(sequence) for sequence in checkpoints.values()}) != 1:
+            entries[trace] = {"kind": "replay", "family": family, "trace": str(path),
+                              "error": "the containers' checkpoints differ", "allocators": {}}
+            continue
+        repeated = (documents[(trace, REFERENCE, 1)] == by_container[REFERENCE]
+                    if REFERENCE in programs else None)
+        entries[trace] = {
+            "kind": "replay", "family": family, "label": trace, "trace": str(path),
+            "key_checkpoint": key_checkpoint(next(iter(by_container.values()))),
+            "memory_comparable": True, "memory_note": None,
+            "allocators": {name: {"exact": exact_figures(document, repeated
+                                                         if name == REFERENCE else None),
+                                  "cost": costs.get((trace, name)),
+                                  "counters": picks.get(name) if trace == first else None}
+                           for name, document in by_container.items()}}
+    return entries
 
 
 def add_exact_replay(summary: dict, workload, build_dir: Path, timeout: float,

@@ -23,7 +23,7 @@ if __name__ == "__main__":  # run by Debian's python3 when this one lacks what r
 
 from tabulate import tabulate
 
-from . import verdict_text
+from . import corpus_report, verdict_text
 from .results import exact_point, load
 
 MIB = 1 << 20
@@ -534,9 +534,18 @@ def setup_table(results: dict):
     return "Set-up", ["", ""], rows, ""
 
 
+def answer_tables(results: dict) -> list:
+    """The tables under the opening paragraph and picture, before everything else."""
+    return [table for table in (corpus_report.answer_table(results),
+                                corpus_report.published_corpus_table(results),
+                                corpus_report.per_class_table(results),
+                                corpus_report.purge_timing_table(results)) if table[2]]
+
+
 def tables(results: dict) -> list:
     """Every table, in report order; the first leading() come before the pictures."""
-    listed = [verdict_table(results), published_table(results), question_table(results),
+    listed = [*answer_tables(results), verdict_table(results), published_table(results),
+              question_table(results),
               summary_table(results), targets_table(results), choices_table(results),
               checks_table(results)]
     replayed = exact_replays_table(results)
@@ -559,7 +568,7 @@ def tables(results: dict) -> list:
 def leading(results: dict) -> int:
     """How many tables come before the pictures: verdict, published, the question,
     summary, exact replays (when there are some), targets, choices, checks."""
-    return 8 if exact_replays_table(results)[2] else 7
+    return len(answer_tables(results)) + (8 if exact_replays_table(results)[2] else 7)
 
 
 # --- pictures -------------------------------------------------------------------------
@@ -572,6 +581,7 @@ def pictures(results: dict, out: Path) -> list[tuple[str, Path]]:
     if not draw.live_workloads(results):  # a run of the firefox workload alone: no timed runs
         return []
     drawn = [
+        ("The answer over the trace corpus", draw.corpus_answer(results, out / "answer.png")),
         ("Time versus peak resident memory (lower left is better)",
          draw.time_versus_memory(results, out / "time_vs_memory.png")),
         ("Resident memory across checkpoints", draw.resident_over_checkpoints(
@@ -612,13 +622,17 @@ def summary_text(results: dict) -> str:
     failed = [row for row in checks_table(results)[2] if row[2] != "ok"]
     checked = (f"{len(failed)} check(s) failed or runs discarded: see the report"
                if failed else "every check passed")
-    return (f"\n{title}\n{text_table(headers, rows)}\n{note}\n\n"
+    return (f"\n{corpus_report.answer_paragraph(results).replace('**', '')}\n"
+            f"\n{title}\n{text_table(headers, rows)}\n{note}\n\n"
             f"{verdict_text.agreement_paragraph(results['verdict']['published'])}\n\n{checked}")
 
 
 def markdown(results: dict, drawn: list[tuple[str, Path]]) -> str:
     listed = tables(results)
-    parts = ["# runsel report", ""]
+    parts = ["# runsel report", "", "## Answer", "", corpus_report.answer_paragraph(results), ""]
+    if drawn and drawn[0][1].name == "answer.png":
+        parts += [f"![{drawn[0][0]}]({drawn[0][1].name})", ""]
+        drawn = drawn[1:]
     for title, headers, rows, note in listed[:leading(results)]:
         parts += [f"## {title}", "", markdown_table(headers, rows), "", note, ""]
     parts += ["## Pictures", ""]
@@ -645,7 +659,15 @@ def html_page(results: dict, drawn: list[tuple[str, Path]]) -> str:
         return f"<h{level}>{html.escape(title)}</h{level}>{html_table(headers, rows)}{paragraphs}"
 
     parts = [f"<!doctype html><meta charset=utf-8><title>runsel report</title>"
-             f"<style>{STYLE}</style><h1>runsel report</h1>"]
+             f"<style>{STYLE}</style><h1>runsel report</h1><h2>Answer</h2>"]
+    answer = html.escape(corpus_report.answer_paragraph(results))
+    parts.append("<p>" + "".join(piece if i % 2 == 0 else f"<b>{piece}</b>"
+                                 for i, piece in enumerate(answer.split("**"))) + "</p>")
+    if drawn and drawn[0][1].name == "answer.png":
+        encoded = base64.b64encode(drawn[0][1].read_bytes()).decode()
+        parts.append(f"<img alt='{html.escape(drawn[0][0])}' "
+                     f"src='data:image/png;base64,{encoded}'>")
+        drawn = drawn[1:]
     parts += [section(2, *table) for table in listed[:leading(results)]]
     parts.append("<h2>Pictures</h2>")
     for caption, path in drawn:

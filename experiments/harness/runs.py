@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import cost as callgrind_cost
+from .fanout import fanned_map
 from .allocators import Allocator, identity_problem, round_order
 from .cost import FIXED_LAYOUT
 
@@ -217,7 +218,7 @@ def run_instruction_counts(workloads: list[Workload], allocators: list[Allocator
     pairs = [(workload, allocator) for workload in workloads for allocator in allocators]
     count = lambda pair: count_instructions(*pair, counter, scale, seed, timeout)  # noqa: E731
     if counter == "callgrind":
-        callgrind_cost.counted_map(count, pairs, done)
+        fanned_map(count, pairs, done)
     else:
         for pair in pairs:
             done(pair, count(pair))

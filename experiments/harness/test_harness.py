@@ -139,7 +139,8 @@ def check_webkit_replay(results: dict, failures: Failures) -> None:
     entry = results["summary"].get("webkit replay") or {}
     failures.expect(entry.get("kind") == "replay" and not entry.get("error")
                     and entry.get("allocators"), f"webkit replay: {entry.get('error', entry)}")
-    pages = results["settings"]["webkit"]["record_pages"]
+    recordings = (results.get("corpus") or {}).get("recordings") or [{"pages": [1, 0]}]
+    pages = recordings[0]["pages"][1] - recordings[0]["pages"][0] + 1
     wanted = [f"tab_{n}_loaded" for n in range(1, pages + 1)] + ["tabs_closed"]
     for name, pair in entry.get("allocators", {}).items():
         marks = [point["name"] for point in pair["exact"]["checkpoints"]
@@ -151,6 +152,18 @@ def check_webkit_replay(results: dict, failures: Failures) -> None:
                     "webkit replay: two replays on rb_first differ (or rb_first missing)")
     failures.expect(entry.get("key_checkpoint") == wanted[-2],
                     f"webkit replay: key checkpoint {entry.get('key_checkpoint')}")
+    corpus = results.get("corpus") or {}
+    judged = ((corpus.get("groups") or {}).get("webkit") or {}).get("judgement") or {}
+    failures.expect(len(corpus.get("recordings", [])) == len(judged.get("traces", [])) >= 3,
+                    f"the trace corpus: {len(corpus.get('recordings', []))} recordings, "
+                    f"{len(judged.get('traces', []))} judged (at least 3 wanted)")
+    for name, mine in (judged.get("containers") or {}).items():
+        closed = mine["memory"]["closed"]["purged_resident"]
+        failures.expect(closed["n_traces"] == len(judged["traces"]) and closed["outcome"] in (
+            "lower", "higher", "not resolvable", "identical"),
+            f"the corpus judgement of {name}: {closed}")
+        cost = mine["cost"]["instructions_per_call"]
+        failures.expect(cost["n_traces"] >= 2, f"the corpus cost of {name}: {cost}")
 
 
 def check_agreement(results: dict, groups: list[list[str]], failures: Failures) -> None:
@@ -166,18 +179,23 @@ def check_agreement(results: dict, groups: list[list[str]], failures: Failures) 
 
 
 def check_verdict_leads(out: Path, failures: Failures) -> None:
-    """The verdict opens both reports, and bug 1857133's figures follow it."""
+    """The answer over the corpus opens both reports; the verdict comes before the
+    summary."""
     markdown = (out / "report.md").read_text() if (out / "report.md").exists() else ""
     sections = [line for line in markdown.splitlines() if line.startswith("## ")]
-    failures.expect(sections[:3] == ["## Verdict", "## Bug 1857133 beside ours",
-                                     "## Lifo's time and rb_first's memory at once?"],
-                    f"report.md does not open with the verdict: {sections[:3]}")
+    failures.expect(sections[:2] == ["## Answer", "## Over the trace corpus"]
+                    and "No answer over a trace corpus" not in markdown,
+                    f"report.md does not open with the answer over the corpus: {sections[:2]}")
+    failures.expect("## Verdict" in sections and "## Bug 1857133 judged on the corpus" in sections
+                    and sections.index("## Verdict") < sections.index("## Summary"),
+                    f"report.md: no verdict before the summary: {sections}")
     markdown = (out / "report.md").read_text() if (out / "report.md").exists() else ""
     placeholders = re.findall(r"\{\w+(?:\[[^\]]*\])*\}", markdown)  # an f-string without its f
     failures.expect(not placeholders, f"report.md holds unformatted text: {placeholders[:3]}")
     page = (out / "report.html").read_text() if (out / "report.html").exists() else ""
-    failures.expect(0 <= page.find("<h2>Verdict</h2>") < page.find("<h2>Summary</h2>"),
-                    "report.html does not open with the verdict")
+    failures.expect(0 <= page.find("<h2>Answer</h2>") < page.find("<h2>Verdict</h2>")
+                    < page.find("<h2>Summary</h2>"),
+                    "report.html does not open with the answer, then the verdict")
 
 
 def time_phrase_fits(row: dict) -> str | None:

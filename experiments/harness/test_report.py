@@ -21,7 +21,7 @@ import tempfile
 import unittest
 from pathlib import Path
 
-from . import report, results, verdict_text
+from . import corpus_report, report, results, verdict_text
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 FIXTURE = FIXTURES / "results.json"
@@ -105,11 +105,13 @@ class RenderedFromTheFixture(unittest.TestCase):
             resident = compared[cells["checkpoint"]]["resident"]
             self.assertEqual(cells["resident vs rb_first"], report.bytes_cell(resident))
 
-    def test_the_report_opens_with_the_verdict_and_carries_its_sentences(self):
+    def test_the_report_opens_with_the_answer_then_the_verdict_and_its_sentences(self):
         markdown = self.markdown.read_text()
         sections = [line for line in markdown.splitlines() if line.startswith("## ")]
-        self.assertEqual(sections[:3], ["## Verdict", "## Bug 1857133 beside ours",
+        # The fixture has no trace corpus: the answer says so, the verdict follows.
+        self.assertEqual(sections[:4], ["## Answer", "## Verdict", "## Bug 1857133 beside ours",
                                         "## Lifo's time and rb_first's memory at once?"])
+        self.assertIn("No answer over a trace corpus", markdown)
         verdict = self.results["verdict"]
         self.assertIn(verdict_text.agreement_paragraph(verdict["published"]), markdown)
         self.assertIn(verdict_text.question_answer(verdict["question"]), markdown)
@@ -123,6 +125,38 @@ class RenderedFromTheFixture(unittest.TestCase):
         self.assertEqual(self.markdown.read_text(), EXPECTED_MARKDOWN.read_text(),
                          "report.md differs from fixtures/report.md (a layout or wording "
                          "change: --regenerate, and review the diff)")
+
+
+class AnswerOverACorpus(unittest.TestCase):
+    """The opening answer, its tables and its picture from a small synthetic corpus (the
+    judgement's own test corpus: lifo 3 % above rb_first on every trace, "noisy" not)."""
+
+    def test_the_answer_names_the_resolved_and_the_unresolved(self):
+        from . import judgement, test_judgement, verdict
+        entries = test_judgement.corpus(5, 8, 1.03, 0.004, 0.0)
+        entries = {name: {**entry, "label": name} for name, entry in entries.items()}
+        corpus = {"recordings": [{"name": f"pages-1-4.r{i + 1}", "pages": [1, 4],
+                                  "reused": True} for i in range(8)],
+                  "cost": {"traces": 8, "windows": 20, "window_records": 25000},
+                  "groups": {"webkit": {"entries": entries, "judgement":
+                                        judgement.judge_corpus(entries, "rb_first")}}}
+        run = {**results.load(FIXTURE), "corpus": corpus}
+        run["verdict"]["published_on_corpus"] = verdict.corpus_published(corpus)
+        paragraph = corpus_report.answer_paragraph(run)
+        self.assertIn("Over 8 WebKit traces (corpus pages 1-4 ×8; 8 reused", paragraph)
+        self.assertIn("no container is resolved below rb_first", paragraph)
+        self.assertRegex(paragraph, r"higher: planted \+3\.\d\d % \[\+2\.\d\d, \+3\.\d\d\]")
+        self.assertRegex(paragraph, r"not resolvable: noisy \([+-]0\.\d\d ± 0\.\d\d\)")
+        title, headers, rows, note = corpus_report.answer_table(run)
+        self.assertEqual([row[0] for row in rows], ["noisy", "planted"])  # judge_corpus sorts
+        self.assertTrue(rows[0][1].endswith("?"), rows[0])
+        self.assertFalse(rows[1][1].endswith("?"), rows[1])
+        self.assertEqual(len(headers), 1 + len(corpus_report.ANSWER_COLUMNS))
+        self.assertEqual(corpus_report.per_class_table(run)[2], [])  # no bins: no table
+        with tempfile.TemporaryDirectory(prefix="runsel-answer-") as scratch:
+            from . import pictures
+            drawn = pictures.corpus_answer(run, Path(scratch) / "answer.png")
+            self.assertTrue(drawn.exists() and drawn.stat().st_size > 1000)
 
 
 def shrink(run: dict) -> dict:

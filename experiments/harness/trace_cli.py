@@ -89,7 +89,19 @@ def command_trace(args: argparse.Namespace) -> int:
 # --- replay -------------------------------------------------------------------------------
 
 
-COMPARED = ["committed", "resident", "bin_unused"]  # exact figures set against the reference
+# Exact figures set against the reference: committed and resident move with the purge
+# policy's timing (dirty pages waiting for a purge); committed - dirty, bin_unused and the
+# resident memory a forced purge leaves do not.
+COMPARED = ["committed", "dirty", "committed-dirty", "resident", "purged", "bin_unused"]
+
+
+def figure(point: dict, name: str) -> int | None:
+    """A compared figure of one checkpoint; None when the replayer did not measure it."""
+    if name == "committed-dirty":
+        return point["committed"] - point["dirty"]
+    if name == "purged":
+        return point.get("purged_resident")
+    return point[name]
 
 
 def size_text(count: int) -> str:
@@ -118,15 +130,17 @@ def checkpoint_table(documents: dict[str, dict], index: int, reference: str | No
     """One row per container at checkpoint `index`: the exact figures and their difference
     to the reference, in bytes and percent."""
     header = ["container"]
-    for figure in COMPARED:
-        header += [figure, f"vs {reference}" if reference else "-"]
+    for compared in COMPARED:
+        header += [compared, f"vs {reference}" if reference else "-"]
     rows = [header]
     base = documents[reference]["checkpoints"][index] if reference else None
     for name, document in documents.items():
         point = document["checkpoints"][index]
         row = [name]
-        for figure in COMPARED:
-            row += [str(point[figure]), difference_text(point[figure], base[figure] if base else None)]
+        for compared in COMPARED:
+            value, reference_value = figure(point, compared), figure(base, compared) if base else None
+            row += ["-" if value is None else str(value),
+                    "-" if value is None else difference_text(value, reference_value)]
         rows.append(row)
     return table(rows)
 
@@ -312,8 +326,13 @@ def replay_every_container(args: argparse.Namespace, trace: Path) -> int:
         print(f"# firefox: the same trace on {version}'s "
               "own mozjemalloc (its executable's malloc/free, MALLOC_OPTIONS=r), figures from "
               "its jemalloc_stats_internal")
+    if not first["trace"].get("complete", True):
+        print(f"# partial: the trace has no end record (its process was killed); replayed its "
+              f"{first['replay']['ops']} complete records")
     print("# exact figures in bytes; blocks written as the program did (every requested byte "
-          "at allocation), so resident is the program's; differences to "
+          "at allocation), so resident is the program's; dirty: free pages not yet purged "
+          "(they move with the purge's timing), committed-dirty and purged (resident after a "
+          "forced purge, measured in a forked copy) do not; differences to "
           f"{reference or '(no rb_first replayed)'} in bytes and percent")
     if args.reference == "firefox":
         print("# expect differences: mozjemalloc's run sizes (unless @firefox), its header and "
@@ -358,7 +377,8 @@ def add_commands(commands, parents: list[argparse.ArgumentParser]) -> None:
                     "gzip-compressed) with build/tools/runsel-replay-<container> for every "
                     "container (in recorded order, on one thread, writing every block as the "
                     "program did), then prints, at each mark, at the peak of live bytes and at "
-                    "the end, every container's exact committed, resident and bin_unused "
+                    "the end, every container's exact committed, dirty, committed - dirty, "
+                    "resident, resident after a forced purge and bin_unused "
                     "(and bin_unused per size class) with the difference to rb_first in bytes "
                     "and percent. A malformed trace is rejected with its byte offset, a "
                     "malformed log with its line, a live set beyond the memory available "

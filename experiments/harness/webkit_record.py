@@ -6,22 +6,31 @@ in every trace at each of the driver's checkpoints (tab_N_loaded, tabs_closed, e
 Keeps one trace per web process, `WebKitWebProcess.<pid>`, and `run.json` (the driver's
 document: pages, checkpoints, which pids were web processes) in the output directory.
 
+With --corpus, records a trace corpus instead: every page range (--pages A-B, repeatable)
+--repeat times, each recording in its own directory under --cache, reused while the
+corpus file, the WebKitGTK version and the commit of the recording's code (the recorder,
+the trace format, the driver and its corpus) are the same (experiments/README.md, "The
+trace corpus").
+
     python3 -m harness.webkit_record [--pages N] [--out DIR]  (in experiments/; default
         DIR: results/traces/webkit)
+    python3 -m harness.webkit_record --corpus [--pages 1-4 --repeat 5 ...]
     tools/runsel replay results/traces/webkit/WebKitWebProcess.<pid>
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
-from . import replays, runs
-from .allocators import measured_environment
+from . import fanout, judgement, replays, runs
+from .allocators import REFERENCE, measured_environment
 from .interpreter import ROOT, SYSTEM_PYTHON
 
 DRIVER = ROOT / "experiments" / "webkit" / "driver.py"  # the webkit workload
@@ -36,9 +45,11 @@ class RecordFailed(Exception):
     pass
 
 
-def record(build_dir: Path, out: Path, pages: int, timeout: float = 900) -> list[dict]:
-    """Runs the driver under the recorder; returns [{pid, path, bytes}] for the web
-    processes' traces (largest first). Other processes' traces are deleted."""
+def record(build_dir: Path, out: Path, pages: int, timeout: float = 900, first: int = 1,
+           corpus: Path | None = None) -> list[dict]:
+    """Runs the driver under the recorder on `pages` pages from page `first` of the corpus;
+    returns [{pid, path, bytes}] for the web processes' traces (largest first). Other
+    processes' traces are deleted."""
     recorder = (build_dir / RECORDER).resolve()
     if not recorder.exists():
         raise RecordFailed(f"{recorder} is not built (ninja -C {build_dir} {RECORDER})")
@@ -51,8 +62,9 @@ def record(build_dir: Path, out: Path, pages: int, timeout: float = 900) -> list
     marks.write_bytes(bytes(MARKS_SIZE))
     environment = measured_environment(recorder, RUNSEL_TRACE=str(out / (PREFIX + "%p")),
                                        RUNSEL_TRACE_MARKS=str(marks))
-    command = [SYSTEM_PYTHON, str(DRIVER), "--pages", str(pages),
-               "--time-limit", str(max(180, 90 * pages)), "--out", str(out / "run.json")]
+    command = [SYSTEM_PYTHON, str(DRIVER), "--pages", str(pages), "--first", str(first),
+               "--time-limit", str(max(180, 90 * pages)), "--out", str(out / "run.json"),
+               *(["--corpus", str(corpus)] if corpus else [])]
     print("+ RUNSEL_TRACE=... RUNSEL_TRACE_MARKS=... LD_PRELOAD=" + str(recorder) + " "
           + " ".join(command), file=sys.stderr, flush=True)
     done = subprocess.run(command, env=environment, stdout=subprocess.DEVNULL,
@@ -77,6 +89,94 @@ def record(build_dir: Path, out: Path, pages: int, timeout: float = 900) -> list
     return sorted(traces, key=lambda trace: -trace["bytes"])
 
 
+# --- the trace corpus ------------------------------------------------------------------------
+
+CORPUS = DRIVER.parent / "corpus.json"
+CACHE = ROOT / "results" / "traces" / "corpus"
+# The default corpus: 8 recordings, the default page set (the report's first four pages)
+# five times, and three other page sets once.
+DEFAULT_RANGES = ((1, 4), (1, 4), (1, 4), (1, 4), (1, 4), (5, 8), (9, 12), (13, 16))
+# What a recording depends on: the recorder, the trace format, the driver and its pages.
+RECORDING_INPUTS = (ROOT / "tools" / "trace" / "recorder.cpp",
+                    ROOT / "tools" / "trace" / "trace_format.h", DRIVER,
+                    DRIVER.parent / "webkit_corpus.py", DRIVER.parent / "web_processes.py",
+                    CORPUS)
+BROWSER_PACKAGE = "libwebkit2gtk-4.1-0"
+
+
+def page_range(text: str) -> tuple[int, int]:
+    """"A-B" (pages A to B of the corpus, from 1) or "N" (pages 1 to N)."""
+    first, _, last = text.partition("-")
+    try:
+        bounds = (int(first), int(last)) if last else (1, int(first))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a page range (A-B or N)") from None
+    if bounds[0] < 1 or bounds[1] < bounds[0]:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a page range (1 <= A <= B)")
+    return bounds
+
+
+def browser_version() -> str:
+    done = subprocess.run(["dpkg-query", "-W", "-f", "${Version}", BROWSER_PACKAGE],
+                          capture_output=True, text=True)
+    return done.stdout.strip() if done.returncode == 0 else "unknown"
+
+
+def recording_commit() -> str:
+    """The last commit that changed the recorder, the trace format, the driver or the corpus,
+    "+modified" when one has uncommitted changes: recordings made by other code are not
+    reused."""
+    git = ["git", "-C", str(ROOT)]
+    inputs = [str(path.relative_to(ROOT)) for path in RECORDING_INPUTS]
+    done = subprocess.run([*git, "log", "-1", "--format=%h", "--", *inputs],
+                          capture_output=True, text=True)
+    if done.returncode != 0 or not done.stdout.strip():
+        return "no-git"
+    changed = subprocess.run([*git, "status", "--porcelain", "--", *inputs],
+                             capture_output=True, text=True).stdout.strip()
+    return done.stdout.strip() + ("+modified" if changed else "")
+
+
+def corpus_key(corpus: Path) -> dict:
+    """What a cached recording must match to be reused."""
+    return {"corpus_sha256": hashlib.sha256(corpus.read_bytes()).hexdigest()[:16],
+            "browser": f"{BROWSER_PACKAGE} {browser_version()}", "commit": recording_commit()}
+
+
+def record_corpus(build_dir: Path, ranges: list[tuple[int, int]], cache: Path = CACHE,
+                  corpus: Path = CORPUS, progress=None) -> list[dict]:
+    """Each page range once per occurrence in `ranges` (a range listed k times is recorded
+    k times, as repeats r1..rk), reusing cached recordings with the same key. Returns one
+    entry per recording: {name, pages, repeat, trace (the web process that held the pages),
+    reused, seconds, key}."""
+    key = corpus_key(corpus)
+    folder = cache / hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "key.json").write_text(json.dumps(key, indent=1) + "\n")
+    entries, seen = [], {}
+    for first, last in ranges:
+        seen[(first, last)] = repeat = seen.get((first, last), 0) + 1
+        name = f"pages-{first}-{last}.r{repeat}"
+        out = folder / name
+        about = out / "recording.json"
+        if about.exists():
+            entry = json.loads(about.read_text())
+            if Path(entry["trace"]).exists():
+                entries.append({**entry, "reused": True})
+                progress and progress(f"reusing the recording {name} ({entry['trace']})")
+                continue
+        progress and progress(f"recording {name}: webkit, corpus pages {first}-{last}")
+        started = time.monotonic()
+        traces = record(build_dir, out, last - first + 1, first=first, corpus=corpus,
+                        timeout=max(900, 240 * (last - first + 1)))
+        entry = {"name": name, "pages": [first, last], "repeat": repeat,
+                 "trace": str(traces[0]["path"]), "bytes": traces[0]["bytes"],
+                 "seconds": round(time.monotonic() - started, 1), "key": key}
+        about.write_text(json.dumps(entry, indent=1) + "\n")
+        entries.append({**entry, "reused": False})
+    return entries
+
+
 def webkit_workload(args: argparse.Namespace) -> runs.Workload:
     """The browser engine: the driver loads args.webkit_pages pages of its pinned corpus;
     no instruction counts (a browser under callgrind would take hours)."""
@@ -88,44 +188,103 @@ def webkit_workload(args: argparse.Namespace) -> runs.Workload:
                          peer_repeat=min(args.webkit_repeat, args.webkit_peer_repeat))
 
 
-def webkit_exact_replay(args: argparse.Namespace, progress) -> dict:
-    """Records one webkit run (record(): a trace per web process, with a
-    mark at each of the driver's checkpoints) and replays the trace of the web process
-    that held the pages on every container: exact figures at every tab. The traces stay
-    in <out>/webkit-traces/ (generated, like the report)."""
-    out = args.out / "webkit-traces"
-    print(f"harness: recording the web processes of a {args.webkit_record_pages}-page webkit "
-          f"run into {out}", file=sys.stderr)
+def corpus_files(paths: list[Path], build_dir: Path, cache: Path) -> dict[str, Path]:
+    """Any replayable files (runsel traces, or logalloc logs, plain or gzip-compressed, such
+    as a recorded Firefox session's) as corpus traces {name: trace}: logs are converted once
+    into `cache` (again when the log is newer)."""
+    found = {}
+    for path in paths:
+        path = path.resolve()
+        if not path.is_file():
+            sys.exit(f"harness: --corpus-file {path}: no such file")
+        with open(path, "rb") as file:
+            is_trace = file.read(4) == b"RSTR"
+        trace = path
+        if not is_trace:
+            trace = cache / (path.name + ".trace")
+            if not trace.exists() or trace.stat().st_mtime < path.stat().st_mtime:
+                cache.mkdir(parents=True, exist_ok=True)
+                done = subprocess.run([str(build_dir / "tools" / "runsel-trace-convert"),
+                                       "from-logalloc", str(path), str(trace)],
+                                      capture_output=True, text=True)
+                if done.returncode != 0:
+                    sys.exit(f"harness: --corpus-file {path}: {done.stderr.strip()}")
+        found[path.name] = trace
+    return found
+
+
+def webkit_corpus(args: argparse.Namespace, progress) -> tuple[dict, dict]:
+    """The trace corpus (experiments/README.md, "The trace corpus"): the webkit recordings
+    of args.corpus_ranges (cached: record_corpus) and the --corpus-file traces, each
+    replayed exactly on every container (fanout tasks), with callgrind windows over the
+    first traces. Returns (the first webkit trace's summary entry, the "webkit replay"
+    workload of the tables; results.json's "corpus": every trace's entry and the judgement
+    over each group of traces)."""
+    containers = [name for name in args.allocator or args.webkit_replay_allocators
+                  if name in replays.replayers(args.build_dir)] or None
     try:
-        traces = record(args.build_dir, out, args.webkit_record_pages)
-        trace = traces[0]["path"]  # the largest: the process that held the pages
-        containers = [name for name in args.allocator or args.webkit_replay_allocators
-                      if name in replays.replayers(args.build_dir)] or None
-        entry = replays.exact_replay_summary(trace, args.build_dir, family="webkit",
-                                             label="webkit replay", containers=containers,
-                                             progress=progress,
-                                             cost_records=args.webkit_cost_records)
-    except (RecordFailed, replays.ReplayFailed, subprocess.TimeoutExpired) as failure:
-        return {"kind": "replay", "family": "webkit", "label": "webkit replay",
-                "error": str(failure), "allocators": {}}
-    tabs = [point["name"] for point in next(iter(entry["allocators"].values()))["exact"]
+        recordings = record_corpus(args.build_dir, list(args.corpus_ranges), progress=progress)
+    except (RecordFailed, subprocess.TimeoutExpired) as failure:
+        progress(f"recording the corpus failed: {failure}")
+        return ({"kind": "replay", "family": "webkit", "label": "webkit replay",
+                 "error": str(failure), "allocators": {}},
+                {"error": str(failure), "recordings": [], "groups": {}})
+    groups = {"webkit": {entry["name"]: Path(entry["trace"]) for entry in recordings}}
+    if args.corpus_file:
+        groups["files"] = corpus_files(args.corpus_file, args.build_dir,
+                                       args.out / "corpus-traces")
+    corpus = {"recordings": recordings, "groups": {}, "fanout": None,
+              "cost": {"traces": args.corpus_cost_traces, "windows": args.corpus_windows,
+                       "window_records": args.corpus_window_records}}
+    first = None
+    for group, traces in groups.items():
+        try:
+            entries = replays.corpus_summaries(
+                traces, args.build_dir, "webkit" if group == "webkit" else "trace",
+                containers=containers, timeout=args.timeout, progress=progress,
+                cost_traces=args.corpus_cost_traces, windows=args.corpus_windows,
+                window_records=args.corpus_window_records)
+        except replays.ReplayFailed as failure:
+            corpus["groups"][group] = {"error": str(failure), "entries": {}}
+            continue
+        usable = {name: entry for name, entry in entries.items() if "error" not in entry}
+        corpus["groups"][group] = {
+            "entries": entries,
+            "judgement": judgement.judge_corpus(usable, REFERENCE) if usable else None}
+        if group == "webkit" and usable:
+            first = dict(next(iter(usable.values())))
+    corpus["fanout"] = fanout.describe()
+    if first is None:
+        return ({"kind": "replay", "family": "webkit", "label": "webkit replay",
+                 "error": "no webkit trace of the corpus replayed", "allocators": {}}, corpus)
+    first["label"] = "webkit replay"
+    tabs = [point["name"] for point in next(iter(first["allocators"].values()))["exact"]
             ["checkpoints"] if point["name"].startswith("tab_")]
-    entry["key_checkpoint"] = tabs[-1] if tabs else entry["key_checkpoint"]  # as the live runs
-    entry["traces"] = [{"pid": t["pid"], "path": str(t["path"]), "bytes": t["bytes"]}
-                       for t in traces]
-    return entry
+    first["key_checkpoint"] = tabs[-1] if tabs else first["key_checkpoint"]  # as the live runs
+    return first, corpus
 
 
-def add_exact_replay(summary: dict, args: argparse.Namespace) -> None:
-    """webkit_exact_replay() as summary entry "webkit replay", and its check."""
-    entry = webkit_exact_replay(args, lambda text: print(f"harness: {text}", file=sys.stderr))
+def add_corpus(summary: dict, args: argparse.Namespace) -> dict:
+    """webkit_corpus(): its first trace as summary entry "webkit replay", its checks (the
+    reference's two replays of every trace agree to the byte); returns the corpus."""
+    entry, corpus = webkit_corpus(args, lambda text: print(f"harness: {text}", file=sys.stderr))
     summary["workloads"][WEBKIT_REPLAY] = entry
     summary["checks"].append({
         "workload": WEBKIT_REPLAY, "ok": "error" not in entry,
-        "check": "the web processes of a webkit run recorded with their checkpoint marks, "
-                 "the one that held the pages replayed exactly on every container",
-        "detail": entry.get("error") or f"{Path(entry['trace']).name}: "
+        "check": "the trace corpus: webkit runs recorded with their checkpoint marks (or "
+                 "reused), each replayed exactly on every container",
+        "detail": entry.get("error") or f"{len(corpus['recordings'])} recordings, "
+                  f"{sum(1 for r in corpus['recordings'] if r['reused'])} reused; "
                   f"{len(entry['allocators'])} containers"})
+    for group in corpus["groups"].values():
+        for name, replayed in group.get("entries", {}).items():
+            reference = replayed["allocators"].get(REFERENCE)
+            summary["checks"].append({
+                "workload": f"corpus:{name}", "ok": "error" not in replayed and bool(
+                    reference) and reference["exact"]["repeated_identical"] is True,
+                "check": f"two exact replays on {REFERENCE} agree to the byte",
+                "detail": replayed.get("error", "")})
+    return corpus
 
 
 def check_webkit() -> None:
@@ -140,11 +299,33 @@ def check_webkit() -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--build-dir", type=Path, default=ROOT / "build")
-    parser.add_argument("--out", type=Path, default=ROOT / "results" / "traces" / "webkit")
-    parser.add_argument("--pages", type=int, default=4, help="corpus pages (default 4)")
+    parser.add_argument("--out", type=Path, default=ROOT / "results" / "traces" / "webkit",
+                        help="without --corpus: where the traces go")
+    parser.add_argument("--pages", type=page_range, action="append", default=[],
+                        metavar="A-B|N", help="corpus pages A to B (N: 1 to N; default 1-4); "
+                        "with --corpus repeatable, each range recorded --repeat times")
+    parser.add_argument("--corpus", nargs="?", type=Path, const=CORPUS, metavar="FILE",
+                        help=f"record a trace corpus, cached (corpus file default {CORPUS.name}; "
+                        "without --pages: the default page sets, "
+                        + ", ".join(f"{a}-{b}" for a, b in DEFAULT_RANGES) + ")")
+    parser.add_argument("--repeat", type=int, default=1, help="recordings of each range")
+    parser.add_argument("--cache", type=Path, default=CACHE, help="the corpus cache")
     args = parser.parse_args()
     try:
-        traces = record(args.build_dir, args.out, args.pages)
+        if args.corpus:
+            if not args.corpus.is_file():
+                print(f"webkit record: --corpus {args.corpus}: no such file", file=sys.stderr)
+                return 2
+            ranges = [r for r in args.pages for _ in range(args.repeat)] or list(DEFAULT_RANGES)
+            entries = record_corpus(args.build_dir, ranges, args.cache, args.corpus,
+                                    lambda text: print(f"record: {text}", file=sys.stderr))
+            for entry in entries:
+                print(f"{entry['name']}: {entry['trace']} ({entry['bytes']} bytes, "
+                      + ("reused" if entry["reused"] else f"recorded in {entry['seconds']} s")
+                      + ")")
+            return 0
+        first, last = args.pages[0] if args.pages else (1, 4)
+        traces = record(args.build_dir, args.out, last - first + 1, first=first)
     except (RecordFailed, subprocess.TimeoutExpired) as failure:
         print(f"webkit record: {failure}", file=sys.stderr)
         return 1

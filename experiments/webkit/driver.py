@@ -350,7 +350,10 @@ class Browser:
 
 def parse_arguments(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--pages", type=int, help="load the corpus's first N pages (default all)")
+    parser.add_argument("--pages", type=int,
+                        help="load N pages of the corpus, from --first on (default all)")
+    parser.add_argument("--first", type=int, default=1,
+                        help="the corpus page to start from, counted from 1 (default 1)")
     parser.add_argument("--tabs", type=int, default=4, help="tabs kept open (default 4)")
     parser.add_argument("--time-limit", type=float, default=600, help="whole run, seconds")
     parser.add_argument("--page-timeout", type=float, default=60, help="per page, seconds")
@@ -377,10 +380,12 @@ def select_pages(args) -> list[dict]:
         raise RunFailed(f"the corpus does not match {args.corpus}:\n  " + "\n  ".join(problems)
                         + "\n(pinned pages keep runs comparable; after a deliberate package "
                         "update, run driver.py --pin)")
-    pages = corpus["pages"][:args.pages] if args.pages else corpus["pages"]
-    if args.pages and args.pages > len(corpus["pages"]):
-        raise RunFailed(f"--pages {args.pages}: the corpus has {len(corpus['pages'])} pages")
-    return pages
+    count, first = len(corpus["pages"]), args.first
+    last = first - 1 + (args.pages or count - first + 1)
+    if first < 1 or last > count or last < first:
+        raise RunFailed(f"--first {first} --pages {args.pages}: pages {first}-{last} are not "
+                        f"in the corpus (it has pages 1-{count})")
+    return corpus["pages"][first - 1:last]
 
 
 def import_webkit():

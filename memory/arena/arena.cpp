@@ -85,7 +85,7 @@ Chunk* Arena::new_chunk() {
 // A chunk whose usable pages are all free: keep it as a spare (its dirty
 // pages stay counted, and purgeable by the policy) unless there are enough.
 void Arena::retire_chunk(Chunk* chunk) {
-  if (spare_count_ >= kMaxSpareChunks) {
+  if (spare_count_ >= purge_.spare_chunks) {
     destroy_chunk(chunk);
     return;
   }
@@ -101,6 +101,7 @@ void Arena::unlink_spare(Chunk* chunk) {
 }
 
 void Arena::purge_all() {
+  take_remote_frees();
   release_empty_runs();
   purge_down_to(0);
   release_clean_spares();
@@ -120,7 +121,7 @@ void Arena::release_clean_spares() {
 
 void Arena::destroy_chunk(Chunk* chunk) {
   if (chunk->in_dirty_list) unlink_dirty(chunk);
-  dirty_pages_ -= chunk->ndirty;
+  remove_dirty(chunk->ndirty);
   committed_pages_ -= kChunkHeaderPages + chunk->ndirty;
   chunks_.erase(chunk);
   --chunk_count_;
@@ -178,7 +179,7 @@ void Arena::mark_allocated(Chunk* chunk, std::size_t first, std::size_t pages,
     chunk->idle = false;
     --idle_chunks_;
   }
-  dirty_pages_ -= was_dirty;
+  remove_dirty(was_dirty);
   committed_pages_ += pages - was_dirty;
   if (chunk->ndirty == 0 && chunk->in_dirty_list) unlink_dirty(chunk);
 }
@@ -217,7 +218,7 @@ void Arena::free_pages(Chunk* chunk, std::size_t first, std::size_t pages,
   chunk->allocated_pages -= pages;
   for (std::size_t i = first; i < first + pages; ++i) chunk->map[i].bits = kDirty | class_tag;
   chunk->ndirty += pages;
-  dirty_pages_ += pages;
+  add_dirty(pages);
   decay_.dirtied(pages);
   if (!chunk->in_dirty_list) link_dirty(chunk);
 
@@ -258,16 +259,18 @@ void Arena::free_pages(Chunk* chunk, std::size_t first, std::size_t pages,
 }
 
 // A chunk with nothing allocated that keeps class tags, so stays mapped (in
-// place of being a spare or unmapped): an idle chunk. Only the most recently
-// emptied one (kMaxDirtyIdleChunks) keeps its dirty pages for the purge
-// policy; when another empties, the idle chunk that has had dirty pages
+// place of being a spare or unmapped): an idle chunk. While the process-wide
+// budget applies (purge.h), its dirty pages wait for the policy like any, and
+// that budget bounds them across arenas. Otherwise only the most recently
+// emptied ones (purge_.idle_dirty_chunks) keep their dirty pages for the
+// purge policy; when another empties, the idle chunk that has had dirty pages
 // longest (the dirty list is oldest first) is purged at once, as unmapping
 // would have given its pages back (so, like an unmapping, not counted as a
 // purge of the policy).
 void Arena::idle_tagged_chunk(Chunk* chunk) {
   chunk->idle = true;
   ++idle_chunks_;
-  if (idle_chunks_ <= kMaxDirtyIdleChunks) return;
+  if (idle_chunks_ <= purge_.idle_dirty_chunks || process_budget_applies()) return;
   for (Chunk* c = dirty_chunks_.front(); c != nullptr; c = DirtyList::next(c)) {
     if (c->idle && c != chunk) {
       purge_chunk(c, dirty_pages_ - c->ndirty);
@@ -278,24 +281,58 @@ void Arena::idle_tagged_chunk(Chunk* chunk) {
 
 // ---- purge policy ---------------------------------------------------------
 
+// The dirty pages the policy weighs and the budget it weighs them against:
+// the process's and the process-wide budget when there is one (the arena's
+// own purge then takes its share of the excess), else the arena's own.
+bool Arena::process_budget_applies() const {
+  return purge_.total_budget_pages != 0 && g_several_arenas.load(std::memory_order_relaxed);
+}
+
+std::size_t Arena::weighed_dirty() const {
+  return process_budget_applies() ? g_process_dirty_pages.load(std::memory_order_relaxed)
+                                  : dirty_pages_;
+}
+
+std::size_t Arena::weighed_budget() const {
+  return process_budget_applies() ? purge_.total_budget_pages : budget_pages_;
+}
+
+// Purges until the weighed dirty pages are down to half the weighed budget,
+// as far as this arena's own pages go.
+void Arena::purge_to_half_budget() {
+  const std::size_t weighed = weighed_dirty(), target = weighed_budget() / 2;
+  if (weighed <= target) return;
+  const std::size_t excess = weighed - target;
+  purge_down_to(dirty_pages_ > excess ? dirty_pages_ - excess : 0);
+}
+
 void Arena::after_pages_dirtied() {
   switch (purge_.policy) {
     case PurgePolicy::kBudget:
-      if (dirty_pages_ > budget_pages_) purge_down_to(budget_pages_ / 2);
+      if (weighed_dirty() > weighed_budget()) purge_to_half_budget();
       return;
-    case PurgePolicy::kDeferred:
-      if (dirty_pages_ <= budget_pages_) return;
-      if (dirty_pages_ > budget_pages_ * kDeferredHardFactor) {
-        purge_down_to(budget_pages_ / 2);
+    case PurgePolicy::kDeferred: {
+      const std::size_t weighed = weighed_dirty(), budget = weighed_budget();
+      if (weighed <= budget) return;
+      // Above the hard bound the purge runs now: kDeferredHardFactor times an
+      // arena's own budget, or twice the process-wide one.
+      const std::size_t hard = process_budget_applies() ? 2 * budget : budget * kDeferredHardFactor;
+      if (weighed > hard) {
+        purge_to_half_budget();
         purge_queued_ = false;
       } else if (!purge_queued_) {
         purge_queued_ = true;
         allocations_until_purge_ = purge_.deferred_allocations;
       }
       return;
+    }
     case PurgePolicy::kDecay: {
       const std::uint64_t now = os::monotonic_ns();
       if (decay_.due(now)) run_decay_step(now);
+      // The process-wide budget bounds what decay keeps across arenas.
+      if (process_budget_applies() && weighed_dirty() > weighed_budget()) {
+        purge_to_half_budget();
+      }
       return;
     }
   }
@@ -305,7 +342,7 @@ void Arena::before_page_allocation() {
   if (purge_.policy == PurgePolicy::kDeferred) {
     if (!purge_queued_ || allocations_until_purge_-- > 0) return;
     purge_queued_ = false;
-    if (dirty_pages_ > budget_pages_) purge_down_to(budget_pages_ / 2);
+    if (weighed_dirty() > weighed_budget()) purge_to_half_budget();
   } else if (purge_.policy == PurgePolicy::kDecay) {
     const std::uint64_t now = os::monotonic_ns();
     if (decay_.due(now)) run_decay_step(now);
@@ -323,7 +360,7 @@ std::size_t Arena::purge_due() {
     case PurgePolicy::kBudget:
       break;
     case PurgePolicy::kDeferred:
-      if (purge_queued_ && dirty_pages_ > budget_pages_) purge_down_to(budget_pages_ / 2);
+      if (purge_queued_ && weighed_dirty() > weighed_budget()) purge_to_half_budget();
       purge_queued_ = false;
       break;
     case PurgePolicy::kDecay:
@@ -374,7 +411,7 @@ std::size_t Arena::purge_chunk(Chunk* chunk, std::size_t target_pages) {
     os::purge(chunk->page_address(begin), count << kPageShift);
     ++calls;
     chunk->ndirty -= count;
-    dirty_pages_ -= count;
+    remove_dirty(count);
     committed_pages_ -= count;
     i = begin;
   }
@@ -388,6 +425,7 @@ void* Arena::malloc_large(std::size_t size, bool zero) {
   RUNSEL_ASSERT(size != 0 && size % kPageSize == 0 && size <= kMaxLargeSize);
   const std::size_t pages = size >> kPageShift;
   LockGuard guard(lock);
+  take_remote_frees();
   char* run = allocate_pages(pages, 0, size | kAllocated | kLarge, kAllocated | kLarge, zero);
   if (run == nullptr) return nullptr;
   large_allocated_ += size;

@@ -145,7 +145,25 @@ class Arena {
   // The same while the process has one thread, inline like
   // malloc_small_one_thread: only a large free, an emptied run and the
   // periodic sweep of kept runs are calls.
-  BadPointer free_one_thread(Chunk* chunk, void* p) RUNSEL_EXCLUDES(lock);
+  BadPointer free_one_thread(Chunk* chunk, void* p,
+                             std::size_t expected_bin = kAnyBin) RUNSEL_EXCLUDES(lock);
+  // Arena::free with the bin the caller knows (sized delete), or kAnyBin.
+  BadPointer free_sized(Chunk* chunk, void* p, std::size_t expected_bin) RUNSEL_EXCLUDES(lock);
+  // Frees `p` in `chunk` (owned by this arena) from a thread of another
+  // arena, without this arena's lock when `p` is a small region: it is
+  // checked as free() checks it (page map, run header) and queued on the
+  // arena's remote frees, a lock-free stack linked through the regions'
+  // first words, which whoever next holds the lock takes in
+  // (take_remote_frees). A double free is then caught there, by the region's
+  // bitmap bit (twice in the queue: the second visit finds the bit set).
+  // Large allocations take the lock. Returns kNone or the problem.
+  BadPointer free_remote(Chunk* chunk, void* p) RUNSEL_EXCLUDES(lock);
+  // Frees every region queued by free_remote; aborts naming a region that
+  // was already free. Cheap when the queue is empty (one load).
+  void take_remote_frees() RUNSEL_REQUIRES(lock) {
+    if (remote_frees_.load(std::memory_order_relaxed) != nullptr) take_queued_remote_frees();
+  }
+
   // Usable size of a live pointer, or 0 with *problem set.
   std::size_t usable_size(Chunk* chunk, const void* p, BadPointer* problem) RUNSEL_EXCLUDES(lock);
   // Resizes a large allocation in place; false if the neighbours do not allow it.
@@ -182,7 +200,12 @@ class Arena {
 
   // Where `p` in `chunk` points: never reads the memory at `p`. Whether a
   // small region is live is the caller's check (its run's bitmap).
-  PointerClass classify(Chunk* chunk, const void* p) const RUNSEL_REQUIRES(lock);
+  // `expected_bin`: the bin the caller knows `p` belongs to (sized delete),
+  // or kAnyBin. The class geometry then comes from the size, not from the
+  // run header; a run of another bin is classified as without it.
+  static constexpr std::size_t kAnyBin = ~std::size_t{0};
+  PointerClass classify(Chunk* chunk, const void* p, std::size_t expected_bin = kAnyBin) const
+      RUNSEL_REQUIRES(lock);
   std::size_t index_of_bin(const Bin& bin) const RUNSEL_REQUIRES(lock) {
     return static_cast<std::size_t>(&bin - bins_);
   }
@@ -192,13 +215,17 @@ class Arena {
   template <class Locking>
   void* malloc_small_as(std::size_t bin) RUNSEL_EXCLUDES(lock);
   template <class Locking>
-  BadPointer free_as(Chunk* chunk, void* p) RUNSEL_EXCLUDES(lock);
+  BadPointer free_as(Chunk* chunk, void* p, std::size_t expected_bin) RUNSEL_EXCLUDES(lock);
   // Their rarer steps, out of line, each the last of its path: an allocation
   // when the container has no run, a run that has just emptied, the sweep of
   // kept runs, a large free. Each releases the lock.
   void* malloc_from_fresh_run_then_unlock(Bin& bin, std::size_t bin_index) RUNSEL_RELEASE(lock);
   void run_emptied_then_unlock(Bin& bin, Run* run) RUNSEL_RELEASE(lock);
   void sweep_empty_runs_then_unlock() RUNSEL_RELEASE(lock);
+  void take_queued_remote_frees() RUNSEL_REQUIRES(lock);
+  // A small free with the lock held, from start to end (the queued remote
+  // frees): free_as's steps without releasing the lock.
+  BadPointer free_small_locked(const PointerClass& target) RUNSEL_REQUIRES(lock);
   void free_large_then_unlock(Chunk* chunk, std::size_t page, std::size_t size)
       RUNSEL_RELEASE(lock);
 
@@ -221,6 +248,12 @@ class Arena {
     const std::uintptr_t bin = reinterpret_cast<std::uintptr_t>(run->bin);
     const std::uintptr_t first = reinterpret_cast<std::uintptr_t>(bins_);
     return bin - first < sizeof(bins_) && run->header_intact(run_key_);
+  }
+  // The geometry of an intact run's class, from the bin pointer's offset in
+  // bins_ (arithmetic) and the geometry table (bin_info), not through Bin::info: one
+  // dependent load fewer on every free.
+  const BinInfo& info_of_run(const Run* run) const RUNSEL_REQUIRES(lock) {
+    return bin_info(static_cast<std::size_t>(run->bin - bins_));
   }
   // The seam: the only calls on a bin's container (small_paths.h), each with its
   // cheap assertions, and the container's walker after it in checked builds.
@@ -263,6 +296,10 @@ class Arena {
   // The purge policy's two hooks: after pages became dirty, and before pages
   // are handed out (the later allocation a deferred purge waits for).
   void after_pages_dirtied() RUNSEL_REQUIRES(lock);
+  bool process_budget_applies() const;
+  std::size_t weighed_dirty() const RUNSEL_REQUIRES(lock);
+  std::size_t weighed_budget() const RUNSEL_REQUIRES(lock);
+  void purge_to_half_budget() RUNSEL_REQUIRES(lock);
   void before_page_allocation() RUNSEL_REQUIRES(lock);
   void run_decay_step(std::uint64_t now) RUNSEL_REQUIRES(lock);
   void check_container(const Bin& bin) const RUNSEL_REQUIRES(lock);
@@ -288,14 +325,12 @@ class Arena {
   }
   // Spare chunks (all usable pages free) kept for reuse instead of a munmap
   // and a fresh mmap (plus an mprotect for the guard page): at most
-  // kMaxSpareChunks. Their dirty pages count against the purge policy like
+  // purge_.spare_chunks. Their dirty pages count against the purge policy like
   // any other; a purged spare chunk costs only its header pages. Purging
   // everything (runsel_free_dirty_pages) unmaps all spares but one.
-  static constexpr std::size_t kMaxSpareChunks = 8;
   // Idle chunks (nothing allocated, class tags kept) whose dirty pages wait
-  // for the purge policy: the most recently emptied one; older ones are
-  // purged when another empties.
-  static constexpr std::size_t kMaxDirtyIdleChunks = 1;
+  // for the purge policy: the purge_.idle_dirty_chunks most recently emptied;
+  // older ones are purged when another empties.
 
   // Every chunk, spare ones included; the chunks with dirty pages, oldest
   // first; the spare chunks, most recent first (structures/intrusive_list.h).
@@ -316,12 +351,26 @@ class Arena {
   // header pages + allocated run pages + dirty pages
   std::size_t committed_pages_ RUNSEL_GUARDED_BY(lock) = 0;
   std::size_t dirty_pages_ RUNSEL_GUARDED_BY(lock) = 0;
+  // dirty_pages_ changes only through these: the process-wide total follows.
+  void add_dirty(std::size_t pages) RUNSEL_REQUIRES(lock) {
+    dirty_pages_ += pages;
+    g_process_dirty_pages.fetch_add(pages, std::memory_order_relaxed);
+  }
+  void remove_dirty(std::size_t pages) RUNSEL_REQUIRES(lock) {
+    dirty_pages_ -= pages;
+    g_process_dirty_pages.fetch_sub(pages, std::memory_order_relaxed);
+  }
   std::size_t large_allocated_ RUNSEL_GUARDED_BY(lock) = 0;  // bytes
   std::uint64_t large_nmalloc_ RUNSEL_GUARDED_BY(lock) = 0;
   std::uint64_t large_nfree_ RUNSEL_GUARDED_BY(lock) = 0;
   std::uint64_t purges_ RUNSEL_GUARDED_BY(lock) = 0;
 
   Bin bins_[kNumBins] RUNSEL_GUARDED_BY(lock);
+
+  // Regions freed by other threads, not yet taken in (free_remote): the
+  // newest first, each region's first word the next. On its own cache line,
+  // which only remote frees and the lock holder's check touch.
+  alignas(64) std::atomic<void*> remote_frees_{nullptr};
 };
 
 // Whether the arena chunk at `address` (chunk-aligned) still has its canary
@@ -329,7 +378,7 @@ class Arena {
 bool chunk_canary_intact(const void* address);
 
 // Inline: it is on every free.
-inline PointerClass Arena::classify(Chunk* chunk, const void* p) const {
+inline PointerClass Arena::classify(Chunk* chunk, const void* p, std::size_t expected_bin) const {
   PointerClass target;
   target.page = chunk->page_index(p);
   const std::uintptr_t address = reinterpret_cast<std::uintptr_t>(p);
@@ -346,11 +395,15 @@ inline PointerClass Arena::classify(Chunk* chunk, const void* p) const {
     }
   } else {
     target.run = reinterpret_cast<Run*>(bits & ~kPageMask);
-    if (!run_header_intact(target.run)) {
+    if (expected_bin != kAnyBin && target.run->bin == &bins_[expected_bin] &&
+        target.run->header_intact(run_key_)) {
+      target.info = &bin_info(expected_bin);
+    } else if (!run_header_intact(target.run)) {
       target.problem = BadPointer::kCorruptRunHeader;
       return target;
+    } else {
+      target.info = &info_of_run(target.run);
     }
-    target.info = &info_of(*target.run->bin);
     const std::uintptr_t reg0 =
         reinterpret_cast<std::uintptr_t>(target.run) + target.info->reg0_offset;
     target.region = address < reg0 ? 0 : target.info->region_index(address - reg0);

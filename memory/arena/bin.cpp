@@ -2,6 +2,8 @@
 // small paths (small_paths.h) that are not on every call.
 #include "arena/small_paths.h"
 
+#include "platform/fatal.h"
+
 namespace runsel {
 
 // ---- runs and regions ----------------------------------------------------------
@@ -128,8 +130,83 @@ void Arena::sweep_empty_runs_then_unlock() {
   lock.unlock();
 }
 
+// ---- remote frees ---------------------------------------------------------------
+
+namespace {
+// Remote frees this thread made since it last tried to take in an arena's
+// queue itself (so a queue whose arena nobody uses any more still drains).
+constinit thread_local std::uint32_t t_remote_frees = 0;
+constexpr std::uint32_t kRemoteFreesPerTry = 64;
+}  // namespace
+
+// Reads the page map and the run header without the lock: for a live region
+// neither changes while it is live (a run's pages and header are written when
+// the run is made and when it is given back, both only when it holds no live
+// region). What the pointer points at is checked as under the lock; only the
+// bitmap is left for take_queued_remote_frees.
+BadPointer Arena::free_remote(Chunk* chunk, void* p) RUNSEL_NO_THREAD_SAFETY_ANALYSIS {
+  const PointerClass target = classify(chunk, p);
+  if (target.problem != BadPointer::kNone) return target.problem;
+  if (target.run == nullptr) return free(chunk, p);
+  void* head = remote_frees_.load(std::memory_order_relaxed);
+  do {
+    *static_cast<void**>(p) = head;
+  } while (!remote_frees_.compare_exchange_weak(head, p, std::memory_order_release,
+                                                std::memory_order_relaxed));
+  if (++t_remote_frees >= kRemoteFreesPerTry) {
+    t_remote_frees = 0;
+    if (lock.try_lock()) {
+      take_remote_frees();
+      lock.unlock();
+    }
+  }
+  return BadPointer::kNone;
+}
+
+void Arena::take_queued_remote_frees() {
+  void* p = remote_frees_.exchange(nullptr, std::memory_order_acquire);
+  while (p != nullptr) {
+    void* next = *static_cast<void**>(p);
+    const PointerClass target = classify(Chunk::of(p), p);
+    const BadPointer problem =
+        target.problem != BadPointer::kNone ? target.problem : free_small_locked(target);
+    if (problem == BadPointer::kDoubleFreeSmall) {
+      remote_free_rejected(p, "double free of a small region");
+    } else if (problem != BadPointer::kNone) {
+      remote_free_rejected(p, "not a live small region any more");
+    }
+    p = next;
+  }
+}
+
+BadPointer Arena::free_small_locked(const PointerClass& target) {
+  Run* run = target.run;
+  Bin& bin = *run->bin;
+  const bool was_full = run->free_count == 0;
+  if (!run->give(target.region)) return BadPointer::kDoubleFreeSmall;
+  --bin.regions_in_use;
+  ++bin.free_regions;
+  ++bin.nfree;
+  if (run->free_count == target.info->nregs) {
+    erase_run(bin, run);
+    keep_empty_run(bin, run);
+  } else if (was_full) {
+    insert_run(bin, run);
+  } else {
+    touched_run(bin, run);
+  }
+  if (--frees_until_sweep_ == 0) sweep_empty_runs();
+  return BadPointer::kNone;
+}
+
 void* Arena::malloc_small(std::size_t bin_index) { return malloc_small_as<AnyThreadLocking>(bin_index); }
 
-BadPointer Arena::free(Chunk* chunk, void* p) { return free_as<AnyThreadLocking>(chunk, p); }
+BadPointer Arena::free(Chunk* chunk, void* p) {
+  return free_as<AnyThreadLocking>(chunk, p, kAnyBin);
+}
+
+BadPointer Arena::free_sized(Chunk* chunk, void* p, std::size_t expected_bin) {
+  return free_as<AnyThreadLocking>(chunk, p, expected_bin);
+}
 
 }  // namespace runsel

@@ -76,14 +76,17 @@ inline void Arena::touched_run(Bin& bin, Run* run) {
 // functions), so nothing has to be kept across a call. With threads they
 // call the any-thread form, out of line (bin.cpp).
 
-// The lock while the process has one thread (the caller has checked).
+// The lock while the process has one thread (the caller has checked): no
+// other thread can have queued a remote free.
 struct OneThreadLocking {
+  static constexpr bool kAnyThread = false;
   static void acquire(Lock& lock) RUNSEL_ACQUIRE(lock) { lock.lock_single_threaded(); }
   static void release(Lock& lock) RUNSEL_RELEASE(lock) { lock.unlock_single_threaded(); }
 };
 
 // The lock whatever the number of threads.
 struct AnyThreadLocking {
+  static constexpr bool kAnyThread = true;
   static void acquire(Lock& lock) RUNSEL_ACQUIRE(lock) { lock.lock(); }
   static void release(Lock& lock) RUNSEL_RELEASE(lock) { lock.unlock(); }
 };
@@ -92,6 +95,7 @@ template <class Locking>
 [[gnu::always_inline]] inline void* Arena::malloc_small_as(std::size_t bin_index) {
   const BinInfo& info = bin_info(bin_index);
   Locking::acquire(lock);
+  if constexpr (Locking::kAnyThread) take_remote_frees();
   Bin& bin = bins_[bin_index];
   Run* run = pick_run(bin);
   bin.counters.pick(bin.nonfull.size(), run ? run->free_count : 0, info.nregs);
@@ -115,9 +119,11 @@ template <class Locking>
 }
 
 template <class Locking>
-[[gnu::always_inline]] inline BadPointer Arena::free_as(Chunk* chunk, void* p) {
+[[gnu::always_inline]] inline BadPointer Arena::free_as(Chunk* chunk, void* p,
+                                                        std::size_t expected_bin) {
   Locking::acquire(lock);
-  const PointerClass target = classify(chunk, p);
+  if constexpr (Locking::kAnyThread) take_remote_frees();
+  const PointerClass target = classify(chunk, p, expected_bin);
   if (target.problem != BadPointer::kNone) {
     Locking::release(lock);
     return target.problem;
@@ -153,8 +159,9 @@ template <class Locking>
   return BadPointer::kNone;
 }
 
-[[gnu::always_inline]] inline BadPointer Arena::free_one_thread(Chunk* chunk, void* p) {
-  return free_as<OneThreadLocking>(chunk, p);
+[[gnu::always_inline]] inline BadPointer Arena::free_one_thread(Chunk* chunk, void* p,
+                                                                std::size_t expected_bin) {
+  return free_as<OneThreadLocking>(chunk, p, expected_bin);
 }
 
 }  // namespace runsel

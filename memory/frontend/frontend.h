@@ -15,10 +15,11 @@ namespace runsel {
 inline constexpr std::size_t kMaxArenas = 64;
 
 extern constinit thread_local Arena* t_arena;
-// Assigns the calling thread an arena (round-robin); the slow path of thread_arena.
+// Attaches the calling thread to the least loaded arena (init.cpp); the slow
+// path of thread_arena.
 Arena* choose_arena();
 
-// The calling thread's arena (assigned round-robin on first use).
+// The calling thread's arena (chosen on first use).
 inline Arena* thread_arena() {
   Arena* arena = t_arena;
   if (__builtin_expect(arena != nullptr, 1)) return arena;

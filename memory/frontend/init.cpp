@@ -1,6 +1,10 @@
 // Initialisation, per-thread arena choice and fork safety.
-// Threads get arenas round-robin over 4 per CPU (at most kMaxArenas); the
-// first thread to allocate (normally main) gets arena 0.
+// A thread's first allocation attaches it to the arena with the fewest
+// attached threads, creating one while fewer than 4 per CPU exist (at most
+// kMaxArenas), lowest index first; the first thread (normally main) gets
+// arena 0. A thread that exits detaches (a pthread key's destructor), so the
+// next thread reuses its arena and the dirty pages there instead of spreading
+// a program that starts fresh threads over every arena (as jemalloc does).
 #include <pthread.h>
 #include <stdlib.h>
 
@@ -32,7 +36,12 @@ constinit std::atomic<std::size_t> g_arena_count{0};
 constinit std::size_t g_arena_limit RUNSEL_GUARDED_BY(g_init_lock) = 0;  // 0: not initialised
 constinit PurgeSettings g_purge_settings RUNSEL_GUARDED_BY(g_init_lock);
 constinit huge::CacheLimits g_huge_cache RUNSEL_GUARDED_BY(g_init_lock);
-constinit std::atomic<unsigned> g_next_thread{0};
+// Threads attached to each arena.
+constinit unsigned g_arena_threads[kMaxArenas] RUNSEL_GUARDED_BY(g_init_lock) = {};
+// Created once under g_init_lock before g_detach_key_created is set; read
+// only after that flag was read true under the lock.
+constinit pthread_key_t g_detach_key;
+constinit bool g_detach_key_created RUNSEL_GUARDED_BY(g_init_lock) = false;
 constinit std::atomic<bool> g_fork_handlers_registered{false};
 
 // Arena `index`, below a count read with acquire (its entry was written before
@@ -69,8 +78,31 @@ void after_fork_in_child() {
   huge::reset_after_fork_in_child();
   for (std::size_t i = 0; i < g_arena_count.load(std::memory_order_relaxed); ++i) {
     published_arena(i)->lock.reset_in_child();
+    g_arena_threads[i] = 0;  // only the forking thread lives on
   }
+  if (t_arena != nullptr) g_arena_threads[t_arena->index()] = 1;
   g_init_lock.reset_in_child();
+}
+
+// The key's destructor, at a thread's exit: its arena has one thread fewer.
+// The thread may still allocate in later destructors: t_arena stays set.
+void detach_thread(void* arena) {
+  LockGuard guard(g_init_lock);
+  unsigned& threads = g_arena_threads[static_cast<Arena*>(arena)->index()];
+  if (threads > 0) --threads;
+}
+
+// The arena for a new thread: an arena no thread is attached to, lowest
+// index first; else a new one while there are fewer than the limit; else
+// the one with the fewest threads.
+std::size_t least_loaded_arena() RUNSEL_REQUIRES(g_init_lock) {
+  const std::size_t count = g_arena_count.load(std::memory_order_relaxed);
+  std::size_t best = 0;
+  for (std::size_t i = 0; i < count; ++i) {
+    if (g_arena_threads[i] < g_arena_threads[best]) best = i;
+  }
+  if (count == 0 || (g_arena_threads[best] > 0 && count < g_arena_limit)) return count;
+  return best;
 }
 
 // One line on stderr: `runsel: <setting>: ignoring "<text>" (<expected>)`. The
@@ -82,8 +114,9 @@ void complain(const char* setting, const char* text, std::size_t length, const c
 void complain_about_conf(const char* entry, std::size_t length) {
   complain("RUNSEL_CONF", entry, length,
            "keys: purge:budget|deferred|decay, dirty_max_pages:N, deferred_allocations:N, "
-           "decay_ms:N, huge_cache_mb:N, huge_cache_ms:N, run_pages:P/P/.../P (one run size "
-           "in pages per size class)");
+           "decay_ms:N, total_dirty_max_pages:N, spare_chunks:N, idle_dirty_chunks:N, "
+           "huge_cache_mb:N, huge_cache_ms:N, run_pages:P/P/.../P (one run size in pages per "
+           "size class)");
 }
 
 // A decimal number filling [text, text + length); false if it is not one.
@@ -158,6 +191,12 @@ bool apply_conf_entry(const char* entry, std::size_t length, PurgeSettings* sett
     settings->deferred_allocations = number;
   } else if (key_is("decay_ms") && number > 0) {
     settings->decay_window_ns = number * 1'000'000;
+  } else if (key_is("total_dirty_max_pages")) {
+    settings->total_budget_pages = number;
+  } else if (key_is("spare_chunks")) {
+    settings->spare_chunks = number;
+  } else if (key_is("idle_dirty_chunks")) {
+    settings->idle_dirty_chunks = number;
   } else if (key_is("huge_cache_mb")) {
     g_huge_cache.max_bytes = number << 20;
   } else if (key_is("huge_cache_ms")) {
@@ -204,10 +243,11 @@ constinit thread_local Arena* t_arena = nullptr;
 
 __attribute__((noinline)) Arena* choose_arena() {
   Arena* arena;
+  bool keyed;  // the detach key exists (read under the lock)
   {
     LockGuard guard(g_init_lock);
     initialise_locked();
-    std::size_t index = g_next_thread.fetch_add(1, std::memory_order_relaxed) % g_arena_limit;
+    const std::size_t index = least_loaded_arena();
     if (g_arenas[index] == nullptr) {
       g_arenas[index] = Arena::create(static_cast<unsigned>(index), g_purge_settings);
       if (g_arenas[index] == nullptr) return nullptr;
@@ -215,10 +255,18 @@ __attribute__((noinline)) Arena* choose_arena() {
       std::size_t count = g_arena_count.load(std::memory_order_relaxed);
       while (count < kMaxArenas && g_arenas[count] != nullptr) ++count;
       g_arena_count.store(count, std::memory_order_release);
+      if (count > 1) g_several_arenas.store(true, std::memory_order_relaxed);
     }
     arena = g_arenas[index];
+    ++g_arena_threads[index];
+    if (!g_detach_key_created) {
+      g_detach_key_created = pthread_key_create(&g_detach_key, detach_thread) == 0;
+    }
+    keyed = g_detach_key_created;
   }
   t_arena = arena;
+  // After t_arena is set: should glibc allocate for the key, that finds the arena.
+  if (keyed) pthread_setspecific(g_detach_key, arena);
   // Registered after the arena is usable: pthread_atfork may itself allocate.
   if (!g_fork_handlers_registered.exchange(true)) {
     pthread_atfork(prepare_fork, after_fork_in_parent, after_fork_in_child);

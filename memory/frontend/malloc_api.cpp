@@ -177,10 +177,12 @@ void* allocate_aligned(std::size_t alignment, std::size_t size) {
   if (problem != huge::Problem::kNone) fatal_huge(function, p, problem);
 }
 
-// deallocate() of a pointer in an arena chunk, with the any-thread lock.
+// deallocate() of a pointer in an arena chunk while the process has threads:
+// with the arena's lock from a thread of that arena, else (a remote free)
+// queued for it without its lock (Arena::free_remote).
 [[gnu::noinline]] void deallocate_any_thread(void* p, const char* function, Arena* arena) {
   Chunk* chunk = Chunk::of(p);
-  BadPointer problem = arena->free(chunk, p);
+  BadPointer problem = arena == t_arena ? arena->free(chunk, p) : arena->free_remote(chunk, p);
   if (problem != BadPointer::kNone) fatal_bad_pointer(function, p, chunk, problem);
 }
 
@@ -196,6 +198,29 @@ void* allocate_aligned(std::size_t alignment, std::size_t size) {
   Chunk* chunk = Chunk::of(p);
   BadPointer problem = arena->free_one_thread(chunk, p);
   if (problem != BadPointer::kNone) fatal_bad_pointer(function, p, chunk, problem);
+}
+
+// Sized delete: the size names the bin, so a small free finds its class's
+// geometry from the size instead of through the run header's bin pointer,
+// which it then only compares (Arena::classify's expected_bin); a size that
+// does not match the run is ignored, and the free goes on as an unsized one.
+// Remote frees go through the queue (Arena::free_remote) as unsized ones.
+[[gnu::always_inline]] inline void deallocate_sized(void* p, std::size_t size) {
+  if (p == nullptr) return;
+  if (!is_small(size)) return deallocate(p, "free");
+  const ChunkOwner owner = ChunkRegistry::lookup(p);
+  if (!owner.is_arena_chunk()) return deallocate_outside_arenas(p, "free", owner);
+  Arena* arena = owner.as<Arena>();
+  Chunk* chunk = Chunk::of(p);
+  BadPointer problem;
+  if (os::single_threaded()) {
+    problem = arena->free_one_thread(chunk, p, bin_index(size));
+  } else if (arena == t_arena) {
+    problem = arena->free_sized(chunk, p, bin_index(size));
+  } else {
+    problem = arena->free_remote(chunk, p);
+  }
+  if (problem != BadPointer::kNone) fatal_bad_pointer("free", p, chunk, problem);
 }
 
 // Usable size of a pointer the caller claims is live; aborts if it is not.
@@ -338,5 +363,22 @@ RUNSEL_EXPORT size_t malloc_usable_size(void* p) noexcept {
 }
 
 RUNSEL_EXPORT size_t runsel_good_size(size_t size) { return good_size(size); }
+
+// C++ delete, sized and unsized, and their array forms: exported so that a
+// program's sized deletes reach deallocate_sized instead of the C++ runtime's,
+// which drops the size and calls free; the unsized ones are free without the
+// runtime's extra call. (operator new stays the runtime's: it calls malloc.)
+__attribute__((visibility("default"))) void operator delete(void* p) noexcept {
+  deallocate(p, "free");
+}
+__attribute__((visibility("default"))) void operator delete[](void* p) noexcept {
+  deallocate(p, "free");
+}
+__attribute__((visibility("default"))) void operator delete(void* p, std::size_t size) noexcept {
+  deallocate_sized(p, size);
+}
+__attribute__((visibility("default"))) void operator delete[](void* p, std::size_t size) noexcept {
+  deallocate_sized(p, size);
+}
 
 RUNSEL_EXPORT const char* runsel_variant(void) { return kContainerName; }

@@ -35,6 +35,7 @@ void collect(runsel_stats_t* s) {
   for (std::size_t i = 0; i < count; ++i) {
     Arena* arena = arena_at(i);
     LockGuard guard(arena->lock);
+    arena->take_remote_frees();
     arena->add_figures(s);
     s->dirty_max = arena->dirty_max_pages() * kPageSize;
   }
@@ -224,6 +225,7 @@ RUNSEL_EXPORT int runsel_check(void) {
   for (std::size_t i = 0; i < count; ++i) {
     Arena* arena = arena_at(i);
     LockGuard guard(arena->lock);
+    arena->take_remote_frees();
     ok = arena->walk_and_compare() && ok;
   }
   ok = huge::walk_and_compare() && ok;
@@ -244,6 +246,7 @@ RUNSEL_EXPORT size_t runsel_chunk_maps(runsel_chunk_map* out, size_t capacity) {
   for (std::size_t i = 0; i < count; ++i) {
     Arena* arena = arena_at(i);
     LockGuard guard(arena->lock);
+    arena->take_remote_frees();
     total += arena->chunk_maps(out + (total < capacity ? total : capacity),
                                total < capacity ? capacity - total : 0);
   }

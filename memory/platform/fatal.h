@@ -126,4 +126,14 @@ template <class... Parts>
         "'s?)");
 }
 
+// A double free (or a free of something that is not a live region) found
+// when an arena took in the frees other threads had queued for it (its
+// remote frees): the freeing thread has moved on, so the message names the
+// pointer and when it was found. Writes "runsel: free(P): PROBLEM (found when
+// its arena took in frees from other threads)" and aborts.
+[[noreturn, gnu::cold, gnu::noinline]] inline void remote_free_rejected(const void* pointer,
+                                                                       const char* problem) {
+  fatal("free(", pointer, "): ", problem, " (found when its arena took in frees from other threads)");
+}
+
 }  // namespace runsel

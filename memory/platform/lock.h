@@ -31,6 +31,7 @@
 #define RUNSEL_ACQUIRE(...) RUNSEL_THREAD_ATTRIBUTE(acquire_capability(__VA_ARGS__))
 #define RUNSEL_RELEASE(...) RUNSEL_THREAD_ATTRIBUTE(release_capability(__VA_ARGS__))
 #define RUNSEL_ASSERT_CAPABILITY(x) RUNSEL_THREAD_ATTRIBUTE(assert_capability(x))
+#define RUNSEL_TRY_ACQUIRE(...) RUNSEL_THREAD_ATTRIBUTE(try_acquire_capability(__VA_ARGS__))
 // The lock order (memory/README.md, "Lock order"): a lock declared
 // RUNSEL_ACQUIRED_BEFORE(other) is never taken while `other` is held.
 #define RUNSEL_ACQUIRED_BEFORE(...) RUNSEL_THREAD_ATTRIBUTE(acquired_before(__VA_ARGS__))
@@ -70,6 +71,19 @@ class RUNSEL_CAPABILITY("mutex") Lock {
     }
     owner_.store(&lock_detail::t_self, std::memory_order_relaxed);
     lock_detail::t_acquiring = outer;
+  }
+
+  // Takes the lock only if it is free (never waits); true if taken. Only
+  // while the process has threads.
+  bool try_lock() RUNSEL_TRY_ACQUIRE(true) {
+    const Lock* outer = lock_detail::t_acquiring;
+    lock_detail::t_acquiring = this;
+    std::uint32_t expected = kFree;
+    const bool taken = state_.compare_exchange_strong(expected, kLocked, std::memory_order_acquire,
+                                                      std::memory_order_relaxed);
+    if (taken) owner_.store(&lock_detail::t_self, std::memory_order_relaxed);
+    lock_detail::t_acquiring = outer;
+    return taken;
   }
 
   void unlock() RUNSEL_RELEASE() {

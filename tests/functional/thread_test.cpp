@@ -241,4 +241,58 @@ TEST(Arenas, FreesFromOtherAndFinishedThreads) {
   EXPECT_EQ(runsel_check(), 0);
 }
 
+// Threads that run one after another share an arena: one that exits detaches
+// from its arena, and the next thread takes the least loaded one, so a
+// program that starts fresh threads reuses arenas (and their dirty pages)
+// instead of spreading over all of them.
+TEST(Arenas, AnExitedThreadsArenaIsReused) {
+  constexpr unsigned kThreads = 6;
+  std::vector<void*> blocks(kThreads);
+  for (unsigned t = 0; t < kThreads; ++t) {
+    std::thread([&, t] { blocks[t] = opaque(malloc(64)); }).join();
+  }
+  std::set<uintptr_t> chunks;
+  for (void* p : blocks) chunks.insert(reinterpret_cast<uintptr_t>(p) & ~(kMiB - 1));
+  EXPECT_EQ(chunks.size(), 1u) << "threads that ran one after another used different arenas";
+  for (void* p : blocks) free(p);
+  EXPECT_EQ(runsel_check(), 0);
+}
+
+// Eight threads at once (so, up to the arena limit, as many arenas) each free
+// 14 MiB of their own large blocks, keeping one in 16 so that no chunk
+// empties: the dirty pages of all arenas together stay within the deferred
+// policy's hard bound on them, twice the process-wide budget (purge.h: 48
+// MiB), where each arena alone (below 16 MiB, its own hard bound) kept them.
+TEST(Arenas, DirtyPagesAreBoundedAcrossArenas) {
+  constexpr unsigned kThreads = 8;
+  constexpr size_t kBlock = 64 * 1024, kBlocks = 240;
+  constexpr size_t kProcessBound = 2 * 48 * 256 * 4096;
+  std::barrier sync(kThreads + 1);
+  std::vector<std::thread> workers;
+  for (unsigned t = 0; t < kThreads; ++t) {
+    workers.emplace_back([&] {
+      std::vector<void*> mine;
+      for (size_t i = 0; i < kBlocks; ++i) {
+        mine.push_back(opaque(malloc(kBlock)));
+        memset(mine.back(), 1, kBlock);
+      }
+      sync.arrive_and_wait();
+      for (size_t i = 0; i < kBlocks; ++i) {
+        if (i % 16 != 0) free(mine[i]);
+      }
+      sync.arrive_and_wait();  // every thread has freed: the main thread looks
+      sync.arrive_and_wait();
+      for (size_t i = 0; i < kBlocks; i += 16) free(mine[i]);
+    });
+  }
+  sync.arrive_and_wait();
+  sync.arrive_and_wait();
+  const runsel_stats_t s = snapshot();
+  sync.arrive_and_wait();
+  for (std::thread& w : workers) w.join();
+  EXPECT_LE(s.dirty, kProcessBound) << s.narenas << " arenas";
+  EXPECT_TRUE(IdentityHolds(s));
+  EXPECT_EQ(runsel_check(), 0);
+}
+
 }  // namespace

@@ -5,8 +5,11 @@ Every refused input (binary garbage, gzip-compressed garbage, a logalloc line wi
 byte that is not UTF-8, a corrupt gzip file, a truncated trace, a missing file, a live
 set beyond the machine's memory) must end the command with exit code 2 and exactly one
 line on stderr that says what is wrong (and where: a line number or a byte offset),
-never a Python traceback. A small log under the memory bound replays; a live set beyond
-it replays with --allow-large-live-set. Only rb_first's replayer runs.
+never a Python traceback. A small log under the memory bound replays, showing dirty,
+committed - dirty and the resident memory a forced purge leaves; a live set beyond it
+replays with --allow-large-live-set; a log or a trace of a killed process (cut in the
+middle of a line or a record) replays with --partial and says so. Only rb_first's
+replayer runs.
 
     tests/trace/replay_cli_test.py --build-dir build
 """
@@ -132,6 +135,49 @@ class Replay(unittest.TestCase):
         self.assertEqual(done.returncode, 0, done.stderr)
         self.assertIn("## peak: after 8 records, 8.0 MiB live requested", done.stdout)
         self.assertIn("## end", done.stdout)
+
+    def test_dirty_and_purged_figures_are_shown(self):
+        # 64 blocks of 64 KiB (large runs), all freed: their pages are dirty until a purge.
+        lines = "".join(f"7 1 malloc({1 << 16})=0x{(i + 1) << 24:x}\n" for i in range(64))
+        lines += "".join(f"7 1 free(0x{(i + 1) << 24:x})\n" for i in range(64))
+        done = self.replay(self.write("dirty.log", (lines + "7 1 jemalloc_stats()\n").encode()))
+        self.assertEqual(done.returncode, 0, done.stderr)
+        header = next(line for line in done.stdout.splitlines() if line.startswith("container"))
+        self.assertEqual([word for word in header.split()[1:] if word not in ("vs", "rb_first")],
+                         ["committed", "dirty", "committed-dirty", "resident", "purged",
+                          "bin_unused"])
+        row = next(line for line in done.stdout.split('mark "')[1].splitlines()
+                   if line.strip().startswith("rb_first"))
+        # The figures are the plain numbers; the differences read "+0 (+0.00%)".
+        committed, dirty, footprint, resident, purged, _ = [
+            int(word) for word in row.split() if word.isdigit()]
+        self.assertGreater(dirty, 0, done.stdout)
+        self.assertEqual(footprint, committed - dirty)
+        self.assertLess(purged, resident, done.stdout)
+
+    def test_a_log_cut_in_a_line_replays_with_partial_and_says_so(self):
+        lines = "".join(f"7 1 malloc(32)=0x{(i + 1) << 12:x}\n" for i in range(100))
+        cut = self.write("killed.log", (lines + "7 1 mallo").encode())
+        self.assert_refused(self.replay(cut), "line 101", "--partial")
+        done = self.replay("--partial", cut)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertIn("partial: used 100 complete lines", done.stdout)
+        self.assertIn("dropped the cut last line", done.stdout)
+        self.assertIn("## end: after 100 records", done.stdout)
+
+    def test_a_trace_cut_in_a_record_replays_with_partial_and_says_so(self):
+        lines = "".join(f"7 1 malloc(32)=0x{(i + 1) << 12:x}\n" for i in range(100))
+        log = self.write("whole.log", lines.encode())
+        trace = self.dir / "whole.trace"
+        convert = BUILD_DIR / "tools" / "runsel-trace-convert"
+        subprocess.run([str(convert), "from-logalloc", str(log), str(trace)], check=True,
+                       capture_output=True)
+        cut = self.write("killed.trace", trace.read_bytes()[:-13])  # the end record, and more
+        self.assert_refused(self.replay(cut), "malformed trace at byte offset")
+        done = self.replay("--partial", cut)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertRegex(done.stdout, r"# partial: the trace has no end record \(its process "
+                                      r"was killed\); replayed its 9\d complete records")
 
 
 def main() -> int:

@@ -144,13 +144,15 @@ inline Summary summarize(const Bytes& bytes, bool partial = false) {
 }
 
 // The replay output that depends only on where the container puts blocks:
-// every line but the comment and resident ones, without bookkeeping and
+// every line but the comment, resident and purged ones, without bookkeeping and
 // committed (array_heap's side array is bookkeeping, by design).
 inline std::string placements(const std::string& output) {
   std::istringstream lines(output);
   std::string line, kept;
   while (std::getline(lines, line)) {
-    if (line.empty() || line[0] == '#' || line.rfind("resident", 0) == 0) continue;
+    if (line.empty() || line[0] == '#' || line.rfind("resident", 0) == 0 ||
+        line.rfind("purged", 0) == 0)
+      continue;
     std::istringstream words(line);
     std::string word;
     while (words >> word)

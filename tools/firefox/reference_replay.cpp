@@ -85,6 +85,15 @@ void runsel_stats(runsel_stats_t* out) {
   }
 }
 
+// The forced purge the replay measures in a forked copy at every mark: mozjemalloc's
+// own jemalloc_free_dirty_pages (looked up once; a Firefox without it purges nothing).
+void runsel_free_dirty_pages(void) {
+  using free_dirty_fn = void (*)();
+  static const auto free_dirty =
+      reinterpret_cast<free_dirty_fn>(dlsym(RTLD_DEFAULT, "jemalloc_free_dirty_pages"));
+  if (free_dirty != nullptr) free_dirty();
+}
+
 const char* runsel_variant(void) { return "firefox"; }
 const char* runsel_purge_policy(void) { return "firefox"; }
 

@@ -158,8 +158,8 @@ int from_logalloc(const char* log, const char* out, bool has_pid, std::uint64_t 
     gzip_status = 0;  // a killed program's log: its stream ends early
   } else if (gzip_cut) {
     std::fprintf(stderr,
-                 "runsel-trace-convert: %s: gzip could not decompress it (corrupt or cut "
-                 "short)\n",
+                 "runsel-trace-convert: %s: gzip could not decompress it (corrupt, or cut "
+                 "short: --partial)\n",
                  log);
     return 2;
   }
@@ -169,8 +169,9 @@ int from_logalloc(const char* log, const char* out, bool has_pid, std::uint64_t 
       std::fprintf(stderr, "runsel-trace-convert: %s: not a runsel trace or a logalloc log (%s)\n",
                    log, parser.error().c_str());
     else
-      std::fprintf(stderr, "runsel-trace-convert: %s: malformed logalloc log at %s\n", log,
-                   parser.error().c_str());
+      std::fprintf(stderr, "runsel-trace-convert: %s: malformed logalloc log at %s%s\n", log,
+                   parser.error().c_str(),
+                   unterminated ? " (the last line, without its newline: cut? --partial)" : "");
     return 2;
   }
   if (read_error || (gzip && !exited_zero(gzip_status))) {

@@ -1,7 +1,10 @@
 // runsel-replay-<container>: replays a trace (tools/trace/format.md) against the
 // runsel variant it is linked with, in recorded order on one thread, writing each
 // block as the program did, and reports exact figures at each mark, every N
-// records, at the peak of live bytes and at the end (text, and JSON with --json).
+// records, at the peak of live bytes and at the end (text, and JSON with --json),
+// with the resident memory a forced purge would leave (measured in a forked copy,
+// so the replay itself goes on unchanged). Under callgrind, --windows K
+// --window-records W counts only K evenly spread windows of W records.
 //
 // Exit codes: 0 replayed; 1 cannot read the file; 2 usage, a malformed trace
 // (the message gives the byte offset), or live blocks that would not fit in the
@@ -13,7 +16,9 @@
 #include <sys/personality.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
+#include <valgrind/callgrind.h>
 #include <valgrind/valgrind.h>
 
 #include <cerrno>
@@ -134,6 +139,47 @@ class Output {
 Output json;
 runsel_stats_t stats;  // static: the replayer must not allocate, and its pages count early
 
+// What a forced purge (every dirty page, kept empty run and cached huge mapping given
+// back: runsel_free_dirty_pages, as malloc_trim) would leave, the analogue of AWSY's
+// "after minimizing memory". Measured in a forked copy of the replay, which purges,
+// measures and exits, so the replay's own state (and every later figure) is the same
+// as without it. Not under valgrind (its child would write a profile too).
+struct Purged {
+  bool measured = false;
+  std::size_t resident = 0;
+  std::size_t committed = 0;
+};
+
+Purged purged_copy(const HeapResident& resident) {
+  Purged purged;
+  if (RUNNING_ON_VALGRIND) return purged;
+  int channel[2];
+  if (pipe(channel) != 0) return purged;
+  std::fflush(stdout);
+  pid_t child = fork();
+  if (child == 0) {
+    close(channel[0]);
+    runsel_free_dirty_pages();
+    runsel_stats(&stats);
+    Purged figures{true, resident.now(), stats.committed};
+    ssize_t written = write(channel[1], &figures, sizeof figures);
+    _exit(written == static_cast<ssize_t>(sizeof figures) ? 0 : 1);
+  }
+  close(channel[1]);
+  if (child > 0) {
+    Purged figures;
+    ssize_t got = read(channel[0], &figures, sizeof figures);
+    int status = 0;
+    while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+    }
+    if (got == static_cast<ssize_t>(sizeof figures) && WIFEXITED(status) &&
+        WEXITSTATUS(status) == 0)
+      purged = figures;
+  }
+  close(channel[0]);
+  return purged;
+}
+
 enum class Kind { mark, every, peak, end };
 const char* kind_name(Kind kind) {
   static const char* const names[] = {"mark", "every", "peak", "end"};
@@ -156,6 +202,7 @@ void print_pick_counters(const runsel_bin_stats& bin) {
 // One checkpoint: a text block on stdout and an element of the JSON list.
 void report(Kind kind, const char* name, std::size_t name_length, const Replay& replay,
             const LiveBytes& live, const HeapResident& resident) {
+  Purged purged = purged_copy(resident);  // first: the child must not see this report's output
   runsel_stats_t& s = stats;
   runsel_stats(&s);
   std::size_t heap_resident = resident.now();
@@ -167,6 +214,9 @@ void report(Kind kind, const char* name, std::size_t name_length, const Replay& 
               kind == Kind::end ? "end" : kind == Kind::peak ? "peak" : "stats", ops, live.live,
               s.mapped, s.committed, s.allocated, s.waste, s.dirty, s.bookkeeping, s.bin_unused);
   std::printf("resident ops=%" PRIu64 " bytes=%zu own=%zu\n", ops, heap_resident, resident.own());
+  if (purged.measured)
+    std::printf("purged ops=%" PRIu64 " resident=%zu committed=%zu\n", ops, purged.resident,
+                purged.committed);
   std::fflush(stdout);
 
   static bool first = true;
@@ -179,6 +229,11 @@ void report(Kind kind, const char* name, std::size_t name_length, const Replay& 
              ", \"dirty\": %zu, \"bookkeeping\": %zu, \"bin_unused\": %zu, \"resident\": %zu",
              s.mapped, s.committed, s.allocated, s.waste, s.dirty, s.bookkeeping, s.bin_unused,
              heap_resident);
+  if (purged.measured)
+    json.print(", \"purged_resident\": %zu, \"purged_committed\": %zu", purged.resident,
+               purged.committed);
+  else
+    json.print(", \"purged_resident\": null, \"purged_committed\": null");
   json.print(",\n   \"bins\": [");
   for (size_t i = 0; i < s.bin_count; ++i) {
     const runsel_bin_stats& bin = s.bins[i];
@@ -212,13 +267,16 @@ struct Options {
   const char* json = nullptr;  // --json FILE ("-": stdout, the text then goes to stderr)
   std::uint64_t every = 0;
   std::uint64_t records = UINT64_MAX;  // --records N: replay only the first N
+  std::uint64_t windows = 0;  // --windows K: callgrind counts K evenly spread windows
+  std::uint64_t window_records = 0;  // --window-records W: records per window
   bool partial = false;  // accept a trace cut short (its process crashed)
   bool allow_large_live_set = false;  // replay even when the live blocks exceed memory
 };
 
 int usage(const char* program) {
   std::fprintf(stderr,
-               "usage: %s [--every N] [--records N] [--partial] [--allow-large-live-set]\n"
+               "usage: %s [--every N] [--records N] [--windows K --window-records W]\n"
+               "       [--partial] [--allow-large-live-set]\n"
                "       [--json FILE] TRACE\n"
                "Replays TRACE against runsel (%s) on one thread, writing every block as\n"
                "the program did, and prints exact figures at each mark, every N records,\n"
@@ -226,6 +284,9 @@ int usage(const char* program) {
                "--partial accepts a trace without its end record (its process was killed)\n"
                "and replays its complete records. --json also writes the figures as JSON.\n"
                "--records N replays only the first N records (cost counts).\n"
+               "--windows K --window-records W: under callgrind (--instr-atstart=no\n"
+               "--collect-atstart=no), instrument and count only K windows of W records\n"
+               "spread evenly over the trace (one window over everything when K*W covers it).\n"
                "A trace whose live blocks peak above the memory available (MemAvailable)\n"
                "is refused; --allow-large-live-set replays it anyway.\n",
                program, runsel_variant());
@@ -242,6 +303,14 @@ bool parse(int argc, char** argv, Options& options) {
       char* end = nullptr;
       options.records = std::strtoull(argv[++i], &end, 10);
       if (*end != 0) return false;
+    } else if ((std::strcmp(argv[i], "--windows") == 0 ||
+                std::strcmp(argv[i], "--window-records") == 0) &&
+               i + 1 < argc) {
+      std::uint64_t& target =
+          argv[i][9] == 0 ? options.windows : options.window_records;  // "--windows" is 9 long
+      char* end = nullptr;
+      target = std::strtoull(argv[++i], &end, 10);
+      if (*end != 0 || target == 0) return false;
     } else if (std::strcmp(argv[i], "--json") == 0 && i + 1 < argc) {
       options.json = argv[++i];
     } else if (std::strcmp(argv[i], "--partial") == 0) {
@@ -254,7 +323,7 @@ bool parse(int argc, char** argv, Options& options) {
       options.path = argv[i];
     }
   }
-  return options.path != nullptr;
+  return options.path != nullptr && (options.windows == 0) == (options.window_records == 0);
 }
 
 // The whole file, mapped read-only (no allocation). size 0 gives nullptr.
@@ -333,14 +402,65 @@ const char* file_name(const char* path) {
 
 }  // namespace
 
+// Evenly spread counting windows: window i covers records [start(i), start(i) + W).
+// Outside them callgrind runs uninstrumented (several times faster), so a sample of
+// the whole trace costs little; inside, it simulates the caches from the state
+// instrumentation starts with (a cold start per window, a few thousand misses).
+class Windows {
+ public:
+  Windows(std::uint64_t count, std::uint64_t length, std::uint64_t records)
+      : count_(count), length_(length), records_(records) {
+    if (count_ != 0 && count_ * length_ >= records_) {  // the whole trace: one window
+      count_ = 1;
+      length_ = records_;
+    }
+  }
+  bool active() const { return count_ != 0; }
+  std::uint64_t covered() const { return count_ * length_; }
+  std::uint64_t count() const { return count_; }
+  // Called before each record with the number of records replayed so far.
+  void at(std::uint64_t ops) {
+    if (!active()) return;
+    if (open_ && ops == end_) {
+      CALLGRIND_TOGGLE_COLLECT;
+      CALLGRIND_STOP_INSTRUMENTATION;
+      open_ = false;
+      ++done_;
+    }
+    if (!open_ && done_ < count_ && ops == start(done_)) {
+      CALLGRIND_START_INSTRUMENTATION;
+      CALLGRIND_TOGGLE_COLLECT;
+      open_ = true;
+      end_ = ops + length_;
+    }
+  }
+  void finish() {
+    if (open_) {
+      CALLGRIND_TOGGLE_COLLECT;
+      CALLGRIND_STOP_INSTRUMENTATION;
+      open_ = false;
+    }
+  }
+
+ private:
+  std::uint64_t start(std::uint64_t i) const {
+    return count_ == 1 ? 0 : i * (records_ - length_) / (count_ - 1);
+  }
+  std::uint64_t count_, length_, records_;
+  std::uint64_t done_ = 0, end_ = 0;
+  bool open_ = false;
+};
+
 // The replay proper, out of line and named so that a profiler can count it alone
 // (callgrind --toggle-collect=runsel_replay_measured*): every record in order,
 // with a checkpoint at each mark, at the peak, and every N records.
 [[gnu::noinline]] void runsel_replay_measured(Reader& reader, Replay& replay, LiveBytes& live,
                                               const HeapResident& resident,
-                                              const TraceSurvey& survey, const Options& options) {
+                                              const TraceSurvey& survey, const Options& options,
+                                              Windows& windows) {
   char name[32];
   for (Record record; replay.tally().ops < options.records && reader.next(record);) {
+    windows.at(replay.tally().ops);
     replay.step(record);
     std::uint64_t ops = replay.tally().ops;
     if (record.op == Op::mark)
@@ -433,8 +553,15 @@ int main(int argc, char** argv) {
   Reader reader(data, size, options.partial);
   Header again;
   reader.read_header(again);
-  runsel_replay_measured(reader, replay, live, resident, survey, options);
+  Windows windows(options.windows, options.window_records, survey.records);
+  runsel_replay_measured(reader, replay, live, resident, survey, options, windows);
+  windows.finish();
   report(Kind::end, "end", 3, replay, live, resident);
+  if (windows.active())
+    std::printf("windows count=%" PRIu64 " records=%" PRIu64 " covered=%" PRIu64
+                " of=%" PRIu64 "\n",
+                windows.count(), windows.covered() / windows.count(), windows.covered(),
+                survey.records);
 
   const ReplayTally& tally = replay.tally();
   std::printf("replay ops=%" PRIu64 " unknown_pointers=%" PRIu64 " failed=%" PRIu64

@@ -1,0 +1,234 @@
+"""The report's answer over the trace corpus: the opening paragraph, the table behind it,
+purge timing on its own, bug 1857133 judged on the corpus, and the size classes that
+differ most. Sentences are written here from the numbers of results["corpus"] (the
+judgements of judgement.py) and results["verdict"]["published_on_corpus"]; nothing is
+computed that the run did not measure.
+"""
+
+from __future__ import annotations
+
+MOMENT_WORDS = {"loaded": "with the pages loaded", "closed": "after the tabs close",
+                "peak": "at the peak"}
+FIGURE_WORDS = {"purged_resident": "resident after a forced purge",
+                "footprint": "committed − dirty", "bin_unused": "bin_unused",
+                "resident": "resident", "committed": "committed",
+                "dirty": "dirty (share of committed)",
+                "instructions_per_call": "allocator instructions per call",
+                "d1_misses_per_call": "allocator D1 misses per call",
+                "ll_misses_per_call": "allocator LL misses per call"}
+# The answer's columns: (moment or "cost", figure); the first memory one leads.
+ANSWER_COLUMNS = (("closed", "purged_resident"), ("loaded", "purged_resident"),
+                  ("closed", "footprint"), ("closed", "bin_unused"),
+                  ("cost", "instructions_per_call"), ("cost", "ll_misses_per_call"))
+PURGE_COLUMNS = (("closed", "resident"), ("closed", "committed"), ("closed", "dirty"),
+                 ("loaded", "resident"))
+TOP_CLASSES = 8
+
+
+def group_judgement(results: dict, group: str = "webkit") -> dict | None:
+    found = ((results.get("corpus") or {}).get("groups", {}).get(group) or {})
+    return found.get("judgement")
+
+
+def judged_cell(judged: dict | None) -> str:
+    if not judged or judged["outcome"] == "not measured":
+        return "not measured"
+    if judged["outcome"] == "identical":
+        return "identical"
+    if judged["outcome"] == "exact for one trace":
+        return f"{judged['percent']:+.2f} % (one trace)"
+    text = f"{judged['percent']:+.2f} [{judged['low']:+.2f}, {judged['high']:+.2f}]"
+    return text if judged["outcome"] != "not resolvable" else text + " ?"
+
+
+def pick(judged: dict, container: str, column: tuple[str, str]) -> dict:
+    moment, figure = column
+    mine = judged["containers"][container]
+    return mine["cost"][figure] if moment == "cost" else mine["memory"][moment][figure]
+
+
+def corpus_words(results: dict) -> str:
+    """'8 WebKit traces (pages 1-4 ×5, 5-8, 9-12, 13-16; 8 reused)'."""
+    recordings = (results.get("corpus") or {}).get("recordings") or []
+    ranges: dict[str, int] = {}
+    for recording in recordings:
+        key = "{}-{}".format(*recording["pages"])
+        ranges[key] = ranges.get(key, 0) + 1
+    listed = ", ".join(key + (f" ×{count}" if count > 1 else "") for key, count in ranges.items())
+    reused = sum(1 for recording in recordings if recording.get("reused"))
+    return (f"{len(recordings)} WebKit traces (corpus pages {listed}; {reused} reused from the "
+            "cache)")
+
+
+def ranked(judged: dict, column: tuple[str, str]) -> dict[str, list]:
+    """The containers by outcome for one column, each list sorted by its mean."""
+    found: dict[str, list] = {"lower": [], "higher": [], "not resolvable": [], "identical": [],
+                              "other": []}
+    for container in judged["containers"]:
+        one = pick(judged, container, column)
+        found.get(one["outcome"], found["other"]).append((container, one))
+    for values in found.values():
+        values.sort(key=lambda item: item[1]["percent"] if item[1]["percent"] is not None else 0)
+    return found
+
+
+def interval_words(container: str, judged: dict) -> str:
+    return f"{container} {judged['percent']:+.2f} % [{judged['low']:+.2f}, {judged['high']:+.2f}]"
+
+
+def column_sentence(judged: dict, column: tuple[str, str], reference: str) -> str:
+    moment, figure = column
+    groups = ranked(judged, column)
+    what = FIGURE_WORDS[figure] + ("" if moment == "cost" else f" {MOMENT_WORDS[moment]}")
+    parts = []
+    if groups["lower"]:
+        best, best_judged = groups["lower"][0]
+        parts.append(f"{best} is lowest, " + interval_words(best, best_judged).split(" ", 1)[1])
+        if len(groups["lower"]) > 1:
+            parts.append("also lower: " + ", ".join(interval_words(c, j)
+                                                     for c, j in groups["lower"][1:]))
+    else:
+        parts.append(f"no container is resolved below {reference}")
+    if groups["higher"]:
+        parts.append("higher: " + ", ".join(interval_words(c, j) for c, j in groups["higher"]))
+    if groups["not resolvable"]:
+        parts.append("not resolvable: " + ", ".join(
+            f"{c} ({j['percent']:+.2f} ± {j['half_width']:.2f})" for c, j in groups["not resolvable"]))
+    if groups["identical"]:
+        parts.append("identical to " + reference + " on every trace: "
+                     + ", ".join(c for c, _ in groups["identical"]))
+    return f"{what.capitalize()}: " + "; ".join(parts) + "."
+
+
+def answer_paragraph(results: dict) -> str:
+    """The report's first paragraph: which container, for memory and for cost, with the
+    intervals over the corpus and what could not be resolved."""
+    judged = group_judgement(results)
+    if not judged:
+        why = ((results.get("corpus") or {}).get("error")
+               or "no trace corpus in this run (the webkit workload was left out)")
+        return f"No answer over a trace corpus: {why}. The tables below are per workload."
+    reference = judged["reference"]
+    cost = (results.get("corpus") or {}).get("cost") or {}
+    costed = pick(judged, next(iter(judged["containers"])), ("cost", "instructions_per_call"))
+    sentences = [
+        f"Over {corpus_words(results)}, each container against {reference} on the same trace, "
+        "mean difference with a 95 % interval over the traces (a difference whose interval "
+        "straddles 0 is not resolvable; one trace's exact difference is exact for that trace "
+        "only):",
+        "**Memory** (figures that purge timing cannot flip). "
+        + column_sentence(judged, ("closed", "purged_resident"), reference),
+        column_sentence(judged, ("loaded", "purged_resident"), reference),
+        column_sentence(judged, ("closed", "footprint"), reference),
+        f"**Cost** (the allocator's own instructions, counted by callgrind over "
+        f"{cost.get('windows')} windows of {cost.get('window_records')} records spread over "
+        f"each of {costed['n_traces']} traces; the share covered is in the corpus table). "
+        + column_sentence(judged, ("cost", "instructions_per_call"), reference),
+    ]
+    resident = ranked(judged, ("closed", "resident"))
+    unresolved = len(resident["not resolvable"])
+    total = sum(len(values) for values in resident.values())
+    widest = max((j["sd"] for values in resident.values() for _, j in values
+                  if j.get("sd") is not None), default=None)
+    sentences.append(
+        f"**Purge timing**, reported apart: plain resident memory after the close is not "
+        f"resolvable for {unresolved} of {total} containers"
+        + (f" (per-trace SD of the difference up to {widest:.2f} %)" if widest is not None else "")
+        + "; see \"Purge timing over the corpus\".")
+    return " ".join(sentences)
+
+
+def answer_table(results: dict):
+    """Containers against the figures the answer rests on, judged over the corpus."""
+    judged = group_judgement(results)
+    if not judged:
+        return "Over the trace corpus", [], [], ""
+    headers = ["container", *[FIGURE_WORDS[f] + ("" if m == "cost" else f", {m}")
+                              for m, f in ANSWER_COLUMNS]]
+    rows = [[container, *[judged_cell(pick(judged, container, column))
+                          for column in ANSWER_COLUMNS]]
+            for container in judged["containers"]]
+    shares = sorted({pair["cost"]["share"] for entry in
+                     results["corpus"]["groups"]["webkit"]["entries"].values()
+                     for pair in entry.get("allocators", {}).values()
+                     if pair.get("cost") and pair["cost"].get("share") is not None})
+    note = (f"Percent against {judged['reference']}, mean over {len(judged['traces'])} traces "
+            "[95 % interval, Student's t on the per-trace differences, paired by trace]; "
+            "\"?\" = not resolvable (the interval straddles 0); identical = the same figure on "
+            "every trace. Every replay is exact for its trace; the traces are the replicates. "
+            "Cost: the allocator's own instructions and simulated misses per call (callgrind, "
+            "the replayer's own work left out), "
+            + (f"covering {100 * shares[0]:.2f}–{100 * shares[-1]:.2f} % of each trace's records."
+               if shares else "not measured."))
+    return "Over the trace corpus", headers, rows, note
+
+
+def purge_timing_table(results: dict):
+    judged = group_judgement(results)
+    if not judged:
+        return "Purge timing over the corpus", [], [], ""
+    headers = ["container", *[FIGURE_WORDS[f] + f", {m}" for m, f in PURGE_COLUMNS],
+               "resident, closed: SD over traces"]
+    rows = [[container, *[judged_cell(pick(judged, container, column)) for column in PURGE_COLUMNS],
+             (f"{pick(judged, container, ('closed', 'resident'))['sd']:.2f} %"
+              if pick(judged, container, ('closed', 'resident')).get("sd") is not None else "-")]
+            for container in judged["containers"]]
+    return ("Purge timing over the corpus", headers, rows,
+            "The figures that move with when the deferred purge ran: resident and committed "
+            "include dirty pages waiting for it; dirty is shown as a share of the reference's "
+            "committed memory. Compare their spread with the table above.")
+
+
+def published_corpus_table(results: dict):
+    claims = results["verdict"].get("published_on_corpus") or []
+    headers = ["claim", "published", "on the corpus", "judgement"]
+    rows = []
+    for claim in claims:
+        for figure in claim["figures"]:
+            for evidence in figure["evidence"]:
+                where = ("" if evidence["moment"] == "cost" else
+                         f" {MOMENT_WORDS[evidence['moment']]}")
+                rows.append([f"{claim['claim']} ({claim['container']}): {figure['measure']}",
+                             f"{figure['published']:+.2f} %",
+                             f"{FIGURE_WORDS[evidence['figure']]}{where}: "
+                             f"{judged_cell(evidence['comparison'])}",
+                             evidence["judgement"]])
+    return ("Bug 1857133 judged on the corpus", headers, rows,
+            "Each published effect against the corpus's interval: confirmed when the interval "
+            "lies on the published side and reaches half the effect, refuted when it rules out "
+            "half of it, not resolvable otherwise; a published figure under 0.25 % claims "
+            "\"no change\". tp6 ↔ the last tab loaded, base ↔ after the tabs close; sp3 is a "
+            "browser's time, which the allocator's instructions per call speak to only in part.")
+
+
+def per_class_table(results: dict, moment: str = "closed"):
+    """bin_unused per size class on the corpus's first trace: only the classes where the
+    containers differ most from the reference (the largest spread), not every class."""
+    groups = (results.get("corpus") or {}).get("groups", {})
+    entries = [entry for entry in (groups.get("webkit") or {}).get("entries", {}).values()
+               if "error" not in entry]
+    judged = group_judgement(results)
+    if not entries or not judged:
+        return "Size classes that differ most", [], [], ""
+    entry, reference = entries[0], judged["reference"]
+    name = "tabs_closed" if moment == "closed" else entry["key_checkpoint"]
+
+    def bins(container):
+        points = entry["allocators"][container]["exact"]["checkpoints"]
+        point = next((p for p in points if p["name"] == name), points[-1])
+        return {b["size"]: b["unused_bytes"] for b in point.get("bins") or []}
+    base = bins(reference)
+    containers = [c for c in entry["allocators"] if c != reference]
+    table = {c: bins(c) for c in containers}
+    spread = {size: max(abs(table[c].get(size, 0) - value) for c in containers)
+              for size, value in base.items()}
+    top = sorted((size for size in spread if spread[size] > 0), key=lambda s: -spread[s])[:TOP_CLASSES]
+    if not top:
+        return "Size classes that differ most", [], [], ""
+    headers = ["container", *[f"{size} B" for size in sorted(top)]]
+    rows = [[reference, *[f"{base[size] / 1024:.0f} KiB" for size in sorted(top)]]]
+    rows += [[c, *[f"{(table[c].get(size, 0) - base[size]) / 1024:+.0f}" for size in sorted(top)]]
+             for c in containers]
+    return (f"Size classes that differ most ({entry['label']}, {name})", headers, rows,
+            f"bin_unused per size class: {reference} in KiB, the others' difference to it in KiB; "
+            f"the {len(top)} classes of {len(base)} where some container differs most.")

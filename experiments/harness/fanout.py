@@ -1,0 +1,98 @@
+"""The deterministic steps (exact replays, callgrind counts, counting replays) as tasks on
+Dask distributed: a local cluster on this machine's cores by default, or an existing
+cluster by its scheduler's address (`tools/runsel report --scheduler tcp://HOST:8786`),
+whose workers see the same build and trace folders at the same paths and import this
+package (started with PYTHONPATH=<repository>/experiments). Timed runs never go here:
+their results depend on the load.
+
+    configure(None | "tcp://host:8786")   before the first map (the harness does it)
+    fanned_map(function, items, done)     [function(item) for item in items], spread
+    close()                               at the end of the run
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+_scheduler: str | None = None
+_client = None
+_cluster = None
+
+
+class FanoutFailed(Exception):
+    pass
+
+
+def usable_cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def configure(scheduler: str | None) -> None:
+    """Which cluster the next map uses: None for a local one (started on first use)."""
+    global _scheduler
+    close()
+    _scheduler = scheduler
+
+
+def describe() -> dict:
+    """Where the tasks ran, for results.json: the scheduler's address and its workers."""
+    if _client is None:
+        return {"engine": "dask.distributed", "scheduler": _scheduler or "local (not started)",
+                "workers": None}
+    info = _client.scheduler_info()
+    return {"engine": "dask.distributed", "scheduler": info.get("address"),
+            "local": _scheduler is None, "workers": len(info.get("workers", {})),
+            "threads": sum(worker.get("nthreads", 0) for worker in info["workers"].values())}
+
+
+def client():
+    """The Dask client: to the configured scheduler, or to a local cluster of one single-
+    threaded worker process per usable core (the tasks mostly wait on subprocesses)."""
+    global _client, _cluster
+    if _client is not None:
+        return _client
+    try:
+        from distributed import Client, LocalCluster
+    except ImportError as failure:
+        raise FanoutFailed("Dask distributed is missing (Debian: apt-get install "
+                           "python3-distributed; tools/runsel installs it)") from failure
+    if _scheduler:
+        try:
+            _client = Client(_scheduler, timeout="20s")
+        except OSError as failure:
+            raise FanoutFailed(f"cannot reach the Dask scheduler at {_scheduler}: "
+                               f"{failure}") from failure
+    else:
+        _cluster = LocalCluster(n_workers=usable_cores(), threads_per_worker=1, processes=True,
+                                dashboard_address=None, silence_logs=logging.ERROR)
+        _client = Client(_cluster)
+    return _client
+
+
+def fanned_map(function, items: list, done=None) -> list:
+    """[function(item) for item in items], as tasks on the cluster: only for work whose
+    results do not depend on the machine's load. done(item, result) is called in the order
+    the tasks finish; an exception raised by a task is raised here. Functions and items
+    must be picklable (cloudpickle: closures are)."""
+    if not items:
+        return []
+    from distributed import as_completed
+    futures = client().map(function, items, pure=False)
+    where = {future.key: index for index, future in enumerate(futures)}
+    results = [None] * len(items)
+    for future in as_completed(futures):
+        index = where[future.key]
+        results[index] = future.result()
+        if done:
+            done(items[index], results[index])
+    return results
+
+
+def close() -> None:
+    global _client, _cluster
+    if _client is not None:
+        _client.close()
+    if _cluster is not None:
+        _cluster.close()
+    _client = _cluster = None

@@ -1,0 +1,134 @@
+#!/usr/bin/env python3
+"""meson test --suite harness (harness_judgement): the judgement over a trace corpus on
+synthetic replay results with known answers. A difference planted in a set of replay
+results must be found, with an interval that holds it; a difference within the noise
+between traces must be called not resolvable; a trace-wide swing that moves every
+container alike (the purge phase of one recording) must cancel in the pairing; identical
+figures are identical; one trace is exact for that trace only.
+
+    PYTHONPATH=experiments /usr/bin/python3 -m harness.test_judgement
+"""
+
+from __future__ import annotations
+
+import unittest
+
+import numpy as np
+
+from . import judgement
+
+MiB = 1 << 20
+
+
+def replay_entry(figures: dict[str, dict[str, int]]) -> dict:
+    """A summary entry of kind "replay" (replays.py) whose containers have these figures at
+    tabs_closed (the key checkpoint is tab_4_loaded, with the same figures)."""
+    def points(values: dict[str, int]) -> list[dict]:
+        return [{"name": name, "kind": "mark", **values} for name in ("tab_4_loaded", "tabs_closed")] \
+            + [{"name": "peak", "kind": "peak", **values}, {"name": "end", "kind": "end", **values}]
+    return {"kind": "replay", "key_checkpoint": "tab_4_loaded",
+            "allocators": {name: {"exact": {"checkpoints": points(values)},
+                                  "cost": {"calls": 1000, "allocator_instructions":
+                                           values["instructions"],
+                                           "allocator_d1_misses": 10, "allocator_ll_misses": 1}}
+                           for name, values in figures.items()}}
+
+
+def corpus(seed: int, traces: int, planted: float, noise: float, swing: float) -> dict:
+    """Replay results of `traces` traces: each trace's reference footprint is drawn around
+    200 MiB; "planted" has `planted` (a ratio) more bin_unused and footprint than the
+    reference on every trace, plus per-trace noise; "noisy" differs by noise only. Each
+    trace also has dirty pages that move resident by a trace-wide `swing` for every
+    container alike."""
+    rng = np.random.default_rng(seed)
+    entries = {}
+    for trace in range(traces):
+        base = int(rng.uniform(150, 250) * MiB)
+        dirty = int(rng.uniform(0.15, 0.36) * base)
+        shared = rng.normal(0, swing)
+
+        def figures(ratio: float) -> dict[str, int]:
+            footprint = int(base * ratio * np.exp(rng.normal(0, noise)))
+            unused = int(footprint * 0.1 * ratio)
+            return {"committed": footprint + dirty, "dirty": dirty, "bin_unused": unused,
+                    "resident": int((footprint + dirty) * np.exp(shared)),
+                    "purged_resident": footprint, "instructions": int(80_000 * ratio)}
+        entries[f"trace{trace}"] = replay_entry({"rb_first": figures(1.0),
+                                                 "planted": figures(planted),
+                                                 "noisy": figures(1.0)})
+    return entries
+
+
+class CorpusJudgement(unittest.TestCase):
+    def test_planted_difference_is_found(self):
+        for seed in range(20):
+            judged = judgement.judge_corpus(corpus(seed, 8, 1.03, 0.004, 0.0), "rb_first")
+            found = judged["containers"]["planted"]["memory"]["closed"]["footprint"]
+            self.assertEqual(found["outcome"], "higher", f"seed {seed}: {found}")
+            self.assertLess(found["low"], 3.0, f"seed {seed}")
+            self.assertGreater(found["high"], 3.0, f"seed {seed}")
+            self.assertEqual(found["n_traces"], 8)
+            cost = judged["containers"]["planted"]["cost"]["instructions_per_call"]
+            self.assertEqual(cost["outcome"], "higher")
+            self.assertAlmostEqual(cost["percent"], 3.0, places=2)
+
+    def test_difference_within_noise_is_not_resolvable(self):
+        unresolved = 0
+        for seed in range(40):
+            judged = judgement.judge_corpus(corpus(seed, 8, 1.03, 0.004, 0.0), "rb_first")
+            found = judged["containers"]["noisy"]["memory"]["closed"]["footprint"]
+            self.assertLess(found["half_width"], 1.0, f"seed {seed}")
+            unresolved += found["outcome"] == "not resolvable"
+        # A 95 % interval holds the true 0 in about 38 of 40 corpora; 34 is far in the tail.
+        self.assertGreaterEqual(unresolved, 34)
+
+    def test_small_planted_difference_under_large_noise_is_not_resolvable(self):
+        judged = judgement.judge_corpus(corpus(7, 8, 1.002, 0.03, 0.0), "rb_first")
+        found = judged["containers"]["planted"]["memory"]["closed"]["bin_unused"]
+        self.assertEqual(found["outcome"], "not resolvable", found)
+        self.assertIn("not resolvable", judgement.judgement_text(found))
+
+    def test_trace_wide_swing_cancels_in_the_pairing(self):
+        judged = judgement.judge_corpus(corpus(3, 8, 1.0, 0.0, 0.2), "rb_first")
+        found = judged["containers"]["noisy"]["memory"]["closed"]["resident"]
+        self.assertEqual(found["outcome"], "identical", found)
+
+    def test_same_figures_are_identical_and_one_trace_is_exact_only_for_it(self):
+        judged = judgement.judge_corpus(corpus(1, 1, 1.01, 0.0, 0.0), "rb_first")
+        found = judged["containers"]["planted"]["memory"]["loaded"]["purged_resident"]
+        self.assertEqual(found["outcome"], "exact for one trace")
+        self.assertIn("exact for that trace only", judgement.judgement_text(found))
+        same = judged["containers"]["noisy"]["memory"]["loaded"]["purged_resident"]
+        self.assertEqual(same["outcome"], "identical")
+
+    def test_dirty_is_a_share_of_committed(self):
+        entry = replay_entry({
+            "rb_first": {"committed": 100 * MiB, "dirty": 0, "bin_unused": 0, "resident": 0,
+                         "purged_resident": 0, "instructions": 1},
+            "lifo": {"committed": 110 * MiB, "dirty": 10 * MiB, "bin_unused": 0, "resident": 0,
+                     "purged_resident": 0, "instructions": 1}})
+        judged = judgement.judge_corpus({"t": entry}, "rb_first")
+        self.assertAlmostEqual(
+            judged["containers"]["lifo"]["memory"]["closed"]["dirty"]["percent"], 10.0)
+        self.assertEqual(judged["containers"]["lifo"]["memory"]["closed"]["footprint"]
+                         ["outcome"], "identical")
+
+    def test_loaded_is_the_last_tab_loaded_not_the_last_mark(self):
+        entry = replay_entry({name: {"committed": MiB, "dirty": 0, "bin_unused": 0,
+                                     "resident": 0, "instructions": 1}
+                              for name in ("rb_first", "lifo")})
+        entry["key_checkpoint"] = "exit"
+        self.assertEqual(judgement.moments(entry),
+                         {"loaded": "tab_4_loaded", "closed": "tabs_closed", "peak": "peak"})
+
+    def test_a_missing_figure_is_not_measured(self):
+        entry = replay_entry({name: {"committed": MiB, "dirty": 0, "bin_unused": 0,
+                                     "resident": 0, "instructions": 1}
+                              for name in ("rb_first", "lifo")})
+        judged = judgement.judge_corpus({"t": entry}, "rb_first")
+        self.assertEqual(judged["containers"]["lifo"]["memory"]["closed"]["purged_resident"]
+                         ["outcome"], "not measured")
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
