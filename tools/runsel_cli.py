@@ -186,7 +186,10 @@ class TestBuild:
 #            threaded stress test runs, against the instrumented allocator core
 #            linked in under renamed entry points (tests/hardening/meson.build).
 #   ubsan    UndefinedBehaviorSanitizer, every allocator test: UBSan does not
-#            replace malloc, so runsel stays the allocator of every test.
+#            replace malloc, so runsel stays the allocator of every test. With
+#            the other hook placement (-Dhook_placement=page_map; the other
+#            builds keep run_header), so that CI passes the whole suite with
+#            both placements at no extra build.
 #   checked  -Dchecked=true: every container's invariant walker after each
 #            operation inside the allocator, plus the tests' runsel_check() calls.
 #   fuzz     clang and libFuzzer: the API fuzzer driven by coverage of the
@@ -196,7 +199,8 @@ TEST_BUILDS = {
     "main": TestBuild("main", {}),
     "tsan": TestBuild("tsan", {**NO_BENCHMARKS, "b_sanitize": "thread"}, suites=("tsan",)),
     "ubsan": TestBuild("ubsan", {**NO_BENCHMARKS, "b_sanitize": "undefined",
-                                 "cpp_args": "-fno-sanitize-recover=undefined"}),
+                                 "cpp_args": "-fno-sanitize-recover=undefined",
+                                 "hook_placement": "page_map"}),
     "checked": TestBuild("checked", {**NO_BENCHMARKS, "checked": "true"}),
     "fuzz": TestBuild("fuzz", {**NO_BENCHMARKS, "checked": "true", "fuzzing": "true"},
                       setup_env={"CXX": "clang++"}, suites=("fuzz",)),

@@ -33,6 +33,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <new>
 #include <random>
 #include <string>
@@ -50,7 +51,11 @@
 #include <valgrind/callgrind.h>
 #define RUNSEL_BENCH_COLLECT() CALLGRIND_TOGGLE_COLLECT
 #define RUNSEL_BENCH_UNDER_VALGRIND() (RUNNING_ON_VALGRIND != 0)
+#define RUNSEL_BENCH_DUMP(name) CALLGRIND_DUMP_STATS_AT(name)
 #else
+#define RUNSEL_BENCH_DUMP(name) \
+  do {                          \
+  } while (false)
 #define RUNSEL_BENCH_COLLECT() \
   do {                         \
   } while (false)
@@ -74,31 +79,58 @@ struct alignas(kPage) Node {
 };
 static_assert(sizeof(Node) == kPage);
 
-// Where the serial numbers live, like runsel's page map entries: one 32-byte
-// entry per node, indexed by the node's place in the current Bins' block.
-struct PageMapEntry {
+// What runsel keeps in the page map entry of a run's first page: the serial
+// number, and with the hooks placed there (-Dhook_placement=page_map) the
+// hook too; 32 bytes apart (40 with the hook), as in runsel's chunk header.
+template <bool kHookInPageMap>
+struct PageMapEntry;
+template <>
+struct PageMapEntry<false> {
   std::uint64_t serial;
   char rest[24];
 };
-const Node* g_first_node = nullptr;
-PageMapEntry* g_page_map = nullptr;
+template <>
+struct PageMapEntry<true> {
+  runsel::ContainerHook<Node> hook;
+  std::uint64_t serial;
+  std::uintptr_t bits;
+};
+static_assert(sizeof(PageMapEntry<false>) == 32 && sizeof(PageMapEntry<true>) == 40);
 
-struct NodeHook {
-  static runsel::ContainerHook<Node>& hook(Node* node) { return node->hook; }
+// The nodes sit in 1 MiB chunks laid out as runsel's: the chunk header (80
+// bytes of fields, then the page map, one entry per page) fills the first
+// three pages, a guard page follows, and pages 4 to 255 hold one node each.
+// So a node's entry is found from its address alone, as runsel finds it.
+constexpr std::size_t kChunk = std::size_t{1} << 20;
+constexpr std::size_t kMapOffset = 80;
+constexpr std::size_t kFirstNodePage = 4;
+constexpr std::size_t kNodesPerChunk = kChunk / kPage - kFirstNodePage;
+
+// The containers' traits (containers/container.h) for one hook placement.
+template <bool kHookInPageMap>
+struct NodeTraits {
+  using Node = ::Node;
+  using Entry = PageMapEntry<kHookInPageMap>;
+  static Entry& entry(const Node* node) {
+    const std::uintptr_t address = reinterpret_cast<std::uintptr_t>(node);
+    auto* map = reinterpret_cast<Entry*>((address & ~(kChunk - 1)) + kMapOffset);
+    return map[(address & (kChunk - 1)) / kPage];
+  }
+  static runsel::ContainerHook<Node>& hook(Node* node) {
+    if constexpr (kHookInPageMap) {
+      return entry(node).hook;
+    } else {
+      return node->hook;
+    }
+  }
   // Every link is taken for a node of the set: the rows time the containers'
   // back-link checks, not runsel's lookup of a link (arena/run.h).
   static bool linked(const Node*, const Node*) { return true; }
   static std::uint32_t free_regions(const Node* node) { return node->free_count; }
   static std::uint32_t regions(const Node*) { return kRegions; }
-  static std::uint64_t serial(const Node* node) { return g_page_map[node - g_first_node].serial; }
-};
-
-struct MallocMetadata {
+  static std::uint64_t serial(const Node* node) { return entry(node).serial; }
   static void* allocate(std::size_t bytes) { return std::malloc(bytes); }
-  static void release(void* p, std::size_t bytes) {
-    (void)bytes;
-    std::free(p);
-  }
+  static void release(void* p, std::size_t) { std::free(p); }
 };
 
 enum class Call {
@@ -136,24 +168,25 @@ constexpr std::size_t kBatchTarget = 512;
 std::uint64_t g_timed_calls = 0;  // benchmark iterations timed, all trials
 
 // K containers of n members each, plus for each a few outsiders to insert.
-template <class Set>
+template <class Set, bool kHookInPageMap>
 class Bins {
+
  public:
   explicit Bins(std::size_t n, std::uint64_t seed) : rng_(seed) {
     containers_ = n >= kBatchTarget ? 1 : kBatchTarget / n;
     per_container_ = std::max<std::size_t>(1, std::min(n / 2, kBatchTarget / containers_));
     const std::size_t total = containers_ * (n + per_container_);
-    nodes_ = static_cast<Node*>(std::aligned_alloc(kPage, total * sizeof(Node)));
-    page_map_ = std::vector<PageMapEntry>(total);
-    g_first_node = nodes_;
-    g_page_map = page_map_.data();
+    chunks_ = (total + kNodesPerChunk - 1) / kNodesPerChunk;
+    memory_ = static_cast<char*>(std::aligned_alloc(kChunk, chunks_ * kChunk));
+    std::memset(memory_, 0, chunks_ * kChunk);
     std::vector<Node*> order(total);
     for (std::size_t i = 0; i < total; ++i) {
-      order[i] = new (&nodes_[i]) Node();
+      order[i] = new (memory_ + (i / kNodesPerChunk) * kChunk +
+                      (kFirstNodePage + i % kNodesPerChunk) * kPage) Node();
       order[i]->free_count = random_free_count();
     }
     std::shuffle(order.begin(), order.end(), rng_);  // creation order, against addresses
-    for (std::size_t i = 0; i < total; ++i) g_page_map[order[i] - nodes_].serial = i;
+    for (std::size_t i = 0; i < total; ++i) NodeTraits<kHookInPageMap>::entry(order[i]).serial = i;
     std::shuffle(order.begin(), order.end(), rng_);  // addresses in random order
     bins_.resize(containers_);
     std::size_t next = 0;
@@ -166,7 +199,7 @@ class Bins {
       bin.set.pick();  // rb_root makes its first pick
     }
   }
-  ~Bins() { std::free(nodes_); }
+  ~Bins() { std::free(memory_); }
   Bins(const Bins&) = delete;
   Bins& operator=(const Bins&) = delete;
 
@@ -205,6 +238,7 @@ class Bins {
         for (Bin& bin : bins_) {
           for (std::size_t i = 0; i < per_container_; ++i) {
             Node* run = bin.set.pick();
+            run->free_count = 0;  // it filled
             bin.set.erase(run);
             bin.chosen[i] = run;
           }
@@ -214,6 +248,7 @@ class Bins {
         for (Bin& bin : bins_) {
           for (Node*& outsider : bin.chosen) {
             Node* run = bin.set.pick();
+            run->free_count = 0;  // it filled
             bin.set.erase(run);
             bin.set.insert(outsider);
             outsider = run;  // full now; a later free may reopen it
@@ -273,6 +308,10 @@ class Bins {
           std::swap(pool[i], pool[i + rng_() % (pool.size() - i)]);
           bin.chosen[i] = pool[i];
         }
+        // Its last region was freed (moz_tree tells an emptied run from a full one).
+        if (call == Call::kEraseWhenEmpty) {
+          for (Node* run : bin.chosen) run->free_count = kRegions;
+        }
         // A free never empties the run here: at most 62 of 64 free after it.
         if (call == Call::kTouchedByFree) {
           for (Node* run : bin.chosen) {
@@ -328,32 +367,46 @@ class Bins {
   std::mt19937_64 rng_;
   std::size_t containers_ = 1;
   std::size_t per_container_ = 1;
-  Node* nodes_ = nullptr;
-  std::vector<PageMapEntry> page_map_;
+  char* memory_ = nullptr;  // chunks_ chunks of nodes
+  std::size_t chunks_ = 0;
   std::vector<Bin> bins_;
   std::vector<Node*> scratch_;
 };
 
-template <class Set>
-void measure(benchmark::State& state, Call call) {
+template <class Set, bool kHookInPageMap>
+void measure(benchmark::State& state, Call call, const std::string& row) {
   const std::size_t n = static_cast<std::size_t>(state.range(0));
-  Bins<Set> bins(n, 0x5EED0000 + n);
+  Bins<Set, kHookInPageMap> bins(n, 0x5EED0000 + n);
   const std::size_t batch = bins.batch();
+  const std::uint64_t calls_before = g_timed_calls;
   while (state.KeepRunningBatch(static_cast<benchmark::IterationCount>(batch))) {
     state.SetIterationTime(bins.run_batch(call));
   }
   state.counters["runs"] = static_cast<double>(n);
+  // Under callgrind: this trial's counts in a dump of their own, named after
+  // the benchmark, and the calls it timed, so that every row gets its own
+  // figures from one valgrind run (sum the dumps and calls of each name).
+  if (RUNSEL_BENCH_UNDER_VALGRIND()) {
+    const std::string name = row + "/" + std::to_string(n);
+    RUNSEL_BENCH_DUMP(name.c_str());
+    std::fprintf(stderr, "container_bench: %s: %llu timed iterations\n", name.c_str(),
+                 static_cast<unsigned long long>(g_timed_calls - calls_before));
+  }
 }
 
 // One row per call for each container of containers/list.h.
-template <class Entry>
+// Each in both hook placements: `<container>/<call>` with the hook in the
+// node (the run header), `<container>+page_map/<call>` with it in the page
+// map entry.
+template <class Entry, bool kHookInPageMap>
 void register_container() {
-  using Set = typename Entry::template Type<Node, NodeHook, MallocMetadata>;
+  using Set = typename Entry::template Type<NodeTraits<kHookInPageMap>>;
   for (Call call :
        {Call::kPick, Call::kEraseWhenFull, Call::kInsertWhenFreed, Call::kEraseWhenEmpty,
         Call::kTouched, Call::kTouchedByFree, Call::kFillAndReopen}) {
-    const std::string name = std::string(Entry::kName) + "/" + name_of(call);
-    benchmark::RegisterBenchmark(name.c_str(), measure<Set>, call)
+    const std::string name = std::string(Entry::kName) + (kHookInPageMap ? "+page_map/" : "/") +
+                             name_of(call);
+    benchmark::RegisterBenchmark(name.c_str(), measure<Set, kHookInPageMap>, call, name)
         ->Arg(4)
         ->Arg(64)
         ->Arg(1024)
@@ -364,7 +417,8 @@ void register_container() {
 
 template <class... Entries>
 void register_containers(runsel::ContainerList<Entries...>) {
-  (register_container<Entries>(), ...);
+  (register_container<Entries, false>(), ...);
+  (register_container<Entries, true>(), ...);
 }
 
 }  // namespace

@@ -157,8 +157,9 @@ def published_table(results: dict):
                              item["judgement"] if item else "not resolvable"])
                 label = ""
     rules = results["verdict"]["rules"]
-    note = ("Published: Mozilla bug 1857133, Windows, against the address-ordered tree "
-            "(rb_first); sp3 as time (negative = faster), base and tp6 as resident memory. "
+    note = ("Published: Mozilla bug 1857133, Windows, against mozjemalloc's tree as built "
+            "(runsel's moz_tree); ours against rb_first, the idealized lowest-address policy "
+            "(moz_tree departs from it after its current run empties); sp3 as time (negative = faster), base and tp6 as resident memory. "
             "Ours: sp3 ↔ time of churn and of live webkit; base ↔ memory of steady_state; "
             "tp6 ↔ memory of page_load and of webkit. Refuted: our interval lies below half "
             "the published effect (or on the other side of 0). Confirmed: otherwise, when it "

@@ -11,9 +11,11 @@ from __future__ import annotations
 from . import comparisons
 from .allocators import REFERENCE, is_setting
 
-# Mozilla bug 1857133, measured on Windows against the address-ordered tree (runsel's
-# rb_first). Percent differences: sp3 as time (negative = faster), base and tp6 as
-# resident memory (positive = more memory).
+# Mozilla bug 1857133, measured on Windows against mozjemalloc's tree as built
+# (runsel's moz_tree; the comparisons here are still against rb_first, the idealized
+# lowest-address policy, until the verdict compares moz_tree with lifo). Percent
+# differences: sp3 as time (negative = faster), base and tp6 as resident memory
+# (positive = more memory).
 PUBLISHED = (
     {"container": "rb_root", "claim": "choosing the tree's root",
      "figures": {"sp3": -0.81, "base": 0.62}},

@@ -57,7 +57,7 @@ bool chunk_canary_intact(const void* address) {
 }
 
 Chunk* Arena::new_chunk() {
-  if (Chunk* chunk = spares_) {
+  if (Chunk* chunk = spares_.front()) {
     unlink_spare(chunk);
     insert_free_run(&chunk->map[kFirstUsablePage]);
     return chunk;
@@ -75,10 +75,7 @@ Chunk* Arena::new_chunk() {
   os::protect_none(chunk->page_address(kChunkHeaderPages), kGuardPages * kPageSize);
   set_free_run(chunk, kFirstUsablePage, kUsablePages);
 
-  chunk->next_in_arena = chunks_;
-  chunk->prev_in_arena = nullptr;
-  if (chunks_) chunks_->prev_in_arena = chunk;
-  chunks_ = chunk;
+  chunks_.push_front(chunk);
   ++chunk_count_;
   committed_pages_ += kChunkHeaderPages;
   insert_free_run(&chunk->map[kFirstUsablePage]);
@@ -93,15 +90,12 @@ void Arena::retire_chunk(Chunk* chunk) {
     return;
   }
   chunk->spare = true;
-  chunk->next_spare = spares_;
-  spares_ = chunk;
+  spares_.push_front(chunk);
   ++spare_count_;
 }
 
 void Arena::unlink_spare(Chunk* chunk) {
-  Chunk** link = &spares_;
-  while (*link != chunk) link = &(*link)->next_spare;
-  *link = chunk->next_spare;
+  spares_.erase(chunk);
   chunk->spare = false;
   --spare_count_;
 }
@@ -115,16 +109,13 @@ void Arena::purge_all() {
 
 void Arena::release_clean_spares() {
   if (spare_count_ <= 1) return;
-  for (Chunk** link = &spares_; *link != nullptr && spare_count_ > 1;) {
-    Chunk* chunk = *link;
-    if (chunk->ndirty != 0) {
-      link = &chunk->next_spare;
-      continue;
+  for (Chunk* chunk = spares_.front(); chunk != nullptr && spare_count_ > 1;) {
+    Chunk* next = SpareList::next(chunk);
+    if (chunk->ndirty == 0) {
+      unlink_spare(chunk);
+      destroy_chunk(chunk);
     }
-    *link = chunk->next_spare;
-    chunk->spare = false;
-    --spare_count_;
-    destroy_chunk(chunk);
+    chunk = next;
   }
 }
 
@@ -132,11 +123,7 @@ void Arena::destroy_chunk(Chunk* chunk) {
   if (chunk->in_dirty_list) unlink_dirty(chunk);
   remove_dirty(chunk->ndirty);
   committed_pages_ -= kChunkHeaderPages + chunk->ndirty;
-  if (chunk->prev_in_arena)
-    chunk->prev_in_arena->next_in_arena = chunk->next_in_arena;
-  else
-    chunks_ = chunk->next_in_arena;
-  if (chunk->next_in_arena) chunk->next_in_arena->prev_in_arena = chunk->prev_in_arena;
+  chunks_.erase(chunk);
   --chunk_count_;
   ChunkRegistry::set_range(chunk, kChunkSize, ChunkOwner::none());
   os::unmap(chunk, kChunkSize);
@@ -144,25 +131,12 @@ void Arena::destroy_chunk(Chunk* chunk) {
 
 void Arena::link_dirty(Chunk* chunk) {
   chunk->in_dirty_list = true;
-  chunk->next_dirty = nullptr;
-  chunk->prev_dirty = dirty_tail_;
-  if (dirty_tail_)
-    dirty_tail_->next_dirty = chunk;
-  else
-    dirty_chunks_ = chunk;
-  dirty_tail_ = chunk;
+  dirty_chunks_.push_back(chunk);
 }
 
 void Arena::unlink_dirty(Chunk* chunk) {
   chunk->in_dirty_list = false;
-  if (chunk->prev_dirty)
-    chunk->prev_dirty->next_dirty = chunk->next_dirty;
-  else
-    dirty_chunks_ = chunk->next_dirty;
-  if (chunk->next_dirty)
-    chunk->next_dirty->prev_dirty = chunk->prev_dirty;
-  else
-    dirty_tail_ = chunk->prev_dirty;
+  dirty_chunks_.erase(chunk);
 }
 
 // ---- page runs ------------------------------------------------------------
@@ -297,7 +271,7 @@ void Arena::idle_tagged_chunk(Chunk* chunk) {
   chunk->idle = true;
   ++idle_chunks_;
   if (idle_chunks_ <= purge_.idle_dirty_chunks || process_budget_applies()) return;
-  for (Chunk* c = dirty_chunks_; c != nullptr; c = c->next_dirty) {
+  for (Chunk* c = dirty_chunks_.front(); c != nullptr; c = DirtyList::next(c)) {
     if (c->idle && c != chunk) {
       purge_chunk(c, dirty_pages_ - c->ndirty);
       return;
@@ -407,9 +381,9 @@ void Arena::scale_budget(std::size_t percent) {
 // least likely to be faulted straight back in. Purged pages read as zero and
 // stop being committed.
 void Arena::purge_down_to(std::size_t target_pages) {
-  while (dirty_pages_ > target_pages && dirty_chunks_ != nullptr) {
-    Chunk* chunk = dirty_chunks_;
-    for (Chunk* c = dirty_chunks_->next_dirty; c != nullptr; c = c->next_dirty) {
+  while (dirty_pages_ > target_pages && !dirty_chunks_.empty()) {
+    Chunk* chunk = dirty_chunks_.front();
+    for (Chunk* c = DirtyList::next(chunk); c != nullptr; c = DirtyList::next(c)) {
       if (c > chunk) chunk = c;
     }
     purges_ += purge_chunk(chunk, target_pages);

@@ -25,19 +25,15 @@ struct runsel_stats_t;    // runsel.h
 
 namespace runsel {
 
-// Where a container's own memory (array_heap's side array) comes from: the
-// metadata allocator, never the heap the container describes.
-struct MetadataFromBase {
-  static void* allocate(std::size_t n) { return base::allocate(n); }
-  static void release(void* p, std::size_t n) { base::release(p, n); }
-};
+inline void* RunTraits::allocate(std::size_t bytes) { return base::allocate(bytes); }
+inline void RunTraits::release(void* p, std::size_t bytes) { base::release(p, bytes); }
 
-using NonFullRuns = SelectedContainer<Run, RunHookAccess, MetadataFromBase>;
+using NonFullRuns = SelectedContainer<RunTraits>;
 static_assert(NonFullRunSet<NonFullRuns, Run>);
 
 // A size class's runs. Only the bin touches its container.
 struct Bin {
-  NonFullRuns runs;                // runs with 0 < free regions < nregs
+  NonFullRuns nonfull;             // runs with 0 < free regions < nregs
   // The class's geometry (bin_info's entry; set when the arena is created), so
   // a free reaches it from the run header's bin pointer in one load.
   const BinInfo* info = nullptr;
@@ -54,13 +50,13 @@ struct Bin {
   std::uint64_t nfree = 0;
   // The class's regions per run (bin_info's nregs; set with each new run)
   // and the serial number of the next run it creates: keys some containers
-  // read through RunHookAccess.
+  // read through RunTraits.
   std::uint32_t regions_per_run = 0;
   std::uint64_t next_serial = 0;
   [[no_unique_address]] PickCounters counters;  // empty unless counting
 };
 
-inline std::uint32_t RunHookAccess::regions(const Run* run) { return run->bin->regions_per_run; }
+inline std::uint32_t RunTraits::regions(const Run* run) { return run->bin->regions_per_run; }
 
 // Judged without trusting `neighbour`: it must be the start of a usable page
 // (run headers are page-aligned, past the chunk header and guard page) in
@@ -72,7 +68,7 @@ inline std::uint32_t RunHookAccess::regions(const Run* run) { return run->bin->r
 // chance (the check mixes the bin pointer in nonlinearly), so its bin field
 // needs no comparison of its own. The page map is not read: it is a cache
 // miss per link on the trees' paths.
-inline bool RunHookAccess::linked(const Run* member, const Run* neighbour) {
+inline bool RunTraits::linked(const Run* member, const Run* neighbour) {
   if (neighbour == nullptr) return true;
   const std::uintptr_t address = reinterpret_cast<std::uintptr_t>(neighbour);
   if ((address & kPageMask) != 0 || ((address & kChunkMask) >> kPageShift) < kFirstUsablePage)
@@ -336,10 +332,14 @@ class Arena {
   // for the purge policy: the purge_.idle_dirty_chunks most recently emptied;
   // older ones are purged when another empties.
 
-  Chunk* chunks_ RUNSEL_GUARDED_BY(lock) = nullptr;        // every chunk, spare ones included
-  Chunk* dirty_chunks_ RUNSEL_GUARDED_BY(lock) = nullptr;  // chunks with dirty pages, oldest first
-  Chunk* dirty_tail_ RUNSEL_GUARDED_BY(lock) = nullptr;
-  Chunk* spares_ RUNSEL_GUARDED_BY(lock) = nullptr;
+  // Every chunk, spare ones included; the chunks with dirty pages, oldest
+  // first; the spare chunks, most recent first (structures/intrusive_list.h).
+  using ChunkList = IntrusiveList<Chunk, MemberLinks<Chunk, &Chunk::in_arena>>;
+  using DirtyList = IntrusiveList<Chunk, MemberLinks<Chunk, &Chunk::in_dirty>, true>;
+  using SpareList = IntrusiveList<Chunk, MemberLinks<Chunk, &Chunk::in_spares>>;
+  ChunkList chunks_ RUNSEL_GUARDED_BY(lock);
+  DirtyList dirty_chunks_ RUNSEL_GUARDED_BY(lock);
+  SpareList spares_ RUNSEL_GUARDED_BY(lock);
   std::size_t spare_count_ RUNSEL_GUARDED_BY(lock) = 0;
   // Chunks with nothing allocated that keep class tags (chunk.h), so are
   // neither spares nor unmapped: see idle_tagged_chunk().

@@ -17,8 +17,8 @@ Run* Arena::new_small_run(std::size_t bin_index) {
   Bin& bin = bins_[bin_index];
   run->init(&bin, info, run_key_);
   bin.regions_per_run = info.nregs;
-  Chunk* chunk = Chunk::of(run);
-  chunk->map[chunk->page_index(run)].run_serial = bin.next_serial++;
+  RunTraits::hook(run) = {};  // (the page map's: no links of an earlier run there)
+  RunTraits::head(run).serial = bin.next_serial++;
   ++bin.run_count;
   bin.free_regions += info.nregs;
   bin.counters.created();

@@ -6,7 +6,8 @@
 //
 // Page map entry bits, per page:
 //   small run page:  run header address | kAllocated (the first page's entry
-//                    also holds the run's serial number, see run.h)
+//                    also holds the run's serial number and, with
+//                    -Dhook_placement=page_map, its container hook: run.h)
 //   large head page: size in bytes      | kAllocated | kLarge
 //   large tail page:                      kAllocated | kLarge (size 0)
 //   free page:       [size in bytes at the run's first and last page] | kDirty?
@@ -34,11 +35,13 @@
 #include <cstdint>
 
 #include "arena/layout.h"
+#include "containers/hook.h"
 #include "structures/tree_links.h"
 
 namespace runsel {
 
 class Arena;
+struct Run;
 
 enum PageBits : std::uintptr_t {
   kAllocated = 1,
@@ -54,10 +57,21 @@ inline constexpr std::uintptr_t class_tag_of_bin(std::size_t bin_index) {
   return (bin_index + 1) << kClassTagShift;
 }
 
+// What the page map keeps for a small run, in its first page's entry (whose
+// free-run links are idle while the run is allocated): its serial number in
+// its bin, and, when the hooks are placed in the page map
+// (-Dhook_placement=page_map, run.h), its container hook.
+struct SmallRunHead {
+#if RUNSEL_HOOKS_IN_PAGE_MAP
+  ContainerHook<Run> hook;
+#endif
+  std::uint64_t serial;
+};
+
 struct PageMapEntry {
   union {
     TreeLinks<PageMapEntry> avail;  // free run heads: links in a best-fit tree of the arena
-    std::uint64_t run_serial;     // small run heads: the run's serial number in its bin
+    SmallRunHead small;             // small run heads
   };
   std::uintptr_t bits;
 
@@ -76,12 +90,10 @@ struct Chunk {
   // that nothing follows, compared with canary_for() when such a block is
   // freed, so that the overflow is reported instead of passing unseen.
   std::uint64_t canary;
-  Chunk* next_in_arena;  // all chunks of the arena, spare ones included
-  Chunk* prev_in_arena;
-  Chunk* next_dirty;  // chunks with ndirty > 0
-  Chunk* prev_dirty;
+  ListLinks<Chunk> in_arena;  // all chunks of the arena, spare ones included
+  ListLinks<Chunk> in_dirty;  // chunks with ndirty > 0
   std::size_t ndirty;
-  Chunk* next_spare;  // spare chunks (every usable page free), most recent first
+  ListLinks<Chunk> in_spares;  // spare chunks (every usable page free), most recent first
   bool in_dirty_list;
   bool spare;
   bool idle;  // nothing allocated, class tags kept: counted in Arena::idle_chunks_
@@ -114,6 +126,9 @@ inline constexpr std::size_t kFirstUsablePage = kChunkHeaderPages + kGuardPages;
 inline constexpr std::size_t kUsablePages = kPagesPerChunk - kFirstUsablePage;
 // The largest run a chunk can hold; anything bigger is a huge allocation.
 inline constexpr std::size_t kMaxLargeSize = kUsablePages * kPageSize;
+// Both hook placements: the same header pages, so the same usable pages and
+// the same addresses (a page map entry is 32 bytes, or 40 with the hooks).
 static_assert(kChunkHeaderPages == 3 && kMaxLargeSize == 252 * kPageSize);
+static_assert(sizeof(PageMapEntry) == (RUNSEL_HOOKS_IN_PAGE_MAP ? 5 : 4) * sizeof(void*));
 
 }  // namespace runsel

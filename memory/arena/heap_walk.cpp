@@ -46,7 +46,7 @@ void Arena::add_figures(runsel_stats_t* f) const {
     f->nmalloc += bin.nmalloc;
     f->nfree += bin.nfree;
     f->bins[i].runs += bin.run_count;
-    f->bins[i].nonfull_runs += bin.runs.size();
+    f->bins[i].nonfull_runs += bin.nonfull.size();
     f->bins[i].empty_runs += bin.empty_run != nullptr;
     f->bins[i].regions_in_use += bin.regions_in_use;
     f->bins[i].unused_bytes += bin.free_regions * info.size;
@@ -276,10 +276,10 @@ void ArenaWalker::bins(const runsel_stats_t& counted) {
     };
     compare("runs", counted.bins[b].runs, walked.bins[b].runs);
     compare("regions in use", counted.bins[b].regions_in_use, walked.bins[b].regions_in_use);
-    compare("non-full runs", arena.bins_[b].runs.size(), bin_runs_in_set[b]);
+    compare("non-full runs", arena.bins_[b].nonfull.size(), bin_runs_in_set[b]);
     compare("kept empty runs", counted.bins[b].empty_runs, walked.bins[b].empty_runs);
     const char* why = nullptr;
-    if (!arena.bins_[b].runs.check(&why)) {
+    if (!arena.bins_[b].nonfull.check(&why)) {
       fail("bin ", b, " (", bin_info(b).size, " bytes): its non-full runs: ", why);
     }
   }
@@ -288,7 +288,7 @@ void ArenaWalker::bins(const runsel_stats_t& counted) {
 bool Arena::walk_and_compare() const {
   ArenaWalker walk{*this};
   walk.arena.lock.assert_held();  // the analysis cannot see that walk.arena is *this
-  for (Chunk* chunk = chunks_; chunk != nullptr; chunk = chunk->next_in_arena) {
+  for (Chunk* chunk = chunks_.front(); chunk != nullptr; chunk = ChunkList::next(chunk)) {
     ++walk.walked.chunks;
     walk.walked.mapped += kChunkSize;
     walk.walked.committed += kChunkHeaderPages * kPageSize;
@@ -302,7 +302,7 @@ bool Arena::walk_and_compare() const {
 std::size_t Arena::chunk_maps(runsel_chunk_map* out, std::size_t capacity) const {
   static_assert(RUNSEL_PAGES_PER_CHUNK == kPagesPerChunk);
   std::size_t count = 0;
-  for (Chunk* chunk = chunks_; chunk != nullptr; chunk = chunk->next_in_arena, ++count) {
+  for (Chunk* chunk = chunks_.front(); chunk != nullptr; chunk = ChunkList::next(chunk), ++count) {
     if (count >= capacity) continue;
     runsel_chunk_map& map = out[count];
     map.address = reinterpret_cast<std::size_t>(chunk);

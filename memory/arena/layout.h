@@ -1,20 +1,14 @@
-// Fixed geometry of the heap: chunk and page sizes and the size-class
-// boundaries (the chunk header's page count is chunk.h's). Everything here is
-// constexpr.
+// Fixed geometry of the heap: chunk and page sizes (structures/chunk_geometry.h)
+// and the size-class boundaries (the chunk header's page count is chunk.h's).
+// Everything here is constexpr.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
-namespace runsel {
+#include "structures/chunk_geometry.h"
 
-inline constexpr std::size_t kPageShift = 12;
-inline constexpr std::size_t kPageSize = std::size_t{1} << kPageShift;
-inline constexpr std::size_t kPageMask = kPageSize - 1;
-inline constexpr std::size_t kChunkShift = 20;
-inline constexpr std::size_t kChunkSize = std::size_t{1} << kChunkShift;
-inline constexpr std::size_t kChunkMask = kChunkSize - 1;
-inline constexpr std::size_t kPagesPerChunk = kChunkSize / kPageSize;
+namespace runsel {
 
 // Build switch (-Dclasses48): three more small classes, 5, 6 and 7 KiB, for
 // requests of 4,097-7,168 bytes, which otherwise take two whole pages. Off,

@@ -94,13 +94,28 @@ struct Run {
 
 static_assert(sizeof(Run) == kRunHeaderFixedBytes, "size_classes.h assumes this header size");
 
-// How containers reach a run's hook, and the keys some of them order by: its
-// free regions, its regions in all (from the bin, in arena.h) and its serial
-// number. The serial number is kept where the run header has no room: in the
-// page map entry of the run's first page, whose free-run tree links are idle
-// while the run is allocated. So the header is the same for every variant.
-struct RunHookAccess {
-  static ContainerHook<Run>& hook(Run* run) { return run->hook; }
+// What the containers know of runs (containers/container.h): the node, where
+// its hook is, whether a link may be followed, the keys some of them order
+// by (its free regions, its regions in all, from the bin in arena.h, and its
+// serial number) and their side memory (the metadata allocator, never the
+// heap they describe). The serial number is kept where the run header has no
+// room: in the page map entry of the run's first page, whose free-run tree
+// links are idle while the run is allocated. The hook is in the run header,
+// or with -Dhook_placement=page_map beside the serial number (chunk.h): the
+// one line that differs between the placements.
+struct RunTraits {
+  using Node = Run;
+  static SmallRunHead& head(const Run* run) {
+    Chunk* chunk = Chunk::of(run);
+    return chunk->map[chunk->page_index(run)].small;
+  }
+  static ContainerHook<Run>& hook(Run* run) {
+#if RUNSEL_HOOKS_IN_PAGE_MAP
+    return head(run).hook;
+#else
+    return run->hook;
+#endif
+  }
   // Whether `neighbour`, a link read from `member`'s hook, is null or the
   // header of a small run of member's bin (arena.h). Called by the containers
   // on the paths that write through links (insert, erase, rebalancing), not
@@ -108,10 +123,9 @@ struct RunHookAccess {
   static bool linked(const Run* member, const Run* neighbour);
   static std::uint32_t free_regions(const Run* run) { return run->free_count; }
   static std::uint32_t regions(const Run* run);
-  static std::uint64_t serial(const Run* run) {
-    const Chunk* chunk = Chunk::of(run);
-    return chunk->map[chunk->page_index(run)].run_serial;
-  }
+  static std::uint64_t serial(const Run* run) { return head(run).serial; }
+  static void* allocate(std::size_t bytes);
+  static void release(void* p, std::size_t bytes);
 };
 
 }  // namespace runsel

@@ -15,7 +15,7 @@ namespace runsel {
 inline void Arena::check_container(const Bin& bin) const {
   if constexpr (kChecked) {
     const char* why = nullptr;
-    if (!bin.runs.check(&why)) fatal("checked build: run container invariant broken: ", why);
+    if (!bin.nonfull.check(&why)) fatal("checked build: run container invariant broken: ", why);
   } else {
     (void)bin;
   }
@@ -38,7 +38,7 @@ inline bool is_container_run(const Bin& bin, const BinInfo& info, const Run* run
 
 inline Run* Arena::pick_run(Bin& bin) {
   RUNSEL_ASSERT(bin_identity_holds(bin, info_of(bin)));
-  Run* run = bin.runs.pick();
+  Run* run = bin.nonfull.pick();
   RUNSEL_ASSERT(run == nullptr || is_container_run(bin, info_of(bin), run));
   return run;
 }
@@ -46,7 +46,7 @@ inline Run* Arena::pick_run(Bin& bin) {
 inline void Arena::insert_run(Bin& bin, Run* run) {
   RUNSEL_ASSERT(bin_identity_holds(bin, info_of(bin)));
   RUNSEL_ASSERT(is_container_run(bin, info_of(bin), run));
-  bin.runs.insert(run);
+  bin.nonfull.insert(run);
   check_container(bin);
 }
 
@@ -55,8 +55,8 @@ inline void Arena::erase_run(Bin& bin, Run* run) {
   RUNSEL_ASSERT(bin_identity_holds(bin, info_of(bin)));
   RUNSEL_ASSERT(run->bin == &bin);
   RUNSEL_ASSERT(run->free_count == 0 || run->free_count == info_of(bin).nregs);
-  RUNSEL_ASSERT(bin.runs.size() > 0);
-  bin.runs.erase(run);
+  RUNSEL_ASSERT(bin.nonfull.size() > 0);
+  bin.nonfull.erase(run);
   check_container(bin);
 }
 
@@ -64,7 +64,7 @@ inline void Arena::erase_run(Bin& bin, Run* run) {
 inline void Arena::touched_run(Bin& bin, Run* run) {
   RUNSEL_ASSERT(bin_identity_holds(bin, info_of(bin)));
   RUNSEL_ASSERT(is_container_run(bin, info_of(bin), run));
-  bin.runs.touched(run);
+  bin.nonfull.touched(run);
   check_container(bin);
 }
 
@@ -98,7 +98,7 @@ template <class Locking>
   if constexpr (Locking::kAnyThread) take_remote_frees();
   Bin& bin = bins_[bin_index];
   Run* run = pick_run(bin);
-  bin.counters.pick(bin.runs.size(), run ? run->free_count : 0, info.nregs);
+  bin.counters.pick(bin.nonfull.size(), run ? run->free_count : 0, info.nregs);
   if (run == nullptr) return malloc_from_fresh_run_then_unlock(bin, bin_index);
   void* region = run->take(info);
   ++bin.regions_in_use;

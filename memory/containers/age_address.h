@@ -21,36 +21,13 @@
 // header, shared by the runs of a chunk (252 usable pages at most).
 #pragma once
 
-#include <cstdint>
-
 #include "containers/address_order.h"
-#include "containers/container.h"
 #include "containers/first_of.h"
-#include "containers/hook.h"
 #include "structures/pairing_heap.h"
 
 namespace runsel {
 
-// (serial number, address): the order the arena created the runs in.
-template <class Node, class HookOf>
-struct RunAgeOrder {
-  static PairingLinks<Node>& links(Node* run) { return HookOf::hook(run).pairing; }
-  static bool linked(const Node* run, const Node* neighbour) {
-    return HookOf::linked(run, neighbour);
-  }
-  static bool less(const Node* a, const Node* b) {
-    const std::uint64_t age_a = HookOf::serial(a);
-    const std::uint64_t age_b = HookOf::serial(b);
-    if (age_a != age_b) return age_a < age_b;
-    return address_less(a, b);
-  }
-};
-
-// Metadata is unused (the heap needs no memory beyond the hook); it keeps the
-// template signature the same for every container.
-template <class Node, class HookOf, class Metadata>
-requires SerialAccess<HookOf, Node>
-class AgeAddressRuns : public FirstOf<Node, PairingHeap<Node, RunAgeOrder<Node, HookOf>>> {
-};
+template <SerialAccess Traits>
+using AgeAddressRuns = FirstOfRuns<Traits, PairingHeap, RunAgeHeapOrder<Traits>>;
 
 }  // namespace runsel

@@ -16,30 +16,20 @@
 // (array, size, capacity).
 #pragma once
 
-#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 
 #include "containers/address_order.h"
-#include "containers/container.h"
-#include "containers/hook.h"
 #include "platform/fatal.h"
 
 namespace runsel {
 
-// Where the side array comes from: raw memory, returned with the same size.
-// allocate() returns nullptr when it has none.
-template <class M>
-concept MetadataAllocator = requires(void* p, std::size_t bytes) {
-  { M::allocate(bytes) } -> std::same_as<void*>;
-  M::release(p, bytes);
-};
-
-template <class Node, class HookOf, class Metadata>
-requires HookAccess<HookOf, Node> && MetadataAllocator<Metadata>
+template <SideMemory Traits>
 class ArrayHeapRuns {
  public:
+  using Node = typename Traits::Node;
+
   static constexpr std::size_t kInitialCapacity = 16;  // 128 bytes: one base size class
 
   void insert(Node* run) {
@@ -86,7 +76,7 @@ class ArrayHeapRuns {
 
  private:
   static std::size_t parent(std::size_t slot) { return (slot - 1) / 2; }
-  static std::size_t& index_of(Node* run) { return HookOf::hook(run).heap_index; }
+  static std::size_t& index_of(Node* run) { return Traits::hook(run).heap_index; }
   static bool less(const Node* a, const Node* b) { return address_less(a, b); }
 
   void place(std::size_t slot, Node* run) {
@@ -123,12 +113,12 @@ class ArrayHeapRuns {
   void grow() {
     const std::size_t capacity = capacity_ == 0 ? kInitialCapacity : 2 * capacity_;
     void* memory = capacity <= SIZE_MAX / sizeof(Node*)
-                       ? Metadata::allocate(capacity * sizeof(Node*))
+                       ? Traits::allocate(capacity * sizeof(Node*))
                        : nullptr;
     if (memory == nullptr) out_of_metadata();
     Node** array = static_cast<Node**>(memory);
     if (size_ != 0) std::memcpy(array, heap_, size_ * sizeof(Node*));
-    if (heap_ != nullptr) Metadata::release(heap_, capacity_ * sizeof(Node*));
+    if (heap_ != nullptr) Traits::release(heap_, capacity_ * sizeof(Node*));
     heap_ = array;
     capacity_ = capacity;
   }

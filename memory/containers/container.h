@@ -7,17 +7,22 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "containers/hook.h"
+#include "structures/check_failed.h"
+
 namespace runsel {
 
-// Every container is a class template <class Node, class HookOf, class
-// Metadata>: the node (a run header), how to reach its hook, and where any
-// memory beyond the hook comes from (array_heap's side array; the others
-// ignore it).
-//
-// HookOf maps a node to its ContainerHook<Node>, and says whether a link
-// read from a member's hook may be followed:
-//   static ContainerHook<Node>& hook(Node*)
+// Every container is a class template over one parameter, its traits: what
+// it holds and where things are. A traits type T gives
+//   using Node = ...;                         the node (a run header)
+//   static ContainerHook<Node>& hook(Node*)   where the node's links live:
+//                                             the run header, or the page map
+//                                             entry of the run's first page
+//                                             (arena/run.h: one traits choice)
 //   static bool linked(const Node* member, const Node* neighbour)
+// and, for the containers that need them, the keys (OccupancyAccess,
+// SerialAccess) and side memory (SideMemory) below.
+//
 // linked() is true when `neighbour` is null or a node of the same set (for
 // runs: a run of the same bin), judged without dereferencing `neighbour`
 // until it is known to be one. Every container calls it on the paths that
@@ -26,25 +31,37 @@ namespace runsel {
 // failing is fatal (platform/fatal.h), naming the run. Run headers are
 // within reach of a program's stray writes; the containers' own fields are
 // not, and are trusted.
-template <class H, class Node>
-concept HookAccess = requires(Node* node, const Node* member, const Node* neighbour) {
-  {H::hook(node)};
-  { H::linked(member, neighbour) } -> std::same_as<bool>;
+template <class T>
+concept ContainerTraits = requires(typename T::Node* node, const typename T::Node* member,
+                                   const typename T::Node* neighbour) {
+  { T::hook(node) } -> std::same_as<ContainerHook<typename T::Node>&>;
+  { T::linked(member, neighbour) } -> std::same_as<bool>;
 };
 
-// What the containers keyed by occupancy also read through HookOf: a run's
-// free regions and its regions in all (fullest_first, sorted_by_free).
-template <class H, class Node>
-concept OccupancyAccess = HookAccess<H, Node> && requires(const Node* node) {
-  { H::free_regions(node) } -> std::convertible_to<std::uint32_t>;
-  { H::regions(node) } -> std::convertible_to<std::uint32_t>;
+// The keys of the containers ordered by occupancy (fullest_first,
+// sorted_by_free, moz_tree's full current run): a run's free regions and its
+// regions in all.
+template <class T>
+concept OccupancyAccess = ContainerTraits<T> && requires(const typename T::Node* node) {
+  { T::free_regions(node) } -> std::same_as<std::uint32_t>;
+  { T::regions(node) } -> std::same_as<std::uint32_t>;
 };
 
-// What a container keyed by age reads: the serial number the arena gave the
-// run when it created it (age_address); it never changes while the run lives.
-template <class H, class Node>
-concept SerialAccess = HookAccess<H, Node> && requires(const Node* node) {
-  { H::serial(node) } -> std::convertible_to<std::uint64_t>;
+// The key of the containers ordered by age (age_address, je_slabs): the
+// serial number the arena gave the run when it created it; it never changes
+// while the run lives.
+template <class T>
+concept SerialAccess = ContainerTraits<T> && requires(const typename T::Node* node) {
+  { T::serial(node) } -> std::same_as<std::uint64_t>;
+};
+
+// Memory beyond the hooks (array_heap's side array): raw memory from the
+// allocator's metadata, never from the heap the container describes;
+// allocate() returns null when there is none, release() takes the same size.
+template <class T>
+concept SideMemory = ContainerTraits<T> && requires(void* p, std::size_t bytes) {
+  { T::allocate(bytes) } -> std::same_as<void*>;
+  T::release(p, bytes);
 };
 
 // insert(run): run became non-full (new, or full with one region freed).
@@ -67,16 +84,8 @@ concept NonFullRunSet = requires(C set, const C const_set, Node* node, const cha
   { const_set.size() } -> std::convertible_to<std::size_t>;
 };
 
-// How check() reports the first violation it finds: `return check_failed(why,
-// "what is wrong");`. `why` may be null.
-inline bool check_failed(const char** why, const char* reason) {
-  if (why != nullptr) *why = reason;
-  return false;
-}
-
 // The generated containers/list.h describes each container with an entry
-// type (Type<Node, HookOf, Metadata>, kName, kPicks) and lists them all in a
-// ContainerList.
+// type (Type<Traits>, kName, kPicks) and lists them all in a ContainerList.
 template <class... Entries>
 struct ContainerList {
   static constexpr std::size_t kSize = sizeof...(Entries);

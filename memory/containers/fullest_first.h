@@ -20,7 +20,7 @@
 // its occupancy crossed a power of two; check O(n). Memory: the three words
 // of the 24-byte ContainerHook (prev, next, bucket); ten words per bin (eight
 // list heads, the mask, size). The bucket reads the run's free count and its
-// bin's regions per run through HookOf.
+// bin's regions per run through its traits.
 #pragma once
 
 #include <bit>
@@ -28,22 +28,20 @@
 #include <cstdint>
 
 #include "containers/container.h"
-#include "containers/hook.h"
 #include "platform/fatal.h"
-#include "structures/verified_links.h"
+#include "structures/intrusive_list.h"
 
 namespace runsel {
 
-// Metadata is unused (the lists need no memory beyond the hook); it keeps the
-// template signature the same for every container.
-template <class Node, class HookOf, class Metadata>
-requires OccupancyAccess<HookOf, Node>
+template <OccupancyAccess Traits>
 class FullestFirstRuns {
  public:
+  using Node = typename Traits::Node;
+
   static constexpr std::size_t kBuckets = 8;
 
   static std::size_t bucket_for(const Node* run) {
-    const std::uint32_t allocated = HookOf::regions(run) - HookOf::free_regions(run);
+    const std::uint32_t allocated = Traits::regions(run) - Traits::free_regions(run);
     const std::size_t width = static_cast<std::size_t>(std::bit_width(allocated));
     return width >= kBuckets ? 0 : width == 0 ? kBuckets - 1 : kBuckets - width;
   }
@@ -54,14 +52,13 @@ class FullestFirstRuns {
   }
 
   void erase(Node* run) {
-    unlink(run);
-    BucketLinks<Node>& own = links(run);
-    own.prev = nullptr;  // a stale link to it finds no back link
-    own.next = nullptr;
+    unlink(run);  // and its links cleared: a stale link to it finds no back link
     --size_;
   }
 
-  Node* pick() const { return nonempty_ == 0 ? nullptr : heads_[std::countr_zero(nonempty_)]; }
+  Node* pick() const {
+    return nonempty_ == 0 ? nullptr : lists_[std::countr_zero(nonempty_)].front();
+  }
 
   void touched(Node* run) {
     const std::size_t bucket = bucket_for(run);
@@ -81,19 +78,15 @@ class FullestFirstRuns {
     std::size_t count = 0;
     for (std::size_t bucket = 0; bucket < kBuckets; ++bucket) {
       const bool marked = (nonempty_ >> bucket) & 1;
-      if (marked != (heads_[bucket] != nullptr)) {
+      if (marked != !lists_[bucket].empty()) {
         return check_failed(why, "a bucket's bit disagrees with its list");
       }
-      Node* previous = nullptr;
-      for (Node* run = heads_[bucket]; run != nullptr; run = links(run).next) {
-        if (++count > size_) return check_failed(why, "more runs reachable than size()");
-        if (links(run).prev != previous)
-          return check_failed(why, "a run's prev is not the run before it");
+      if (!lists_[bucket].check(size_ - count, &count, why)) return false;
+      for (Node* run = lists_[bucket].front(); run != nullptr; run = List::next(run)) {
         if (links(run).bucket != bucket) return check_failed(why, "a run records another bucket");
         if (bucket_for(run) != bucket) {
           return check_failed(why, "a run is not in the bucket of its occupancy");
         }
-        previous = run;
       }
     }
     if (nonempty_ >> kBuckets != 0) return check_failed(why, "a bit set beyond the buckets");
@@ -102,43 +95,35 @@ class FullestFirstRuns {
   }
 
  private:
-  static BucketLinks<Node>& links(Node* run) { return HookOf::hook(run).buckets; }
+  static BucketLinks<Node>& links(Node* run) { return Traits::hook(run).buckets; }
+  // The lists' Rep: the bucket links, verified (structures/verified_links.h).
+  struct BucketList {
+    static ListLinks<Node>& links(Node* run) { return Traits::hook(run).buckets.list; }
+    static bool linked(const Node* run, const Node* neighbour) {
+      return Traits::linked(run, neighbour);
+    }
+  };
+  using List = IntrusiveList<Node, BucketList>;
 
   void push(Node* run, std::size_t bucket) {
-    BucketLinks<Node>& own = links(run);
-    own.prev = nullptr;
-    own.next = heads_[bucket];
-    own.bucket = bucket;
-    if (heads_[bucket] != nullptr) links(heads_[bucket]).prev = run;
-    heads_[bucket] = run;
+    links(run).bucket = bucket;
+    lists_[bucket].push_front(run);
     nonempty_ |= 1u << bucket;
   }
 
-  // Before writing through them: both links are runs of the bin (or null),
-  // the previous run (or the head of the bucket the run records, which must
-  // be one) and the next run link back to `run`.
+  // The bucket the run records must be one; the list verifies both links and
+  // their back links (the head of that bucket when it has no prev) before it
+  // unlinks.
   void unlink(Node* run) {
-    BucketLinks<Node>& own = links(run);
-    Node* prev = verified_link<HookOf>(run, own.prev);
-    Node* next = verified_link<HookOf>(run, own.next);
-    const std::size_t bucket = own.bucket;
-    if (prev != nullptr) {
-      verify_agrees<HookOf>(links(prev).next == run, run, prev);
-    } else if (bucket >= kBuckets || heads_[bucket] != run) [[unlikely]] {
-      container_links_damaged(run);  // not a member, or its prev or bucket was written
-    }
-    if (next != nullptr) verify_agrees<HookOf>(links(next).prev == run, run, next);
-    if (prev != nullptr) {
-      links(prev).next = next;
-    } else {
-      heads_[bucket] = next;
-      if (next == nullptr) nonempty_ &= ~(1u << bucket);
-    }
-    if (next != nullptr) links(next).prev = prev;
+    const std::size_t bucket = links(run).bucket;
+    if (bucket >= kBuckets) [[unlikely]]
+      container_links_damaged(run);
+    lists_[bucket].erase(run);
+    if (lists_[bucket].empty()) nonempty_ &= ~(1u << bucket);
   }
 
-  Node* heads_[kBuckets] = {};  // heads_[0]: the fullest runs
-  std::uint32_t nonempty_ = 0;  // bit b: heads_[b] is not null
+  List lists_[kBuckets] = {};   // lists_[0]: the fullest runs
+  std::uint32_t nonempty_ = 0;  // bit b: lists_[b] is not empty
   std::size_t size_ = 0;
 };
 

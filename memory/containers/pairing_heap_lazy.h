@@ -27,19 +27,12 @@
 #pragma once
 
 #include "containers/address_order.h"
-#include "containers/container.h"
 #include "containers/first_of.h"
-#include "containers/hook.h"
 #include "structures/pairing_heap.h"
 
 namespace runsel {
 
-// Metadata is unused (the heap needs no memory beyond the hook); it keeps the
-// template signature the same for every container.
-template <class Node, class HookOf, class Metadata>
-requires HookAccess<HookOf, Node>
-class PairingHeapLazyRuns
-    : public FirstOf<Node, LazyPairingHeap<Node, RunAddressHeapOrder<Node, HookOf>>> {
-};
+template <ContainerTraits Traits>
+using PairingHeapLazyRuns = FirstOfRuns<Traits, LazyPairingHeap, RunAddressHeapOrder<Traits>>;
 
 }  // namespace runsel

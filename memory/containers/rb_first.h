@@ -1,5 +1,10 @@
-// Non-full run container "rb_first" (mozjemalloc until ~2024): a red-black
-// tree of runs ordered by address; the next allocation uses the lowest run.
+// Non-full run container "rb_first" (the idealized lowest-address policy): a
+// red-black tree of runs ordered by address; the next allocation uses the
+// lowest run. It is what mozjemalloc's comment says its tree did, not what
+// mozjemalloc did: moz_tree reproduces that (a current run outside the tree,
+// which departs from the lowest run after the current run empties, and a
+// left-leaning tree without parent pointers). rb_first reproduces no
+// allocator; it is the policy in its purest, cheapest-to-pick form.
 //
 // Policy: always allocate from the lowest-addressed non-full run. Filling low
 // runs first packs live regions towards the bottom of the heap so high runs
@@ -11,43 +16,13 @@
 // three words per bin (root, cached first, size).
 #pragma once
 
-#include <cstddef>
-
 #include "containers/address_order.h"
-#include "containers/container.h"
-#include "containers/hook.h"
+#include "containers/first_of.h"
 #include "structures/rb_tree.h"
 
 namespace runsel {
 
-template <class Node, class HookOf, class Metadata>
-requires HookAccess<HookOf, Node>
-class RbFirstRuns {
- public:
-  void insert(Node* run) { tree_.insert(run); }
-  void erase(Node* run) { tree_.erase(run); }
-  Node* pick() const { return tree_.first(); }
-  void touched(Node*) {}
-  std::size_t size() const { return tree_.size(); }
-  // The tree's root (for tests).
-  Node* root() const { return tree_.root(); }
-
-  bool check(const char** why) const {
-    if (!tree_.check(why)) return false;
-    // The tree has verified that its in-order sequence rises strictly by
-    // address, so the leftmost node is the lowest run: pick() must be it.
-    Node* lowest = tree_.root();
-    while (lowest != nullptr && ByAddress::links(lowest).left != nullptr) {
-      lowest = ByAddress::links(lowest).left;
-    }
-    if (pick() != lowest) return check_failed(why, "pick() is not the lowest-addressed run");
-    return true;
-  }
-
- private:
-  using ByAddress = RunAddressOrder<Node, HookOf>;
-
-  RbTree<Node, ByAddress> tree_;
-};
+template <ContainerTraits Traits>
+using RbFirstRuns = FirstOfRuns<Traits, RbTree, RunAddressOrder<Traits>>;
 
 }  // namespace runsel

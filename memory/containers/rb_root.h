@@ -17,16 +17,15 @@
 #include <cstddef>
 
 #include "containers/address_order.h"
-#include "containers/container.h"
-#include "containers/hook.h"
 #include "structures/rb_tree.h"
 
 namespace runsel {
 
-template <class Node, class HookOf, class Metadata>
-requires HookAccess<HookOf, Node>
+template <ContainerTraits Traits>
 class RbRootRuns {
  public:
+  using Node = typename Traits::Node;
+
   // The policy, sticky: the root is taken only when no run is current.
   Node* pick() {
     if (current_ == nullptr) current_ = tree_.root();
@@ -58,7 +57,7 @@ class RbRootRuns {
   }
 
  private:
-  using ByAddress = RunAddressOrder<Node, HookOf>;
+  using ByAddress = RunAddressOrder<Traits>;
 
   RbTree<Node, ByAddress> tree_;
   Node* current_ = nullptr;  // sticky pick; a member of tree_ whenever set

@@ -13,10 +13,9 @@ namespace runsel {
 using SelectedEntry = container_entries::RUNSEL_CONTAINER;
 inline constexpr const char* kContainerName = SelectedEntry::kName;
 
-// Every container takes the same parameters: the node, how to reach its hook,
-// and the metadata allocator (used only by array_heap's side array).
-template <class Node, class HookOf, class Metadata>
-using SelectedRuns = typename SelectedEntry::template Type<Node, HookOf, Metadata>;
+// Every container takes one parameter, its traits (container.h).
+template <class Traits>
+using SelectedRuns = typename SelectedEntry::template Type<Traits>;
 
 // The profiling twins of the libraries (meson's profile-malloc-<container>,
 // -DRUNSEL_PROFILE_CONTAINERS=1) call the container out of line, so that callgrind
@@ -32,11 +31,11 @@ struct OutOfLineRuns : Container {
 };
 
 #if defined(RUNSEL_PROFILE_CONTAINERS)
-template <class Node, class HookOf, class Metadata>
-using SelectedContainer = OutOfLineRuns<SelectedRuns<Node, HookOf, Metadata>, Node>;
+template <class Traits>
+using SelectedContainer = OutOfLineRuns<SelectedRuns<Traits>, typename Traits::Node>;
 #else
-template <class Node, class HookOf, class Metadata>
-using SelectedContainer = SelectedRuns<Node, HookOf, Metadata>;
+template <class Traits>
+using SelectedContainer = SelectedRuns<Traits>;
 #endif
 
 }  // namespace runsel

@@ -14,26 +14,23 @@
 // insert again); check O(n). Memory: the three words of the 24-byte
 // ContainerHook (left, right, parent+colour), nothing more per run; three
 // words per bin (root, cached first, size). The key reads the run's free
-// count through HookOf.
+// count through its traits.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
 #include "containers/address_order.h"
-#include "containers/container.h"
-#include "containers/hook.h"
 #include "structures/tree_links.h"
 #include "structures/rb_tree.h"
 
 namespace runsel {
 
-// Metadata is unused (the tree needs no memory beyond the hook); it keeps the
-// template signature the same for every container.
-template <class Node, class HookOf, class Metadata>
-requires OccupancyAccess<HookOf, Node>
+template <OccupancyAccess Traits>
 class SortedByFreeRuns {
  public:
+  using Node = typename Traits::Node;
+
   void insert(Node* run) { tree_.insert(run); }
   void erase(Node* run) { tree_.erase(run); }
   Node* pick() const { return tree_.first(); }
@@ -62,18 +59,10 @@ class SortedByFreeRuns {
   bool check(const char** why) const { return tree_.check(why); }
 
  private:
-  struct ByFree {
-    static TreeLinks<Node>& links(Node* run) { return HookOf::hook(run).tree; }
-    static bool linked(const Node* run, const Node* neighbour) {
-      return HookOf::linked(run, neighbour);
-    }
-    static bool less(const Node* a, const Node* b) {
-      const std::uint32_t free_a = HookOf::free_regions(a);
-      const std::uint32_t free_b = HookOf::free_regions(b);
-      if (free_a != free_b) return free_a < free_b;
-      return address_less(a, b);
-    }
-  };
+  static bool fewer_free(const Node* a, const Node* b) {
+    return key_then_address(Traits::free_regions(a), Traits::free_regions(b), a, b);
+  }
+  using ByFree = RunOrder<Traits, &ContainerHook<Node>::tree, &SortedByFreeRuns::fewer_free>;
 
   RbTree<Node, ByFree> tree_;
 };

@@ -16,22 +16,13 @@
 #pragma once
 
 #include "containers/address_order.h"
-#include "containers/container.h"
 #include "containers/first_of.h"
-#include "containers/hook.h"
 #include "structures/tree_links.h"
 #include "structures/wavl_tree.h"
 
 namespace runsel {
 
-// Metadata is unused (the tree needs no memory beyond the hook); it keeps the
-// template signature the same for every container.
-template <class Node, class HookOf, class Metadata>
-requires HookAccess<HookOf, Node>
-class WavlRuns : public FirstOf<Node, WavlTree<Node, RunAddressOrder<Node, HookOf>>> {
- public:
-  // For tests: the tree's root.
-  Node* root() const { return this->structure_.root(); }
-};
+template <ContainerTraits Traits>
+using WavlRuns = FirstOfRuns<Traits, WavlTree, RunAddressOrder<Traits>>;
 
 }  // namespace runsel

@@ -30,6 +30,7 @@
 #include <cstdint>
 
 #include "platform/assert.h"
+#include "structures/check_failed.h"
 #include "structures/tree_links.h"
 #include "structures/verified_links.h"
 
@@ -41,10 +42,7 @@ namespace runsel {
 // when absent), and linked() to have the links it follows verified
 // (structures/verified_links.h).
 template <class Rep, class Node>
-concept TreeRep = requires(Node* node, const Node* a, const Node* b) {
-  { Rep::links(node) } -> std::same_as<TreeLinks<Node>&>;
-  { Rep::less(a, b) } -> std::same_as<bool>;
-};
+concept TreeRep = OrderedRep<Rep, Node, TreeLinks<Node>>;
 
 template <class Tree, class Node, class Rep>
 requires TreeRep<Rep, Node>
@@ -132,11 +130,6 @@ class BinaryTree {
     std::uintptr_t& word = links(node).parent_word();
     word = (word & ~kBit) | (value ? kBit : 0);
   }
-  static bool fail(const char** why, const char* reason) {
-    *why = reason;
-    return false;
-  }
-
   // Whether the Rep has the links verified (structures/verified_links.h).
   static constexpr bool kVerifies = VerifiesLinks<Rep, Node>;
 
@@ -198,7 +191,7 @@ class BinaryTree {
   // cached minimum) and the balance rule, folded bottom-up: `missing` is the
   // figure of a missing child, and rule(node, left, right, &figure, why)
   // derives a node's figure (a black height, a rank) from its children's,
-  // or returns fail(why, ...). On the first violation sets *why (if why is
+  // or returns check_failed(why, ...). On the first violation sets *why (if why is
   // not null) and returns false. Safe on corrupted trees: the walk stops
   // after size() nodes.
   template <class Rule>
@@ -206,11 +199,11 @@ class BinaryTree {
     const char* ignored;
     if (why == nullptr) why = &ignored;
     if (root_ == nullptr) {
-      if (size_ != 0) return fail(why, "root is null but size() is not zero");
-      if (first_ != nullptr) return fail(why, "cached first is set in an empty tree");
+      if (size_ != 0) return check_failed(why, "root is null but size() is not zero");
+      if (first_ != nullptr) return check_failed(why, "cached first is set in an empty tree");
       return true;
     }
-    if (parent_of(root_) != nullptr) return fail(why, "root has a parent");
+    if (parent_of(root_) != nullptr) return check_failed(why, "root has a parent");
 
     // Pre-order on the way down (links, count, depth), in-order between a
     // node's subtrees (the order), post-order on the way up (the rule). Each
@@ -228,14 +221,14 @@ class BinaryTree {
     int finished = missing;  // figure of the subtree just completed
     for (;;) {
       if (node != nullptr) {
-        if (++count > size_) return fail(why, "more nodes reachable than size()");
+        if (++count > size_) return check_failed(why, "more nodes reachable than size()");
         for (int dir = kLeft; dir <= kRight; ++dir) {
           Node* kid = child(node, dir);
           if (kid != nullptr && parent_of(kid) != node) {
-            return fail(why, "child's parent pointer is wrong");
+            return check_failed(why, "child's parent pointer is wrong");
           }
         }
-        if (top == kMaxDepth) return fail(why, "tree deeper than kMaxDepth");
+        if (top == kMaxDepth) return check_failed(why, "tree deeper than kMaxDepth");
         stack[top++] = {node, 0, missing};
         node = left(node);
         continue;
@@ -248,9 +241,9 @@ class BinaryTree {
       if (above.stage == 0) {
         above.left = finished;
         if (previous == nullptr) {
-          if (first_ != above.node) return fail(why, "cached first is not the minimum");
+          if (first_ != above.node) return check_failed(why, "cached first is not the minimum");
         } else if (!Rep::less(previous, above.node)) {
-          return fail(why, "in-order nodes not strictly increasing");
+          return check_failed(why, "in-order nodes not strictly increasing");
         }
         previous = above.node;
         above.stage = 1;
@@ -260,7 +253,7 @@ class BinaryTree {
       if (!rule(above.node, above.left, finished, &finished, why)) return false;
       --top;
     }
-    if (count != size_) return fail(why, "fewer nodes reachable than size()");
+    if (count != size_) return check_failed(why, "fewer nodes reachable than size()");
     return true;
   }
 

@@ -18,7 +18,7 @@ constinit std::size_t g_leaf_bytes RUNSEL_GUARDED_BY(g_registry_lock) = 0;
 bool ChunkRegistry::set_range(const void* chunk, std::size_t size, ChunkOwner owner) {
   LockGuard guard(g_registry_lock);
   std::uintptr_t first = reinterpret_cast<std::uintptr_t>(chunk) >> kChunkShift;
-  std::uintptr_t count = (size + (std::size_t{1} << kChunkShift) - 1) >> kChunkShift;
+  std::uintptr_t count = (size + kChunkMask) >> kChunkShift;
   for (std::uintptr_t key = first; key < first + count; ++key) {
     if (key >> kKeyBits) return false;
     std::atomic<Leaf*>& slot = root_[key >> kLeafBits];

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "structures/chunk_geometry.h"
 #include "platform/lock.h"
 
 namespace runsel {
@@ -49,9 +50,8 @@ class ChunkOwner {
 
 class ChunkRegistry {
  public:
-  static constexpr unsigned kChunkShift = 20;   // 1 MiB chunks
   static constexpr unsigned kAddressBits = 48;  // user-space addresses
-  static constexpr unsigned kKeyBits = kAddressBits - kChunkShift;
+  static constexpr unsigned kKeyBits = kAddressBits - static_cast<unsigned>(kChunkShift);
   static constexpr unsigned kLeafBits = kKeyBits / 2;
   static constexpr unsigned kRootBits = kKeyBits - kLeafBits;
   static constexpr std::size_t kLeafEntries = std::size_t{1} << kLeafBits;

@@ -29,6 +29,7 @@
 #include <type_traits>
 
 #include "platform/assert.h"
+#include "structures/check_failed.h"
 #include "structures/pairing_links.h"
 #include "structures/verified_links.h"
 
@@ -38,10 +39,7 @@ namespace runsel {
 // total order. A Rep may define linked() to have the links it follows
 // verified (structures/verified_links.h).
 template <class Rep, class Node>
-concept PairingRep = requires(Node* node, const Node* a, const Node* b) {
-  { Rep::links(node) } -> std::same_as<PairingLinks<Node>&>;
-  { Rep::less(a, b) } -> std::same_as<bool>;
-};
+concept PairingRep = OrderedRep<Rep, Node, PairingLinks<Node>>;
 
 // What both heaps do to trees: meld, pair up, unlink, verify.
 template <class Node, class Rep>
@@ -160,11 +158,6 @@ struct PairingTrees {
     return links(node).prev;
   }
 
-  static bool fail(const char** why, const char* reason) {
-    *why = reason;
-    return false;
-  }
-
   // Verifies the tree below `top` (not top's own prev and next): every child
   // list is doubly linked (a leftmost child's prev is its parent, any other
   // child's prev its left sibling) and every node is above its parent. Adds
@@ -174,13 +167,13 @@ struct PairingTrees {
   static bool check_tree(Node* top, std::size_t limit, std::size_t* count, const char** why) {
     Node* node = top;
     for (;;) {
-      if (++*count > limit) return fail(why, "more nodes reachable than size()");
+      if (++*count > limit) return check_failed(why, "more nodes reachable than size()");
       Node* expected_prev = node;
       std::size_t siblings = 0;
       for (Node* kid = links(node).child; kid != nullptr; kid = links(kid).next) {
-        if (++siblings > limit) return fail(why, "a child list longer than size()");
-        if (links(kid).prev != expected_prev) return fail(why, "a child's prev link is wrong");
-        if (!Rep::less(node, kid)) return fail(why, "a child is not above its parent");
+        if (++siblings > limit) return check_failed(why, "a child list longer than size()");
+        if (links(kid).prev != expected_prev) return check_failed(why, "a child's prev link is wrong");
+        if (!Rep::less(node, kid)) return check_failed(why, "a child is not above its parent");
         expected_prev = kid;
       }
       if (links(node).child != nullptr) {
@@ -271,25 +264,25 @@ class BasicPairingHeap {
     const char* ignored;
     if (why == nullptr) why = &ignored;
     if (root_ == nullptr) {
-      return size_ == 0 ? true : Trees::fail(why, "root is null but size() is not zero");
+      return size_ == 0 ? true : check_failed(why, "root is null but size() is not zero");
     }
-    if (Trees::links(root_).prev != nullptr) return Trees::fail(why, "the root has a parent");
+    if (Trees::links(root_).prev != nullptr) return check_failed(why, "the root has a parent");
     if (kInserts == PairingInserts::kEager && Trees::links(root_).next != nullptr) {
-      return Trees::fail(why, "the root of an eager heap has a sibling");
+      return check_failed(why, "the root of an eager heap has a sibling");
     }
     std::size_t count = 0;
     Node* previous = nullptr;
     for (Node* top = root_; top != nullptr; top = Trees::links(top).next) {
       if (previous != nullptr) {
         if (Trees::links(top).prev != previous) {
-          return Trees::fail(why, "an aux tree's prev link is wrong");
+          return check_failed(why, "an aux tree's prev link is wrong");
         }
-        if (!Rep::less(root_, top)) return Trees::fail(why, "an aux tree is not above the root");
+        if (!Rep::less(root_, top)) return check_failed(why, "an aux tree is not above the root");
       }
       if (!Trees::check_tree(top, size_, &count, why)) return false;
       previous = top;
     }
-    return count == size_ ? true : Trees::fail(why, "fewer nodes reachable than size()");
+    return count == size_ ? true : check_failed(why, "fewer nodes reachable than size()");
   }
 
  private:

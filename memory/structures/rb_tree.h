@@ -20,7 +20,7 @@ class RbTree : public BinaryTree<RbTree<Node, Rep>, Node, Rep> {
   using Base = BinaryTree<RbTree<Node, Rep>, Node, Rep>;
   friend Base;
 
-  using Base::checked_child, Base::checked_parent, Base::child, Base::fail, Base::kLeft;
+  using Base::checked_child, Base::checked_parent, Base::child, Base::kLeft;
   using Base::kRight, Base::left, Base::parent_of, Base::present_child, Base::right, Base::root_;
   using Base::path_parent, Base::rotate;
 
@@ -43,10 +43,10 @@ class RbTree : public BinaryTree<RbTree<Node, Rep>, Node, Rep> {
   // nodes on a path down to a missing child); sets node's own.
   static bool check_rule(Node* node, int left_blacks, int right_blacks, int* blacks,
                          const char** why) {
-    if (parent_of(node) == nullptr && is_red(node)) return fail(why, "root is red");
-    if (left_blacks != right_blacks) return fail(why, "black heights differ");
+    if (parent_of(node) == nullptr && is_red(node)) return check_failed(why, "root is red");
+    if (left_blacks != right_blacks) return check_failed(why, "black heights differ");
     if (is_red(node) && (is_red(left(node)) || is_red(right(node)))) {
-      return fail(why, "red node has a red child");
+      return check_failed(why, "red node has a red child");
     }
     *blacks = left_blacks + (is_red(node) ? 0 : 1);
     return true;

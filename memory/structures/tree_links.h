@@ -1,5 +1,5 @@
-// Intrusive binary-tree links, embedded in any node type that an RbTree or a
-// WavlTree orders. Kept apart from the trees so node headers stay light.
+// Intrusive binary-tree links, embedded in any node type that an RbTree, a
+// WavlTree or an LlrbTree orders. Kept apart from the trees so node headers stay light.
 #pragma once
 
 #include <cstdint>
@@ -16,6 +16,14 @@ struct TreeLinks {
   std::uintptr_t parent_and_bit;
 
   std::uintptr_t& parent_word() { return parent_and_bit; }
+};
+
+// Two words, for an LlrbTree (no parent pointer): the left child, and the
+// right child with the node's own colour in bit 0 (1 = red).
+template <class Node>
+struct LlrbLinks {
+  Node* left;
+  std::uintptr_t right_and_colour;
 };
 
 }  // namespace runsel

@@ -2,7 +2,7 @@
 // Run headers are user-reachable memory: a write into one can point its links
 // anywhere, so the run containers check every link on the paths that write
 // through links (insert, erase, rebalancing) before dereferencing it. The
-// node representation (a tree's or heap's Rep, a list container's HookOf)
+// node representation (a tree's or heap's Rep, a list container's traits)
 // says what a valid link is:
 //   static bool linked(const Node* member, const Node* neighbour)
 // true when `neighbour`, read from `member`'s links, is null or a node of the
@@ -16,6 +16,15 @@
 #include "platform/fatal.h"
 
 namespace runsel {
+
+// What every structure's Rep gives: Rep::links(node), the node's embedded
+// links of the structure's kind (`Links`), and Rep::less, a strict total
+// order. A Rep may also define linked() (VerifiesLinks, below).
+template <class Rep, class Node, class Links>
+concept OrderedRep = requires(Node* node, const Node* a, const Node* b) {
+  { Rep::links(node) } -> std::same_as<Links&>;
+  { Rep::less(a, b) } -> std::same_as<bool>;
+};
 
 template <class Rep, class Node>
 concept VerifiesLinks = requires(const Node* member, const Node* neighbour) {

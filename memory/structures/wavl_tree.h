@@ -28,7 +28,7 @@ class WavlTree : public BinaryTree<WavlTree<Node, Rep>, Node, Rep> {
   using Base = BinaryTree<WavlTree<Node, Rep>, Node, Rep>;
   friend Base;
 
-  using Base::checked_child, Base::checked_parent, Base::child, Base::fail, Base::kLeft;
+  using Base::checked_child, Base::checked_parent, Base::child, Base::kLeft;
   using Base::kRight, Base::left, Base::links, Base::parent_of, Base::present_child, Base::right;
   using Base::path_parent, Base::root_, Base::rotate;
 
@@ -60,9 +60,9 @@ class WavlTree : public BinaryTree<WavlTree<Node, Rep>, Node, Rep> {
                          const char** why) {
     const int from_left = left_rank + step_to(left(node), node);
     const int from_right = right_rank + step_to(right(node), node);
-    if (from_left != from_right) return fail(why, "rank rule: a rank difference is not 1 or 2");
+    if (from_left != from_right) return check_failed(why, "rank rule: a rank difference is not 1 or 2");
     if (left(node) == nullptr && right(node) == nullptr && from_left != 0) {
-      return fail(why, "rank rule: a leaf's rank is not 0");
+      return check_failed(why, "rank rule: a leaf's rank is not 0");
     }
     *rank = from_left;
     return true;

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "runsel.h"
@@ -221,11 +222,84 @@ void write_log(const char* path, const std::vector<Record>& records, const runse
 
 }  // namespace
 
+// Before the random sequence: the case where mozjemalloc's current-run rule
+// (moz_tree) picks a run the lowest-address containers would not, which a
+// random sequence rarely reaches (its current run seldom empties). In an
+// unused class of one-page runs, four whole runs w < x < y < z are filled;
+// a region of w is freed (w, the lowest, becomes current), then one of y (y
+// joins the tree), then the rest of w (w empties: no current run), then one
+// of z (with no current run it becomes current whatever its address); the
+// next allocation goes to z under moz_tree, to y under rb_first. Returns the
+// allocations and frees it made, every block freed again at the end.
+std::vector<Record> current_run_case() {
+  std::vector<Record> records;
+  runsel_stats_t stats;
+  runsel_stats(&stats);
+  size_t size = 0, per_run = 0;
+  for (const runsel_bin_stats& bin : stats.bins) {
+    if (bin.size >= 64 && bin.runs == 0 && bin.bytes_per_run == 4096) {
+      size = bin.size;
+      per_run = bin.regions_per_run;
+      break;
+    }
+  }
+  if (size == 0) return records;
+  auto page = [](const void* p) { return reinterpret_cast<uintptr_t>(p) & ~uintptr_t{4095}; };
+  auto take = [&](std::vector<void*>& into) {
+    void* block = malloc(size);
+    if (block == nullptr) return;
+    into.push_back(block);
+    records.push_back({kMalloc, 0, size, reinterpret_cast<uintptr_t>(block)});
+  };
+  auto give = [&](void* block) {
+    records.push_back({kFree, 0, size, reinterpret_cast<uintptr_t>(block)});
+    free(block);
+  };
+  std::vector<void*> blocks;
+  for (size_t i = 0; i < 6 * per_run; ++i) take(blocks);
+  // Whole runs (every region ours), by address.
+  std::vector<std::vector<void*>> runs;
+  for (void* block : blocks) {
+    if (runs.empty() || page(runs.back().front()) != page(block)) runs.emplace_back();
+    runs.back().push_back(block);
+  }
+  std::vector<std::vector<void*>> whole;
+  for (auto& run : runs) {
+    if (run.size() == per_run) whole.push_back(run);
+  }
+  std::sort(whole.begin(), whole.end(),
+            [&](const auto& a, const auto& b) { return page(a.front()) < page(b.front()); });
+  if (whole.size() < 4) return records;
+  std::vector<void*>& w = whole[0];
+  give(w.back());
+  w.pop_back();
+  give(whole[2].back());
+  whole[2].pop_back();
+  while (!w.empty()) {
+    give(w.back());
+    w.pop_back();
+  }
+  give(whole[3].back());
+  whole[3].pop_back();
+  std::vector<void*> after;
+  take(after);
+  for (auto& run : whole) {
+    for (void* block : run) give(block);
+  }
+  for (auto& run : runs) {
+    if (run.size() != per_run) {
+      for (void* block : run) give(block);
+    }
+  }
+  for (void* block : after) give(block);
+  return records;
+}
+
 int main() {
+  std::vector<Record> records = current_run_case();
   Sequence sequence(20240601);
   sequence.run();
-
-  const std::vector<Record>& records = sequence.records();
+  records.insert(records.end(), sequence.records().begin(), sequence.records().end());
   const uintptr_t base = records.front().address & ~(kChunk - 1);
   Digest addresses;
   for (const Record& r : records) {

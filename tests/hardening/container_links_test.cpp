@@ -1,6 +1,8 @@
-// A write into a run header's container links: the 16 or 24 bytes behind
-// `bin` (its check value untouched), then the frees that empty that run, so
-// that its container removes it. Under every container the child must die
+// A write into a run's container links: the 16 or 24 bytes behind the run
+// header's `bin` (its check value untouched), or with
+// -Dhook_placement=page_map the hook in the page map entry of the run's first
+// page (a write into the chunk header), then the frees that empty that run,
+// so that its container removes it. Under every container the child must die
 // of SIGABRT with runsel's one line naming the run, before a link is
 // followed: never a SIGSEGV, never a write through the links, never a quiet
 // exit.
@@ -21,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "arena/chunk.h"
 #include "runsel.h"
 #include "support/blocks.h"
 #include "support/child.h"
@@ -33,14 +36,23 @@ using runsel_test::kPage;
 using runsel_test::opaque;
 
 constexpr size_t kBlock = 16;       // runs of 16-byte regions are one page
-constexpr size_t kHookOffset = 8;   // the hook follows the 8-byte bin pointer
+// Where the links are, from the run's address: behind the 8-byte bin pointer,
+// or in the run's page map entry, whose first three words are the hook.
+char* hook_of(char* run) {
+#if RUNSEL_HOOKS_IN_PAGE_MAP
+  runsel::Chunk* chunk = runsel::Chunk::of(run);
+  return reinterpret_cast<char*>(&chunk->map[chunk->page_index(run)].small.hook);
+#else
+  return run + 8;
+#endif
+}
 constexpr int kTargetChanged = 42;  // the child's exit status if the write landed
 
 enum class Payload { kChosenPointers, kRandomBytes, kAnotherRun };
 
 struct Case {
   Payload payload;
-  size_t bytes;  // written at kHookOffset: two links, or the whole hook
+  size_t bytes;  // written at hook_of(): two links, or the whole hook
   const char* name;
 };
 void PrintTo(const Case& c, std::ostream* out) { *out << c.name; }
@@ -124,7 +136,7 @@ void damage_then_empty(const Heap& heap, const Case& c) {
     // As a list's links (prev at hook + 0, next at hook + 8): prev->next
     // would be target[1] and next->prev target[2].
     const uintptr_t base = reinterpret_cast<uintptr_t>(target);
-    const uintptr_t words[3] = {base + 8 - kHookOffset - 8, base + 16 - kHookOffset, base + 24};
+    const uintptr_t words[3] = {base - 8, base + 8, base + 24};
     memcpy(payload, words, sizeof words);
   } else if (c.payload == Payload::kRandomBytes) {
     std::mt19937_64 rng(0x11A4C5 + c.bytes);
@@ -135,7 +147,7 @@ void damage_then_empty(const Heap& heap, const Case& c) {
     void* words[3] = {page_of(heap.other), heap.other, heap.victim_blocks[0]};
     memcpy(payload, words, sizeof words);
   }
-  memcpy(opaque(heap.victim + kHookOffset), payload, c.bytes);
+  memcpy(opaque(hook_of(heap.victim)), payload, c.bytes);
   for (char* p : heap.victim_blocks) free(opaque(p));
   if (target_changed()) _exit(kTargetChanged);
   std::vector<void*> churn;

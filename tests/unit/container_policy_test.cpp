@@ -182,6 +182,65 @@ void picks_sticky_root(Set& set, std::vector<Run>& runs) {
   ASSERT_TRUE(set.check(&why)) << why;
 }
 
+// mozjemalloc's rules (containers/moz_tree.h). Runs of 4 regions; `used`
+// says whether an erased run filled (4) or emptied (0).
+template <class Set>
+void picks_current_then_lowest(Set& set, std::vector<Run>& runs) {
+  const char* why = "";
+  auto at = [&](std::size_t i) { return &runs[i]; };
+  for (Run& run : runs) run.capacity = 4;
+  for (std::size_t i : {5, 2, 8}) set.insert(at(i));
+  ASSERT_TRUE(set.check(&why)) << why;
+  EXPECT_EQ(set.current(), at(2)) << "5 was current; 2, below it, took its place";
+  EXPECT_EQ(set.pick(), at(2));
+  // 2 empties: no current run. Run 9, full, regains a region: with no
+  // current run it becomes current whatever its address, although 5 and 8
+  // wait in the tree. rb_first would pick 5 here.
+  set.erase(at(2));
+  EXPECT_EQ(set.current(), nullptr);
+  set.insert(at(9));
+  EXPECT_EQ(set.pick(), at(9)) << "the no-current rule: not the lowest run";
+  LowestAddressModel lowest;  // what rb_first would pick from the same members
+  for (std::size_t i : {5, 8, 9}) lowest.insert(at(i));
+  EXPECT_EQ(lowest.expected_pick(set), at(5));
+  EXPECT_EQ(set.size(), 3u);
+  ASSERT_TRUE(set.check(&why)) << why;
+  // 9 fills: it stays current, full, and is no longer a member. Run 7
+  // reopens: above the full current run, it goes into the tree, and the
+  // next pick drops 9 and takes the lowest, 5.
+  at(9)->used = 4;
+  set.erase(at(9));
+  EXPECT_EQ(set.current(), at(9));
+  EXPECT_TRUE(set.current_full());
+  set.insert(at(10));
+  EXPECT_EQ(set.pick(), at(5));
+  // 5 fills; run 1 reopens below it: current at once (5, full, dropped).
+  at(5)->used = 4;
+  set.erase(at(5));
+  set.insert(at(1));
+  EXPECT_EQ(set.pick(), at(1));
+  // 3 reopens above the current run: the tree; 0 reopens below: current,
+  // and 1 (not full) goes back into the tree (with 3, 8 and 10).
+  set.insert(at(3));
+  EXPECT_EQ(set.pick(), at(1));
+  set.insert(at(0));
+  EXPECT_EQ(set.pick(), at(0));
+  EXPECT_EQ(set.size(), 5u);  // 0 current; 1, 3, 8, 10 in the tree
+  ASSERT_TRUE(set.check(&why)) << why;
+  // A full current run that regains a region stays current.
+  at(0)->used = 4;
+  set.erase(at(0));
+  set.insert(at(0));
+  EXPECT_EQ(set.pick(), at(0));
+  for (std::size_t expected : {0, 1, 3, 8, 10}) {
+    ASSERT_EQ(set.pick(), at(expected));
+    at(expected)->used = 0;  // empties
+    set.erase(at(expected));
+    ASSERT_TRUE(set.check(&why)) << why;
+  }
+  EXPECT_EQ(set.pick(), nullptr);
+}
+
 template <class Case>
 class ContainerPolicyTest : public ::testing::Test {};
 TYPED_TEST_SUITE(ContainerPolicyTest, Containers, ContainerName);
@@ -199,6 +258,8 @@ TYPED_TEST(ContainerPolicyTest, PicksByItsPolicy) {
     picks_fewest_free_lowest(set, runs);
   } else if constexpr (TypeParam::kPicks == Picks::oldest_lowest) {
     picks_oldest_lowest(set, runs);
+  } else if constexpr (TypeParam::kPicks == Picks::current_then_lowest) {
+    picks_current_then_lowest(set, runs);
   } else if constexpr (TypeParam::kPicks == Picks::sticky_root) {
     picks_sticky_root(set, runs);
   } else {

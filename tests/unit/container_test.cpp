@@ -1,6 +1,6 @@
 // Every non-full run container on its own: empty, one run, the walker finding
 // deliberate corruption, a non-member's erase aborting, and memory taken only
-// through the Metadata policy. The reference models are in
+// through the traits' side memory. The reference models are in
 // container_model_test.cpp, the policies spelled out in container_policy_test.cpp.
 #include <gtest/gtest.h>
 
@@ -68,13 +68,32 @@ void corrupt(typename Case::Set& set, std::vector<Run>& runs, int variant) {
       TreeLinks<Run>& root = RunHook::hook(set.root()).tree;
       std::swap(root.left, root.right);  // in-order no longer rises
     }
+  } else if constexpr (std::is_same_v<Set, MozTreeCase::Set>) {
+    LlrbLinks<Run>& root = RunHook::hook(set.root()).llrb;
+    if (variant == 0) {
+      root.right_and_colour |= 1;  // a red root
+    } else {
+      // The current run is linked into the tree as well.
+      Run* leaf = set.root();
+      while (RunHook::hook(leaf).llrb.left != nullptr) leaf = RunHook::hook(leaf).llrb.left;
+      RunHook::hook(leaf).llrb.left = set.current();
+    }
+  } else if constexpr (std::is_same_v<Set, JeSlabsCase::Set>) {
+    PairingLinks<Run>& root = RunHook::hook(set.heap_first()).pairing;
+    Run* below = root.child != nullptr ? root.child : root.next;
+    ASSERT_NE(below, nullptr);
+    if (variant == 0) {
+      RunHook::hook(below).pairing.prev = nullptr;  // lost its link back
+    } else {
+      RunHook::hook(below).pairing.child = set.heap_first();  // a cycle
+    }
   } else if constexpr (std::is_same_v<Set, FullestFirstCase::Set>) {
     if (variant == 0) {
       RunHook::hook(pick).buckets.bucket = 3;  // records a bucket it is not on
     } else {
       Run* tail = pick;
-      while (RunHook::hook(tail).buckets.next != nullptr) tail = RunHook::hook(tail).buckets.next;
-      RunHook::hook(tail).buckets.next = pick;  // a cycle
+      while (RunHook::hook(tail).buckets.list.next != nullptr) tail = RunHook::hook(tail).buckets.list.next;
+      RunHook::hook(tail).buckets.list.next = pick;  // a cycle
     }
   } else {
     static_assert(sizeof(Set) == 0, "no corruption written for this container");
@@ -146,10 +165,10 @@ TYPED_TEST(NonFullRunsTest, EraseOfANonMemberAborts) {
   EXPECT_DEATH(set.erase(&runs[3]), "runsel: run 0x[0-9a-f]+: container links damaged");
 }
 
-// Only array_heap takes memory, and only through its Metadata policy: with no
-// metadata every other container still works, and array_heap stops at once.
-TYPED_TEST(NonFullRunsTest, MemoryOnlyThroughMetadata) {
-  using Starved = typename TypeParam::template With<NoMetadata>;
+// Only array_heap takes memory, and only through its traits' side memory:
+// with none every other container still works, and array_heap stops at once.
+TYPED_TEST(NonFullRunsTest, MemoryOnlyThroughTraits) {
+  using Starved = typename TypeParam::template With<NoMemory>;
   std::vector<Run> runs(100);
   if constexpr (std::is_same_v<TypeParam, ArrayHeapCase>) {
     EXPECT_DEATH(
@@ -158,14 +177,14 @@ TYPED_TEST(NonFullRunsTest, MemoryOnlyThroughMetadata) {
           set.insert(&runs[0]);
         },
         "array_heap: out of metadata");
-    // With metadata: the array doubles and each smaller array is returned.
-    const std::size_t calls_before = CountingMetadata::calls;
-    const std::size_t live_before = CountingMetadata::live_bytes;
+    // With memory: the array doubles and each smaller array is returned.
+    const std::size_t calls_before = CountingMemory::calls;
+    const std::size_t live_before = CountingMemory::live_bytes;
     {
       typename TypeParam::Set set;
       for (Run& run : runs) set.insert(&run);
-      EXPECT_EQ(CountingMetadata::calls - calls_before, 4u);  // 16, 32, 64, 128 slots
-      EXPECT_EQ(CountingMetadata::live_bytes - live_before, 128 * sizeof(Run*));
+      EXPECT_EQ(CountingMemory::calls - calls_before, 4u);  // 16, 32, 64, 128 slots
+      EXPECT_EQ(CountingMemory::live_bytes - live_before, 128 * sizeof(Run*));
       for (Run& run : runs) set.erase(&run);
     }
   } else {
