@@ -54,6 +54,13 @@ struct Bin {
   std::uint32_t regions_per_run = 0;
   std::uint64_t next_serial = 0;
   [[no_unique_address]] PickCounters counters;  // empty unless counting
+
+  // A region of one of its runs was given back (the run's bitmap already says so).
+  void region_freed() {
+    --regions_in_use;
+    ++free_regions;
+    ++nfree;
+  }
 };
 
 inline std::uint32_t RunTraits::regions(const Run* run) { return run->bin->regions_per_run; }

@@ -184,9 +184,7 @@ BadPointer Arena::free_small_locked(const PointerClass& target) {
   Bin& bin = *run->bin;
   const bool was_full = run->free_count == 0;
   if (!run->give(target.region)) return BadPointer::kDoubleFreeSmall;
-  --bin.regions_in_use;
-  ++bin.free_regions;
-  ++bin.nfree;
+  bin.region_freed();
   if (run->free_count == target.info->nregs) {
     erase_run(bin, run);
     keep_empty_run(bin, run);

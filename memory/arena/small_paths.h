@@ -139,9 +139,7 @@ template <class Locking>
     Locking::release(lock);
     return BadPointer::kDoubleFreeSmall;
   }
-  --bin.regions_in_use;
-  ++bin.free_regions;
-  ++bin.nfree;
+  bin.region_freed();
   if (run->free_count == target.info->nregs) {
     run_emptied_then_unlock(bin, run);
     return BadPointer::kNone;
