@@ -351,6 +351,30 @@ def problems_of(summary: dict, labels: list[str]) -> list[str]:
 # --- the recording --------------------------------------------------------------------------
 
 
+def keep_parent_and_busiest_content(logs: Path, parent_pid: int) -> list[tuple]:
+    """Keeps the parent's log and the busiest content process's (role, calls, pid, log);
+    deletes the other processes' logs and marks."""
+    candidates = []
+    for log in sorted(logs.glob("*.log.gz")):
+        pid = int(log.name.split(".")[0])
+        marks = read_marks(logs / f"{pid}.marks.jsonl")
+        command = marks[-1]["cmdline"] if marks else ""
+        role = "parent" if pid == parent_pid else \
+            "content" if "-isForBrowser" in command else "other"
+        calls = marks[-1]["calls"] if marks else 0
+        candidates.append((role, calls, pid, log))
+    parent = [c for c in candidates if c[0] == "parent"]
+    content = sorted((c for c in candidates if c[0] == "content"), key=lambda c: -c[1])
+    if not parent or not content:
+        raise RecordFailed(f"no log of the parent process or of a content process in {logs}")
+    kept = [parent[0], content[0]]
+    for role, _, pid, log in candidates:
+        if (role, pid) not in {(k[0], k[2]) for k in kept}:
+            log.unlink()
+            (logs / f"{pid}.marks.jsonl").unlink(missing_ok=True)
+    return kept
+
+
 def record(build_dir: Path, out: Path, pages: int | None, page_timeout: float,
            force: bool = False) -> dict:
     """Records (or reuses) the session; returns its run.json document."""
@@ -398,25 +422,7 @@ def record(build_dir: Path, out: Path, pages: int | None, page_timeout: float,
         parent_pid = session.process.pid
     wall = time.monotonic() - started
 
-    # Keep the parent's log and the busiest content process's; drop the others.
-    candidates = []
-    for log in sorted(logs.glob("*.log.gz")):
-        pid = int(log.name.split(".")[0])
-        marks = read_marks(logs / f"{pid}.marks.jsonl")
-        command = marks[-1]["cmdline"] if marks else ""
-        role = "parent" if pid == parent_pid else \
-            "content" if "-isForBrowser" in command else "other"
-        calls = marks[-1]["calls"] if marks else 0
-        candidates.append((role, calls, pid, log))
-    parent = [c for c in candidates if c[0] == "parent"]
-    content = sorted((c for c in candidates if c[0] == "content"), key=lambda c: -c[1])
-    if not parent or not content:
-        raise RecordFailed(f"no log of the parent process or of a content process in {logs}")
-    kept = [parent[0], content[0]]
-    for role, _, pid, log in candidates:
-        if (role, pid) not in {(k[0], k[2]) for k in kept}:
-            log.unlink()
-            (logs / f"{pid}.marks.jsonl").unlink(missing_ok=True)
+    kept = keep_parent_and_busiest_content(logs, parent_pid)
     labels = [f"tab_{i + 1}_loaded" for i in range(len(chosen))] + ["tabs_closed"]
     processes, problems = [], []
     for role, _, pid, log in kept:

@@ -17,7 +17,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-FIREFOX = "firefox-esr"
+from .firefox_record import FIREFOX
+
 REFERENCE_LIBRARY = Path("tools") / "firefox" / "librunsel-firefox-replay.so"
 CONVERTER = Path("tools") / "runsel-trace-convert"
 REFERENCE_NAME = "firefox"  # the reference row's name, beside the containers

@@ -24,6 +24,7 @@ from pathlib import Path
 from . import fanout, firefox_record, firefox_replay, replays
 from .interpreter import ROOT
 
+WORKLOAD = "firefox"  # the harness's name for this workload (--workload firefox)
 FIGURES = ("allocated", "committed", "bin_unused", "resident", "dirty", "live_requested")
 MATCHING = "lifo"  # the container Firefox uses today: set beside the reference row
 MARK_NAME = re.compile(r"^jemalloc_stats #(\d+) ")
@@ -134,6 +135,31 @@ def firefox_summary(build_dir: Path, cache: Path, pages: int, containers: list[s
                                                 "replaying the same trace, one arena"},
         "processes": processes, "seconds": round(time.monotonic() - started, 1),
     }
+
+
+def harness_step(args: argparse.Namespace, summary: dict, phases) -> dict | None:
+    """The harness's firefox step: results.json's "firefox" entry and its
+    check line, or None when it was left out."""
+    if not args.firefox:
+        return None
+    print("harness: the firefox workload (stock firefox-esr, recorded once per version "
+          "and corpus)", file=sys.stderr)
+    containers = [name for name in args.allocator or args.firefox_replay_allocators
+                  if name in replays.replayers(args.build_dir)] or None
+    entry = firefox_summary(
+        args.build_dir, ROOT / "results" / "firefox", args.firefox_pages, containers,
+        parent=args.firefox_parent, timeout=max(args.timeout, 900),
+        progress=lambda text: print(f"harness: {text}", file=sys.stderr))
+    summary["checks"].append({
+        "workload": WORKLOAD, "ok": "error" not in entry,
+        "check": "stock Firefox recorded (coverage, no live reuse) and its logs replayed "
+                 "on every container and on Firefox's own allocator",
+        "detail": entry.get("error") or
+                  f"{len(entry['processes'])} processes, "
+                  f"{'reused' if entry['reused_recording'] else 'recorded'} session"})
+    phases.end("firefox")
+    return entry
+
 
 
 def main() -> int:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -27,44 +26,11 @@ if __name__ == "__main__":  # run by Debian's python3 when this one lacks what t
 from . import comparisons, counting, fanout, metrics, replays, results, runs, targets
 from . import firefox_workload, verdict
 from . import webkit_record
-from .allocators import REFERENCE, WORKLOAD_PREFIX
+from .allocators import REFERENCE
 from .presets import DEFAULT, QUICK, positive
 
-REPLAY = "replay"  # workload_replay needs a trace: one replay:<name> workload per --trace
-FIREFOX = "firefox"  # stock firefox-esr recorded and replayed (firefox_workload.py)
-
-
-def discover_workloads(build_dir: Path) -> list[runs.Workload]:
-    """The workload programs the build defines, in meson's order."""
-    found = [runs.Workload(name, program) for name, program in allocator_discovery.targets_named(
-        allocator_discovery.build_targets(build_dir), WORKLOAD_PREFIX, "executable").items()]
-    missing = [workload.program for workload in found if not workload.program.exists()]
-    if missing:
-        sys.exit(f"harness: not built: {', '.join(map(str, missing))} (run ninja -C {build_dir})")
-    return found
-
-
-def trace_workloads(programs: list[runs.Workload], traces: list[Path]) -> list[runs.Workload]:
-    """One replay:<file name> workload per --trace, after checking that each trace is
-    well formed (workload_replay validates the whole file before replaying)."""
-    replayer = next((w.program for w in programs if w.name == REPLAY), None)
-    if traces and replayer is None:
-        sys.exit("harness: --trace needs the workload_replay program (run ninja)")
-    found, names = [], set()
-    for trace in traces:
-        trace = trace.resolve()
-        if not trace.is_file():
-            sys.exit(f"harness: --trace {trace}: no such file")
-        check = subprocess.run([str(replayer), "--trace", str(trace), "--scale", "1e-12",
-                                "--no-introspection"], capture_output=True, text=True)
-        if check.returncode != 0:
-            sys.exit(f"harness: --trace {trace}: {check.stderr.strip()}")
-        name, suffix = f"{REPLAY}:{trace.name}", 2
-        while name in names:
-            name, suffix = f"{REPLAY}:{trace.name}#{suffix}", suffix + 1
-        names.add(name)
-        found.append(runs.Workload(name, replayer, ("--trace", str(trace)), family="trace"))
-    return found
+REPLAY = runs.REPLAY
+FIREFOX = firefox_workload.WORKLOAD
 
 
 def pick(items: list, wanted: list[str], what: str) -> list:
@@ -135,7 +101,11 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--aslr", action="store_true",
                         help="keep address-space randomisation (default: runs use setarch -R "
                              "so every run of a variant sees the same address layout)")
-    args = parser.parse_args(argv)
+    return with_preset(parser.parse_args(argv))
+
+
+def with_preset(args: argparse.Namespace) -> argparse.Namespace:
+    """The parsed options completed from the preset (--quick's or the default's)."""
     # Absolute: the replays and counts may run as tasks on workers in another folder.
     args.build_dir, args.out = args.build_dir.resolve(), args.out.resolve()
     preset = QUICK if args.quick else DEFAULT
@@ -167,12 +137,12 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
 def chosen(args: argparse.Namespace) -> tuple[list[runs.Workload], list, list[str]]:
     """(workloads, allocators, missing peers) of this run, as --workload and --allocator
     pick them from what the build defines and the machine has."""
-    programs = [] if args.only_firefox else discover_workloads(args.build_dir)
+    programs = [] if args.only_firefox else runs.discover_workloads(args.build_dir)
     workloads = [] if args.only_firefox else pick([dataclasses.replace(w, peer_repeat=args.peer_repeat)
                       for w in programs if w.name != REPLAY]
                      + [webkit_record.webkit_workload(args)]
                      + [dataclasses.replace(w, peer_repeat=args.peer_repeat)
-                        for w in trace_workloads(programs, args.trace)],
+                        for w in runs.trace_workloads(programs, args.trace)],
                      args.workload, "workload")
     if any(workload.name == webkit_record.WEBKIT for workload in workloads):
         webkit_record.check_webkit()
@@ -251,30 +221,6 @@ def run_settings(args: argparse.Namespace, counted: dict, workloads: list,
             "libraries built)" if args.counters == "auto" else "off"}
 
 
-def firefox_step(args: argparse.Namespace, summary: dict, phases: results.PhaseClock) -> dict | None:
-    """The firefox workload (firefox_workload.py): results.json's "firefox" entry and its
-    check line, or None when it was left out."""
-    if not args.firefox:
-        return None
-    print("harness: the firefox workload (stock firefox-esr, recorded once per version "
-          "and corpus)", file=sys.stderr)
-    containers = [name for name in args.allocator or args.firefox_replay_allocators
-                  if name in replays.replayers(args.build_dir)] or None
-    entry = firefox_workload.firefox_summary(
-        args.build_dir, ROOT / "results" / "firefox", args.firefox_pages, containers,
-        parent=args.firefox_parent, timeout=max(args.timeout, 900),
-        progress=lambda text: print(f"harness: {text}", file=sys.stderr))
-    summary["checks"].append({
-        "workload": FIREFOX, "ok": "error" not in entry,
-        "check": "stock Firefox recorded (coverage, no live reuse) and its logs replayed "
-                 "on every container and on Firefox's own allocator",
-        "detail": entry.get("error") or
-                  f"{len(entry['processes'])} processes, "
-                  f"{'reused' if entry['reused_recording'] else 'recorded'} session"})
-    phases.end("firefox")
-    return entry
-
-
 def main(argv: list[str] | None = None) -> int:
     args = parse_arguments(argv)
     fanout.configure(args.scheduler)
@@ -297,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
                                 allocator_discovery.same_choice_groups(args.build_dir),
                                 counted["counted"])
     replay_exactly(args, workloads, variants, summary, phases)
-    firefox = firefox_step(args, summary, phases)
+    firefox = firefox_workload.harness_step(args, summary, phases)
     fanout.close()
     results.trim_chunk_maps(summary["workloads"])
     results.derive(summary["workloads"])

@@ -14,7 +14,7 @@ import numpy as np
 from matplotlib import colormaps
 from matplotlib.figure import Figure  # drawn without pyplot: no display, no global state
 
-from .report import MIB
+from .report_cells import MIB
 # Page codes of runsel_chunk_maps (memory/include/runsel.h).
 PAGE_RESERVED, PAGE_FREE, PAGE_DIRTY, PAGE_LARGE, PAGE_SMALL = 0, 1, 2, 3, 16
 

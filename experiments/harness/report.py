@@ -15,6 +15,8 @@ import base64
 import html
 from pathlib import Path
 
+from .report_cells import (NOT_MEASURED, STATS_FIGURES, mib, delta_cell, detectable_cell,
+                           exact_cell, bytes_cell, memory_cell, instructions_cell)
 from .interpreter import ensure_libraries
 
 if __name__ == "__main__":  # run by Debian's python3 when this one lacks what rendering needs
@@ -25,69 +27,8 @@ from tabulate import tabulate
 
 from . import corpus_report, verdict_text
 from .results import exact_point, load
-
-MIB = 1 << 20
-NOT_MEASURED = "not measured"
-# runsel's stats figures that explain resident memory (memory/include/runsel.h).
-STATS_FIGURES = ("committed", "allocated", "bin_unused", "waste", "dirty", "bookkeeping")
-
-
-def mib(count: float | None) -> str:
-    """MiB, one decimal; two below 10 MiB so small live sets still show."""
-    if count is None:
-        return "-"
-    return f"{count / MIB:.1f}" if abs(count) >= 10 * MIB else f"{count / MIB:.2f}"
-
-
-def delta_cell(delta: dict | None) -> str:
-    """A paired comparison: percent and 95 % interval."""
-    if not delta or delta.get("percent") is None:
-        return NOT_MEASURED if not delta else f"{delta.get('outcome', '-')}"
-    if delta.get("low") is None:
-        return f"{delta['percent']:+.1f} % ({delta['outcome']})"
-    if delta.get("constant"):
-        return f"{delta['percent']:+.2f} % (every round)"
-    return f"{delta['percent']:+.1f} % [{delta['low']:+.1f}, {delta['high']:+.1f}]"
-
-
-def detectable_cell(delta: dict | None) -> str:
-    """The smallest difference the comparison could have seen: its half-width."""
-    if not delta or delta.get("half_width") is None:
-        return "-"
-    if delta.get("exact") or delta.get("constant"):
-        return "exact"
-    return f"±{delta['half_width']:.1f} %"
-
-
-def exact_cell(compared: dict | None) -> str:
-    if not compared or compared.get("percent") is None:
-        return NOT_MEASURED
-    return f"{compared['percent']:+.2f} %"
-
-
-def bytes_cell(compared: dict) -> str:
-    """An exact memory difference in bytes and percent."""
-    return f"{compared['difference']:+,d} B ({compared['percent']:+.2f} %)"
-
-
-def memory_cell(row: dict) -> str:
-    if not row["memory_comparable"]:
-        return "not comparable (live set differs between runs)"
-    memory = row["memory"]
-    if not memory or memory.get("percent") is None:
-        return NOT_MEASURED
-    if memory.get("exact"):
-        text = f"{memory['figure']} {bytes_cell(memory)}"
-        if memory.get("peak") and memory["peak"].get("percent") is not None:
-            text += f"; peak {bytes_cell(memory['peak'])}"
-        return text
-    return delta_cell(memory)
-
-
-def instructions_cell(counted: dict | None) -> str:
-    if not counted:
-        return "-"
-    return f"{counted['instructions'] / 1e6:.1f} M" if "instructions" in counted else "error"
+from .report_firefox import (firefox_containers_table, firefox_marks_table,
+                             firefox_recording_table)
 
 
 def point_at(pair: dict, checkpoint: str) -> dict:
@@ -270,102 +211,6 @@ def exact_replays_table(results: dict):
 
 
 # --- the firefox workload (results.json's "firefox" entry, firefox_workload.py) -----------
-
-FIREFOX_FIGURES = ("allocated", "committed", "bin_unused")
-
-
-def percent_to(value: int, reference: int) -> str:
-    if not reference:
-        return "-"
-    return f"{100 * (value / reference - 1):+.2f} %"
-
-
-def firefox_recording_table(results: dict):
-    """The recorded session's own checks, per process kept."""
-    firefox = results.get("firefox") or {}
-    headers = ["process", "pid", "lines", "calls", "coverage of num_operations",
-               "frees dropped", "live reuses", "log (gzip)"]
-    rows = [[p["role"], p["pid"], f"{p['recording']['lines']:,d}",
-             f"{p['recording']['calls']:,d}",
-             f"{p['recording']['coverage']:.1%} of {p['recording']['num_operations']:,d}",
-             f"{p['recording']['frees_dropped']:,d} ({p['recording']['frees_dropped_share']:.2%})",
-             p["recording"]["live_reuses"], f"{p['recording']['bytes'] / 2**20:.1f} MiB"
-             + ("" if p["recording"]["complete"] else ", cut short: its complete lines replayed")]
-            for p in firefox.get("processes", [])]
-    if "error" in firefox:
-        rows = [["-", "-", "-", "-", "-", "-", "-", firefox["error"]]]
-    note = (f"Stock {firefox.get('firefox', 'firefox-esr')}, headless, over "
-            f"{len(firefox.get('pages', []))} pages of the webkit corpus, recorded through the "
-            "dynamic linker's audit interface (tools/firefox/README.md); "
-            + ("the cached recording was reused. " if firefox.get("reused_recording") else
-               f"recorded in {firefox.get('recording_seconds', 0):.0f} s. ")
-            + "Coverage: logged calls over the allocator's own count of malloc and free calls "
-              "(the executable's internal calls are not seen); frees dropped: of blocks "
-              "allocated before recording could see them.")
-    return "Firefox: the recording", headers, rows, note
-
-
-def firefox_marks_table(results: dict):
-    """At every mark: the real allocator inside the browser, the reference replay on
-    Firefox's allocator, and lifo with the classic and with Firefox's run sizes."""
-    firefox = results.get("firefox") or {}
-    matching = "lifo"
-    headers = ["process", "mark", "figure", "in the browser", "firefox (replay)",
-               f"{matching} (classic runs)", "vs firefox", f"{matching}@firefox", "vs firefox",
-               "the run sizes alone"]
-    rows = []
-    for process in firefox.get("processes", []):
-        for mark in process["marks"]:
-            if mark["label"] == "every":
-                continue
-            figures = mark["figures"]
-            reference = figures.get("firefox", {})
-            for figure in FIREFOX_FIGURES:
-                real = (mark.get("in_browser") or {}).get(figure)
-                mine = figures.get(matching, {}).get(figure)
-                theirs = figures.get(f"{matching}@firefox", {}).get(figure)
-                base = reference.get(figure)
-                rows.append([process["role"], mark["label"], figure,
-                             f"{real:,d}" if real is not None else "-",
-                             f"{base:,d}" if base is not None else "-",
-                             f"{mine:,d}" if mine is not None else "-",
-                             percent_to(mine, base) if mine is not None and base else "-",
-                             f"{theirs:,d}" if theirs is not None else "-",
-                             percent_to(theirs, base) if theirs is not None and base else "-",
-                             percent_to(theirs, mine) if theirs is not None and mine else "-"])
-    note = ("Bytes. in the browser: mozjemalloc's own figures inside the recorded process at "
-            "that mark (all its arenas, many threads). firefox (replay): the same log replayed "
-            "on Firefox's allocator, one arena, one thread: the reference. "
-            f"{matching} (classic runs): runsel's classic run sizes; {matching}@firefox: "
-            f"the installed Firefox's, read from its bin statistics "
-            f"({firefox.get('run_pages_setting', '')}); the run sizes alone: "
-            f"{matching}@firefox against {matching}, the same container on the same trace.")
-    return "Firefox: every mark", headers, rows, note
-
-
-def firefox_containers_table(results: dict):
-    """Every container against the reference row, at the content process's last tab mark."""
-    firefox = results.get("firefox") or {}
-    content = next((p for p in firefox.get("processes", []) if p["role"] == "content"), None)
-    headers = ["row", "run sizes", "committed", "bin_unused", "resident", "committed vs firefox",
-               "bin_unused vs firefox"]
-    rows, label = [], "-"
-    if content:
-        tabs = [m for m in content["marks"] if m["label"].startswith("tab_")]
-        mark = tabs[-1] if tabs else content["marks"][-1]
-        label = mark["label"]
-        reference = mark["figures"].get("firefox", {})
-        for name, figures in mark["figures"].items():
-            rows.append([name, firefox["rows"].get(name, ""), f"{figures['committed']:,d}",
-                         f"{figures['bin_unused']:,d}", f"{figures['resident']:,d}",
-                         percent_to(figures["committed"], reference.get("committed")),
-                         percent_to(figures["bin_unused"], reference.get("bin_unused"))])
-    note = (f"The content process's log at {label}, replayed exactly on every container and on "
-            "Firefox's own allocator (the row firefox). The differences include the run sizes "
-            "(classic rows), mozjemalloc's run headers and large-run layout, and its purge of "
-            f"dirty pages. The installed Firefox's run sizes: {firefox.get('run_pages_setting')}.")
-    return "Firefox: every container", headers, rows, note
-
 
 def settings_text(results: dict) -> str:
     """What the <container>@<setting> rows are, or "" when the run has none."""

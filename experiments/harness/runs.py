@@ -14,7 +14,8 @@ from pathlib import Path
 
 from . import cost as callgrind_cost
 from .fanout import fanned_map
-from .allocators import Allocator, identity_problem, round_order
+from .allocators import (WORKLOAD_PREFIX, Allocator, build_targets, identity_problem,
+                         round_order, targets_named)
 from .cost import FIXED_LAYOUT
 
 
@@ -223,3 +224,39 @@ def run_instruction_counts(workloads: list[Workload], allocators: list[Allocator
         for pair in pairs:
             done(pair, count(pair))
     return counts
+
+
+REPLAY = "replay"  # workload_replay needs a trace: one replay:<name> workload per --trace
+
+
+def discover_workloads(build_dir: Path) -> list[Workload]:
+    """The workload programs the build defines, in meson's order."""
+    found = [Workload(name, program) for name, program in targets_named(
+        build_targets(build_dir), WORKLOAD_PREFIX, "executable").items()]
+    missing = [workload.program for workload in found if not workload.program.exists()]
+    if missing:
+        sys.exit(f"harness: not built: {', '.join(map(str, missing))} (run ninja -C {build_dir})")
+    return found
+
+
+def trace_workloads(programs: list[Workload], traces: list[Path]) -> list[Workload]:
+    """One replay:<file name> workload per --trace, after checking that each trace is
+    well formed (workload_replay validates the whole file before replaying)."""
+    replayer = next((w.program for w in programs if w.name == REPLAY), None)
+    if traces and replayer is None:
+        sys.exit("harness: --trace needs the workload_replay program (run ninja)")
+    found, names = [], set()
+    for trace in traces:
+        trace = trace.resolve()
+        if not trace.is_file():
+            sys.exit(f"harness: --trace {trace}: no such file")
+        check = subprocess.run([str(replayer), "--trace", str(trace), "--scale", "1e-12",
+                                "--no-introspection"], capture_output=True, text=True)
+        if check.returncode != 0:
+            sys.exit(f"harness: --trace {trace}: {check.stderr.strip()}")
+        name, suffix = f"{REPLAY}:{trace.name}", 2
+        while name in names:
+            name, suffix = f"{REPLAY}:{trace.name}#{suffix}", suffix + 1
+        names.add(name)
+        found.append(Workload(name, replayer, ("--trace", str(trace)), family="trace"))
+    return found

@@ -269,7 +269,8 @@ def command_replay(args: argparse.Namespace) -> int:
                 str(refused).replace(str(converted), f"{trace} (converted)")) from None
 
 
-def replay_every_container(args: argparse.Namespace, trace: Path) -> int:
+def chosen_replayers(args: argparse.Namespace) -> dict[str, Path]:
+    """The replayers of --variant (default every container), the reference first, built."""
     replayers = allocators.targets_named(allocators.build_targets(args.build_dir),
                                          REPLAYER_PREFIX, "executable")
     if args.variant:
@@ -281,6 +282,11 @@ def replay_every_container(args: argparse.Namespace, trace: Path) -> int:
         raise steps.StepFailed(f"meson defines no {REPLAYER_PREFIX}<container> (tools/meson.build)")
     replayers = dict(sorted(replayers.items(), key=lambda item: item[0] != allocators.REFERENCE))
     steps.build(args.build_dir, list(replayers.values()))
+    return replayers
+
+
+def replay_every_container(args: argparse.Namespace, trace: Path) -> int:
+    replayers = chosen_replayers(args)
 
     firefox_library = None
     if args.reference == "firefox" or args.geometry != "classic":
