@@ -65,24 +65,12 @@ constexpr BinInfo bin_info_for_pages(std::size_t index, std::size_t pages) {
 constexpr BinInfo compute_bin_info(std::size_t index) {
   const std::size_t size = bin_size(index);
   for (std::size_t pages = 1; pages <= kMaxSmallRunPages; ++pages) {
+    const BinInfo info = bin_info_for_pages(index, pages);
     const std::size_t run = pages * kPageSize;
-    std::size_t nregs = (run - kRunHeaderFixedBytes) / size;
-    while (nregs > 0 && run_header_bytes(nregs) + nregs * size > run) --nregs;
-    const std::size_t overhead = run - nregs * size;
+    const std::size_t overhead = info.reg0_offset;  // header, bitmap and tail: run - nregs * size
     const bool good =
         overhead * 1000 <= 16 * run || (overhead > size && overhead * 1000 <= 24 * run);
-    if (nregs >= 2 && (good || pages == kMaxSmallRunPages)) {
-      BinInfo info{};
-      info.size = static_cast<std::uint32_t>(size);
-      info.nregs = static_cast<std::uint32_t>(nregs);
-      info.run_pages = static_cast<std::uint32_t>(pages);
-      info.bitmap_words = static_cast<std::uint32_t>((nregs + 63) / 64);
-      info.header_bytes = static_cast<std::uint32_t>(run_header_bytes(nregs));
-      info.reg0_offset = static_cast<std::uint32_t>(run - nregs * size);
-      info.tail_bytes = info.reg0_offset - info.header_bytes;
-      info.reciprocal = static_cast<std::uint32_t>((std::uint64_t{1} << 32) / size + 1);
-      return info;
-    }
+    if (info.nregs >= 2 && (good || pages == kMaxSmallRunPages)) return info;
   }
   return BinInfo{};
 }
