@@ -19,7 +19,9 @@
 // insert, erase, their repairs, rotations and next()/previous() check every
 // link they read before following it (a node of the tree, whose parent has
 // it as a child and whose children name it as parent), and abort naming the
-// node when one does not; check_walk() and first_not_below() do not.
+// node when one does not, except that the insert repairs climb, unchecked,
+// the path insert()'s descent has just verified (path_parent);
+// check_walk() and first_not_below() do not check.
 //
 // Complexity: next() and previous() amortised O(1); first_not_below() and
 // the descent of link_leaf() O(height); check_walk() O(n).
@@ -75,7 +77,8 @@ class BinaryTree {
   }
 
   // Verifies every invariant (check_walk's, and the tree's own rule); on the
-  // first violation sets *why and returns false. Safe on corrupted trees.
+  // first violation sets *why and returns false. Safe against cycles and
+  // over-deep paths (see check_walk), not against links to foreign memory.
   bool check(const char** why) const {
     return check_walk(why, Tree::kMissingFigure, &Tree::check_rule);
   }
@@ -142,7 +145,8 @@ class BinaryTree {
     }
     return kid;
   }
-  // A child the balance rule says exists (a red node's parent, a sibling).
+  // A child the balance rule says exists (the child a rotation raises, the
+  // sibling in the erase repairs): checked_child, and fatal when missing.
   static Node* present_child(Node* node, int dir) {
     Node* kid = checked_child(node, dir);
     if constexpr (kVerifies) {
@@ -166,9 +170,9 @@ class BinaryTree {
   }
   // The parent of `node`, a node on the path insert()'s descent just
   // verified (each reached through checked_child, so its parent link was
-  // checked to name the node above it); the root's parent is null without
-  // reading its links. The insert repairs walk up this path and need no
-  // second check of it.
+  // checked to name the node above it; the new leaf's was just written by
+  // link_leaf); the root's parent is null without reading its links. The
+  // insert repairs walk up this path and need no second check of it.
   Node* path_parent(Node* node) const { return node == root_ ? nullptr : parent_of(node); }
   // Unlinks an erased node's links, so that a stale link to it (left in a
   // damaged header) finds no back link that agrees.
@@ -192,8 +196,9 @@ class BinaryTree {
   // figure of a missing child, and rule(node, left, right, &figure, why)
   // derives a node's figure (a black height, a rank) from its children's,
   // or returns check_failed(why, ...). On the first violation sets *why (if why is
-  // not null) and returns false. Safe on corrupted trees: the walk stops
-  // after size() nodes.
+  // not null) and returns false. Safe against cycles and over-deep paths
+  // (the walk stops after size() nodes or kMaxDepth levels); it does not
+  // verify a link before it follows it.
   template <class Rule>
   bool check_walk(const char** why, int missing, Rule rule) const {
     const char* ignored;
@@ -323,9 +328,10 @@ class BinaryTree {
 
   // erase() of the cached minimum, the node the address-ordered containers
   // erase most (their pick fills first): what the general path does, minus
-  // its search, since the minimum has no left child. It is unlinked itself,
-  // its right child (null, or a leaf in both balanced trees) takes its place
-  // and is its successor; else its parent is.
+  // node_to_unlink's descent to a successor, since the minimum has no left
+  // child. It is unlinked itself, its right child (null, or a leaf in both
+  // balanced trees) takes its place and is its successor; else its parent
+  // is.
   void erase_first() {
     Node* node = first_;
     if constexpr (kVerifies) {

@@ -33,7 +33,7 @@ class ChunkOwner {
   bool is_none() const { return word_ == 0; }
   bool is_huge() const { return (word_ & kHugeTag) != 0; }
   bool is_arena_chunk() const { return !is_none() && !is_huge(); }
-  // The header or node, with the tag removed.
+  // The arena or the huge node, with the tag removed.
   template <class T>
   T* as() const {
     return reinterpret_cast<T*>(word_ & ~kHugeTag);
@@ -68,7 +68,8 @@ class ChunkRegistry {
   }
 
   // Records `owner` for every chunk in [chunk, chunk + size). Returns false if
-  // a leaf could not be mapped. ChunkOwner::none() unregisters.
+  // a leaf could not be mapped or a chunk lies beyond kAddressBits; the
+  // chunks before it stay recorded. ChunkOwner::none() unregisters.
   static bool set_range(const void* chunk, std::size_t size, ChunkOwner owner);
 
   // Bytes of leaves mapped so far (bookkeeping).

@@ -215,12 +215,14 @@ class LlrbTree {
   }
   // `link`, read from `from`, once the Rep accepts it.
   static Node* checked(Node* from, Node* link) { return verified_link<Rep>(from, link); }
-  // A child, verified before anything reads it: every step of insert(),
-  // erase() and their repairs reads children through these.
+  // A child, verified before anything reads it: insert(), erase(), first()
+  // and the rebalancing steps below (rotate, flip, the moves, balance) read
+  // children through these; check() and contains() do not.
   static Node* left_of(Node* node) { return checked(node, left(node)); }
   static Node* right_of(Node* node) { return checked(node, right(node)); }
 
-  // The three LLRB steps; each returns the subtree's new top.
+  // The LLRB steps: rotate, flip, Sedgewick's moves and balance; all but
+  // flip return the subtree's new top.
   // A rotation: `up`, node's child on the raised side, takes node's place
   // and colour, and node becomes its red child on the other side.
   static Node* child(Node* node, bool right) { return right ? right_of(node) : left_of(node); }

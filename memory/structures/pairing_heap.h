@@ -94,9 +94,10 @@ struct PairingTrees {
     return winner;
   }
 
-  // Two-pass pairing of the sibling list starting at `first`, which hangs
-  // from `from` (already verified), iteratively: pass one melds neighbours
-  // left to right and chains the results through `next` in reverse; pass two
+  // Two-pass pairing of the sibling list starting at `first` (already
+  // verified by the caller: checked_child or checked_next), iteratively:
+  // pass one reads the list through checked_next, melds neighbours left to
+  // right and chains the results through `next` in reverse; pass two
   // melds that chain (links written here) from the rightmost pair leftwards.
   // Returns the new root (prev and next cleared), or nullptr.
   static Node* pair_up(Node* first) {
@@ -162,8 +163,9 @@ struct PairingTrees {
   // list is doubly linked (a leftmost child's prev is its parent, any other
   // child's prev its left sibling) and every node is above its parent. Adds
   // the nodes to *count and fails once it passes `limit`. The walk is
-  // pre-order through the links, with no stack, and never follows a link it
-  // has not verified.
+  // pre-order through the links, with no stack; it reads a child's prev to
+  // check it (so dereferences unverified child and next links) and moves
+  // only to nodes whose back link it has checked.
   static bool check_tree(Node* top, std::size_t limit, std::size_t* count, const char** why) {
     Node* node = top;
     for (;;) {

@@ -6,9 +6,12 @@
 // says what a valid link is:
 //   static bool linked(const Node* member, const Node* neighbour)
 // true when `neighbour`, read from `member`'s links, is null or a node of the
-// same structure (for runs: a run of the same bin, judged without reading
-// `neighbour` itself first). A Rep without linked() (the arena's own trees,
-// whose nodes live in allocator metadata) is trusted and pays nothing.
+// same structure (for runs, RunTraits::linked in arena/arena.h: the header
+// of a run of the same bin, judged first by its address (page-aligned, past
+// the chunk header, in member's chunk or an arena chunk) and only then by
+// the check word read from `neighbour`). A Rep without linked() (the
+// arena's own trees, whose nodes live in allocator metadata) is trusted and
+// pays nothing.
 #pragma once
 
 #include <concepts>

@@ -10,9 +10,9 @@
 // of a rank is stored (one bit beside the parent pointer): a difference is
 // 1 when the parities differ and 2 when they are equal. Built by insertions
 // alone the tree is an AVL tree (height <= 1.44 log2 n); with deletions the
-// height stays below 2 log2 n. Unlike a red-black tree, a deletion rotates
-// at most twice (and an insertion too), and most rebalancing steps only flip
-// parity bits.
+// height stays below 2 log2 n. A deletion rotates at most twice (a
+// red-black deletion up to three times), as does an insertion (as in a
+// red-black tree), and most rebalancing steps only flip parity bits.
 // Complexity: insert and erase O(log n), iterative, never allocate, at most
 // two rotations each; first() O(1) (cached minimum, one successor step when
 // it is erased); next() amortised O(1); check() O(n).
@@ -71,7 +71,8 @@ class WavlTree : public BinaryTree<WavlTree<Node, Rep>, Node, Rep> {
   // `node` has just gained a rank (a new leaf counts as promoted from -1),
   // so its difference to its parent dropped from 1 or 2 to 0 or 1: equal
   // parities now mean a 0-child, the only possible violation.
-  // Every link followed is checked first (BinaryTree: checked_child...).
+  // The walk up stays on the path insert() verified (path_parent); every
+  // other link followed is checked first (checked_child).
   void repair_after_insert(Node* node) {
     for (;;) {
       Node* parent = path_parent(node);  // on the path insert() verified
