@@ -11,6 +11,31 @@ namespace {
 
 // ---- deliberate corruption --------------------------------------------------
 
+// The leftmost leaf of the binary tree under root.
+Run* leftmost_leaf(Run* root) {
+  Run* leaf = root;
+  for (;;) {
+    TreeLinks<Run>& links = RunHook::hook(leaf).tree;
+    if (links.left == nullptr && links.right == nullptr) break;
+    leaf = links.left != nullptr ? links.left : links.right;
+  }
+  return leaf;
+}
+
+// Breaks the pairing links of the run below `root` (root's leftmost child, or else
+// its next: in the lazy heap, the first aux tree): variant 0 loses its link back,
+// variant 1 makes it adopt root, a cycle.
+void corrupt_below_pairing_root(Run* root, int variant) {
+  PairingLinks<Run>& links = RunHook::hook(root).pairing;
+  Run* below = links.child != nullptr ? links.child : links.next;
+  ASSERT_NE(below, nullptr);
+  if (variant == 0) {
+    RunHook::hook(below).pairing.prev = nullptr;  // lost its link back
+  } else {
+    RunHook::hook(below).pairing.child = root;  // a cycle
+  }
+}
+
 // Breaks the structure of `set`, whose members are runs[0..] (at least 8, all
 // inserted), through the hooks; check() must notice. `variant` picks one of
 // two corruptions.
@@ -45,25 +70,10 @@ void corrupt(typename Case::Set& set, std::vector<Run>& runs, int variant) {
   } else if constexpr (std::is_same_v<Set, PairingHeapCase::Set> ||
                        std::is_same_v<Set, AgeAddressCase::Set> ||
                        std::is_same_v<Set, PairingHeapLazyCase::Set>) {
-    // The root's leftmost child, or (lazy heap) the first aux tree.
-    PairingLinks<Run>& root = RunHook::hook(pick).pairing;
-    Run* below = root.child != nullptr ? root.child : root.next;
-    ASSERT_NE(below, nullptr);
-    if (variant == 0) {
-      RunHook::hook(below).pairing.prev = nullptr;  // lost its link back
-    } else {
-      // It adopts the root: a cycle and an order violation.
-      RunHook::hook(below).pairing.child = pick;
-    }
+    corrupt_below_pairing_root(pick, variant);  // adopting the root also breaks the order
   } else if constexpr (std::is_same_v<Set, WavlCase::Set>) {
     if (variant == 0) {
-      Run* leaf = set.root();
-      for (;;) {
-        TreeLinks<Run>& links = RunHook::hook(leaf).tree;
-        if (links.left == nullptr && links.right == nullptr) break;
-        leaf = links.left != nullptr ? links.left : links.right;
-      }
-      RunHook::hook(leaf).tree.parent_and_bit ^= 1;  // a leaf of rank 1
+      RunHook::hook(leftmost_leaf(set.root())).tree.parent_and_bit ^= 1;  // a leaf of rank 1
     } else {
       TreeLinks<Run>& root = RunHook::hook(set.root()).tree;
       std::swap(root.left, root.right);  // in-order no longer rises
@@ -79,14 +89,7 @@ void corrupt(typename Case::Set& set, std::vector<Run>& runs, int variant) {
       RunHook::hook(leaf).llrb.left = set.current();
     }
   } else if constexpr (std::is_same_v<Set, JeSlabsCase::Set>) {
-    PairingLinks<Run>& root = RunHook::hook(set.heap_first()).pairing;
-    Run* below = root.child != nullptr ? root.child : root.next;
-    ASSERT_NE(below, nullptr);
-    if (variant == 0) {
-      RunHook::hook(below).pairing.prev = nullptr;  // lost its link back
-    } else {
-      RunHook::hook(below).pairing.child = set.heap_first();  // a cycle
-    }
+    corrupt_below_pairing_root(set.heap_first(), variant);
   } else if constexpr (std::is_same_v<Set, FullestFirstCase::Set>) {
     if (variant == 0) {
       RunHook::hook(pick).buckets.bucket = 3;  // records a bucket it is not on

@@ -106,17 +106,17 @@ struct GzipPipe {
 
 bool exited_zero(int status) { return status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0; }
 
-int from_logalloc(const char* log, const char* out, bool has_pid, std::uint64_t wanted,
-                  bool partial) {
-  if (starts_with(log, kMagic, sizeof kMagic)) {
-    std::fprintf(stderr, "runsel-trace-convert: %s: a runsel trace already: nothing to convert\n",
-                 log);
-    return 2;
-  }
-  const unsigned char gzip_magic[2] = {0x1f, 0x8b};
-  bool gzip = starts_with(log, gzip_magic, sizeof gzip_magic);
-  GzipPipe pipe;
-  FILE* in = nullptr;
+// How reading a log went, beyond what the parser made of its lines.
+struct LogReading {
+  std::uint64_t used_bytes = 0, cut_bytes = 0;
+  bool unterminated = false;  // the last line read has no newline
+  bool read_error = false;
+  bool gzip_cut = false;  // gzip exited non-zero: not gzip data, or cut short
+};
+
+// Opens the log to read: through gzip when it is compressed. 0, or the exit code
+// (its message said).
+int open_log(const char* log, bool gzip, GzipPipe& pipe, FILE*& in) {
   if (gzip) {
     if (!pipe.open(log, false)) {
       std::fprintf(stderr, "runsel-trace-convert: cannot run gzip: %s\n", std::strerror(errno));
@@ -130,33 +130,46 @@ int from_logalloc(const char* log, const char* out, bool has_pid, std::uint64_t 
       return 1;
     }
   }
-  LogallocParser parser;
+  return 0;
+}
+
+// Gives the parser each line of in, up to the first malformed one (--partial: up to
+// a last line without its newline, which is dropped).
+void parse_lines(FILE* in, bool partial, LogallocParser& parser, LogReading& reading) {
   char* line = nullptr;
   std::size_t room = 0;
   ssize_t length;
-  std::uint64_t used_bytes = 0, cut_bytes = 0;
-  bool unterminated = false;
   while ((length = getline(&line, &room, in)) >= 0) {
     bool terminated = length > 0 && line[length - 1] == '\n';
-    unterminated = !terminated;
+    reading.unterminated = !terminated;
     if (partial && !terminated) {  // the cut: whatever it says, it is not a whole call
-      cut_bytes = static_cast<std::uint64_t>(length);
+      reading.cut_bytes = static_cast<std::uint64_t>(length);
       break;
     }
-    used_bytes += static_cast<std::uint64_t>(length);
+    reading.used_bytes += static_cast<std::uint64_t>(length);
     if (terminated) --length;
     if (!parser.line(line, static_cast<std::size_t>(length))) break;
   }
   std::free(line);
-  bool read_error = std::ferror(in) != 0;
+  reading.read_error = std::ferror(in) != 0;
+}
+
+// Reads and parses the whole log. 0, or the exit code (its message said) when the
+// log cannot be read, gzip fails on it or a line is malformed.
+int read_log(const char* log, bool gzip, bool partial, LogallocParser& parser,
+             LogReading& reading) {
+  GzipPipe pipe;
+  FILE* in = nullptr;
+  if (int failed = open_log(log, gzip, pipe, in)) return failed;
+  parse_lines(in, partial, parser, reading);
   int gzip_status = gzip ? pipe.finish() : (std::fclose(in), 0);
   // gzip exiting non-zero: the file is not gzip data or is cut short, whatever the
   // parser made of what came out (killed by SIGPIPE: the parser stopped reading).
-  bool gzip_cut = gzip && gzip_status != -1 && WIFEXITED(gzip_status) &&
-                  WEXITSTATUS(gzip_status) != 0;
-  if (gzip_cut && partial && !parser.failed() && parser.lines() > 0) {
+  reading.gzip_cut = gzip && gzip_status != -1 && WIFEXITED(gzip_status) &&
+                     WEXITSTATUS(gzip_status) != 0;
+  if (reading.gzip_cut && partial && !parser.failed() && parser.lines() > 0) {
     gzip_status = 0;  // a killed program's log: its stream ends early
-  } else if (gzip_cut) {
+  } else if (reading.gzip_cut) {
     std::fprintf(stderr,
                  "runsel-trace-convert: %s: gzip could not decompress it (corrupt, or cut "
                  "short: --partial)\n",
@@ -171,22 +184,52 @@ int from_logalloc(const char* log, const char* out, bool has_pid, std::uint64_t 
     else
       std::fprintf(stderr, "runsel-trace-convert: %s: malformed logalloc log at %s%s\n", log,
                    parser.error().c_str(),
-                   unterminated ? " (the last line, without its newline: cut? --partial)" : "");
+                   reading.unterminated ? " (the last line, without its newline: cut? --partial)"
+                                        : "");
     return 2;
   }
-  if (read_error || (gzip && !exited_zero(gzip_status))) {
+  if (reading.read_error || (gzip && !exited_zero(gzip_status))) {
     std::fprintf(stderr, "runsel-trace-convert: %s: %s\n", log,
                  gzip ? "gzip could not be run to the end" : "read error");
     return 1;
   }
-  if (!partial && unterminated)
+  return 0;
+}
+
+// Writes the trace file of one process. 0, or 1 when it cannot be written.
+int write_trace(const char* out, const ProcessTrace& process) {
+  std::vector<std::uint8_t> bytes = process.file();
+  FILE* trace = std::fopen(out, "wb");
+  bool written = trace != nullptr && std::fwrite(bytes.data(), 1, bytes.size(), trace) == bytes.size();
+  if (trace == nullptr || std::fclose(trace) != 0 || !written) {
+    std::fprintf(stderr, "runsel-trace-convert: %s: %s\n", out, std::strerror(errno));
+    return 1;
+  }
+  std::printf("wrote %s: %zu bytes, %" PRIu64 " records of pid %" PRIu64 "\n", out, bytes.size(),
+              process.count, process.pid);
+  return 0;
+}
+
+int from_logalloc(const char* log, const char* out, bool has_pid, std::uint64_t wanted,
+                  bool partial) {
+  if (starts_with(log, kMagic, sizeof kMagic)) {
+    std::fprintf(stderr, "runsel-trace-convert: %s: a runsel trace already: nothing to convert\n",
+                 log);
+    return 2;
+  }
+  const unsigned char gzip_magic[2] = {0x1f, 0x8b};
+  bool gzip = starts_with(log, gzip_magic, sizeof gzip_magic);
+  LogallocParser parser;
+  LogReading reading;
+  if (int failed = read_log(log, gzip, partial, parser, reading)) return failed;
+  if (!partial && reading.unterminated)
     std::printf("note: the last line has no newline: if the program was killed it may be cut "
                 "(--partial drops it)\n");
   if (partial)
     std::printf("partial: used %" PRIu64 " complete lines (%" PRIu64 " bytes of text)%s%s\n",
-                parser.lines(), used_bytes,
-                cut_bytes ? ", dropped the cut last line" : ", no line was cut",
-                gzip_cut ? "; the gzip stream ends early (cut short)" : "");
+                parser.lines(), reading.used_bytes,
+                reading.cut_bytes ? ", dropped the cut last line" : ", no line was cut",
+                reading.gzip_cut ? "; the gzip stream ends early (cut short)" : "");
   const ProcessTrace* chosen = parser.largest();
   if (has_pid) {
     auto found = parser.processes().find(wanted);
@@ -204,16 +247,7 @@ int from_logalloc(const char* log, const char* out, bool has_pid, std::uint64_t 
       std::fprintf(stderr, "runsel-trace-convert: %s: no calls in the log\n", log);
     return 2;
   }
-  std::vector<std::uint8_t> bytes = chosen->file();
-  FILE* trace = std::fopen(out, "wb");
-  bool written = trace != nullptr && std::fwrite(bytes.data(), 1, bytes.size(), trace) == bytes.size();
-  if (trace == nullptr || std::fclose(trace) != 0 || !written) {
-    std::fprintf(stderr, "runsel-trace-convert: %s: %s\n", out, std::strerror(errno));
-    return 1;
-  }
-  std::printf("wrote %s: %zu bytes, %" PRIu64 " records of pid %" PRIu64 "\n", out, bytes.size(),
-              chosen->count, chosen->pid);
-  return 0;
+  return write_trace(out, *chosen);
 }
 
 int to_logalloc(const char* path, const char* out) {

@@ -52,83 +52,9 @@ class LogallocParser {
     at_ = start_ = text;
     end_ = text + length;
     reached_call_ = false;
-    std::uint64_t pid = 0, tid = 0;
-    if (!number(pid, "a process id")) return false;
-    if (!spaces()) return false;
-    if (!number(tid, "a thread id")) return false;
-    if (!spaces()) return false;
-    const char* name = at_;
-    while (at_ < end_ && (std::islower(static_cast<unsigned char>(*at_)) || *at_ == '_')) ++at_;
-    std::string function(name, static_cast<std::size_t>(at_ - name));
-    if (at_ == end_ || *at_ != '(') return fail("expected '(' after the function name");
-    ++at_;
-    reached_call_ = true;
-
-    const Shape* shape = shape_of(function);
-    if (shape == nullptr) return fail(("unknown function '" + function + "'").c_str());
-    std::uint64_t args[2] = {0, 0};
-    for (int i = 0; i < shape->arguments; ++i) {
-      if (i > 0 && !expect(',')) return false;
-      bool pointer = i == 0 && shape->pointer_first;
-      if (!(pointer ? this->pointer(args[i]) : number(args[i], "a number"))) return false;
-    }
-    if (!expect(')')) return false;
-    std::uint64_t result = 0;
-    if (shape->result) {
-      if (!expect('=')) return false;
-      if (!pointer(result)) return false;
-    }
-    if (at_ != end_) return fail("unexpected text at the end of the line");
-
-    ProcessTrace& process = processes_[pid];
-    process.pid = pid;
-    auto thread = process.threads.emplace(tid, static_cast<std::uint32_t>(process.threads.size()));
-    Record r;
-    r.op = shape->op;
-    r.thread = thread.first->second;
-    std::string label;
-    switch (shape->op) {
-      case Op::malloc:
-      case Op::valloc:
-        r.size = args[0];
-        break;
-      case Op::calloc:
-        r.count = args[0];
-        r.size = args[1];
-        break;
-      case Op::realloc:
-        r.input = args[0];
-        r.size = args[1];
-        break;
-      case Op::free:
-        if (args[0] == 0) {
-          ++process.null_frees;
-          return true;
-        }
-        r.input = args[0];
-        break;
-      case Op::posix_memalign:
-      case Op::aligned_alloc:
-      case Op::memalign:
-        r.alignment = args[0];
-        r.size = args[1];
-        break;
-      case Op::mark:
-        label = "jemalloc_stats #" + std::to_string(process.marks + 1) + " (line " +
-                std::to_string(number_) + ")";
-        r.label = label.data();
-        r.label_length = static_cast<std::uint32_t>(label.size());
-        ++process.marks;
-        break;
-      default:
-        break;
-    }
-    r.result = result;
-    std::size_t at = process.records.size();
-    process.records.resize(at + kMaxMarkRecord);
-    std::uint8_t* out = put_record(process.records.data() + at, r, process.pointers);
-    process.records.resize(static_cast<std::size_t>(out - process.records.data()));
-    ++process.count;
+    Call call;
+    if (!parse_call(call)) return false;
+    add_record(call);
     return true;
   }
 
@@ -171,6 +97,99 @@ class LogallocParser {
     for (const Shape& shape : shapes)
       if (function == shape.name) return &shape;
     return nullptr;
+  }
+
+  // One line's call, as written: "<pid> <tid> <function>(<arguments>)[=<result>]".
+  struct Call {
+    std::uint64_t pid = 0, tid = 0;
+    const Shape* shape = nullptr;
+    std::uint64_t args[2] = {0, 0};
+    std::uint64_t result = 0;
+  };
+
+  // Reads the line's call from at_ to end_. False on malformed text (fail() said).
+  bool parse_call(Call& call) {
+    if (!number(call.pid, "a process id")) return false;
+    if (!spaces()) return false;
+    if (!number(call.tid, "a thread id")) return false;
+    if (!spaces()) return false;
+    const char* name = at_;
+    while (at_ < end_ && (std::islower(static_cast<unsigned char>(*at_)) || *at_ == '_')) ++at_;
+    std::string function(name, static_cast<std::size_t>(at_ - name));
+    if (at_ == end_ || *at_ != '(') return fail("expected '(' after the function name");
+    ++at_;
+    reached_call_ = true;
+
+    call.shape = shape_of(function);
+    if (call.shape == nullptr) return fail(("unknown function '" + function + "'").c_str());
+    for (int i = 0; i < call.shape->arguments; ++i) {
+      if (i > 0 && !expect(',')) return false;
+      bool pointer = i == 0 && call.shape->pointer_first;
+      if (!(pointer ? this->pointer(call.args[i]) : number(call.args[i], "a number")))
+        return false;
+    }
+    if (!expect(')')) return false;
+    if (call.shape->result) {
+      if (!expect('=')) return false;
+      if (!pointer(call.result)) return false;
+    }
+    if (at_ != end_) return fail("unexpected text at the end of the line");
+    return true;
+  }
+
+  // Appends the call to its process's trace as a record (free(0x0) is only counted;
+  // jemalloc_stats() becomes a mark labelled with its line number).
+  void add_record(const Call& call) {
+    ProcessTrace& process = processes_[call.pid];
+    process.pid = call.pid;
+    auto thread =
+        process.threads.emplace(call.tid, static_cast<std::uint32_t>(process.threads.size()));
+    Record r;
+    r.op = call.shape->op;
+    r.thread = thread.first->second;
+    std::string label;
+    switch (call.shape->op) {
+      case Op::malloc:
+      case Op::valloc:
+        r.size = call.args[0];
+        break;
+      case Op::calloc:
+        r.count = call.args[0];
+        r.size = call.args[1];
+        break;
+      case Op::realloc:
+        r.input = call.args[0];
+        r.size = call.args[1];
+        break;
+      case Op::free:
+        if (call.args[0] == 0) {
+          ++process.null_frees;
+          return;
+        }
+        r.input = call.args[0];
+        break;
+      case Op::posix_memalign:
+      case Op::aligned_alloc:
+      case Op::memalign:
+        r.alignment = call.args[0];
+        r.size = call.args[1];
+        break;
+      case Op::mark:
+        label = "jemalloc_stats #" + std::to_string(process.marks + 1) + " (line " +
+                std::to_string(number_) + ")";
+        r.label = label.data();
+        r.label_length = static_cast<std::uint32_t>(label.size());
+        ++process.marks;
+        break;
+      default:
+        break;
+    }
+    r.result = call.result;
+    std::size_t at = process.records.size();
+    process.records.resize(at + kMaxMarkRecord);
+    std::uint8_t* out = put_record(process.records.data() + at, r, process.pointers);
+    process.records.resize(static_cast<std::size_t>(out - process.records.data()));
+    ++process.count;
   }
 
   // "line N, column C: what: the line" (its first 120 bytes, each byte outside

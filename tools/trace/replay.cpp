@@ -400,6 +400,69 @@ const char* file_name(const char* path) {
   return slash ? slash + 1 : path;
 }
 
+// Every live block is written: a live set beyond memory would swap or meet the
+// OOM killer (a log can claim any size), so it is refused before any call.
+bool live_set_fits_in_memory(const Options& options, const TraceSurvey& survey) {
+  if (options.allow_large_live_set) return true;
+  MemoryBound bound = replay_memory_bound();
+  if (survey.peak_live_bytes > bound.bytes) {
+    std::fprintf(stderr,
+                 "runsel-replay: %s: the trace's live blocks peak at %" PRIu64
+                 " bytes (record %" PRIu64 "), more than the %" PRIu64
+                 " bytes of %s, and a replay writes every live block: refused "
+                 "(--allow-large-live-set replays it anyway)\n",
+                 options.path, survey.peak_live_bytes, survey.peak_ops, bound.bytes, bound.what);
+    return false;
+  }
+  return true;
+}
+
+// Opens the --json file, if one was asked for; false (said on stderr) if it cannot.
+bool open_json_output(const Options& options) {
+  if (options.json != nullptr) {
+    int fd = open(options.json, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+      std::fprintf(stderr, "runsel-replay: %s: %s\n", options.json, std::strerror(errno));
+      return false;
+    }
+    json.open(fd);
+  }
+  return true;
+}
+
+// The text header and the JSON up to its checkpoints: the trace, the variant, the
+// purge policy and how blocks are written and resident bytes measured.
+void print_preamble(const Options& options, const TraceSurvey& survey) {
+  const Header& header = survey.header;
+  std::printf("# runsel-replay %s: %s (pid %" PRIu64 "%s), %" PRIu64 " records, %" PRIu64
+              " marks%s\n",
+              runsel_variant(), options.path, header.pid,
+              (header.flags & kFlagForkedChild) ? ", forked child" : "", survey.records,
+              survey.marks, survey.complete ? "" : ", partial: no end record");
+  std::printf("# blocks written as the program did: every requested byte at allocation, "
+              "realloc keeps the bytes it copied; resident: the heap's anonymous resident "
+              "bytes\n");
+  json.print("{\"tool\": \"runsel-replay\", \"variant\": \"%s\",\n \"trace\": {\"file\": ",
+             runsel_variant());
+  json.string(file_name(options.path), std::strlen(file_name(options.path)));
+  json.print(", \"pid\": %" PRIu64 ", \"forked_child\": %s, \"records\": %" PRIu64
+             ", \"marks\": %" PRIu64 ", \"complete\": %s, \"peak_live_requested\": %" PRIu64
+             "},\n",
+             header.pid, (header.flags & kFlagForkedChild) ? "true" : "false", survey.records,
+             survey.marks, survey.complete ? "true" : "false", survey.peak_live_bytes);
+  const char* conf = getenv("RUNSEL_CONF");
+  json.print(" \"purge_policy\": \"%s\", \"runsel_conf\": ", runsel_purge_policy());
+  json.string(conf ? conf : "", conf ? std::strlen(conf) : 0);
+  json.print(",\n");
+  std::printf("# purge policy %s, RUNSEL_CONF=%s\n", runsel_purge_policy(), conf ? conf : "");
+  if (std::strcmp(runsel_purge_policy(), "decay") == 0)
+    std::printf("# the decay policy purges by the clock: figures may differ between replays\n");
+  json.print(" \"writes_blocks\": true,\n \"resident_how\": \"anonymous resident bytes of the "
+             "replay process (smaps_rollup, a page-table walk) less its slot tables and what "
+             "was resident before the first call; every block written in full when allocated\",\n"
+             " \"checkpoints\": [");
+}
+
 }  // namespace
 
 // Evenly spread counting windows: window i covers records [start(i), start(i) + W).
@@ -473,90 +536,12 @@ class Windows {
   }
 }
 
-int main(int argc, char** argv) {
-  static char output_buffer[1 << 16];  // stdio would otherwise malloc its buffer
-  std::setvbuf(stdout, output_buffer, _IOFBF, sizeof output_buffer);
-  deterministic_process(argv);
-  Options options;
-  if (!parse(argc, argv, options)) return usage(argv[0]);
-  std::size_t size = 0;
-  const std::uint8_t* data = map_file(options.path, size);
-  if (data == MAP_FAILED) {
-    std::fprintf(stderr, "runsel-replay: %s: %s\n", options.path, std::strerror(errno));
-    return 1;
-  }
+namespace {
 
-  // Validate the whole trace first, so a bad one replays nothing.
-  TraceSurvey survey;
-  if (!survey_trace(data, size, options.partial, survey))
-    return reject(options.path, survey.problem);
-  // Every live block is written: a live set beyond memory would swap or meet the
-  // OOM killer (a log can claim any size), so it is refused before any call.
-  if (!options.allow_large_live_set) {
-    MemoryBound bound = replay_memory_bound();
-    if (survey.peak_live_bytes > bound.bytes) {
-      std::fprintf(stderr,
-                   "runsel-replay: %s: the trace's live blocks peak at %" PRIu64
-                   " bytes (record %" PRIu64 "), more than the %" PRIu64
-                   " bytes of %s, and a replay writes every live block: refused "
-                   "(--allow-large-live-set replays it anyway)\n",
-                   options.path, survey.peak_live_bytes, survey.peak_ops, bound.bytes, bound.what);
-      return 2;
-    }
-  }
-  if (options.json != nullptr) {
-    int fd = open(options.json, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) {
-      std::fprintf(stderr, "runsel-replay: %s: %s\n", options.json, std::strerror(errno));
-      return 1;
-    }
-    json.open(fd);
-  }
-
-  const Header& header = survey.header;
-  std::printf("# runsel-replay %s: %s (pid %" PRIu64 "%s), %" PRIu64 " records, %" PRIu64
-              " marks%s\n",
-              runsel_variant(), options.path, header.pid,
-              (header.flags & kFlagForkedChild) ? ", forked child" : "", survey.records,
-              survey.marks, survey.complete ? "" : ", partial: no end record");
-  std::printf("# blocks written as the program did: every requested byte at allocation, "
-              "realloc keeps the bytes it copied; resident: the heap's anonymous resident "
-              "bytes\n");
-  json.print("{\"tool\": \"runsel-replay\", \"variant\": \"%s\",\n \"trace\": {\"file\": ",
-             runsel_variant());
-  json.string(file_name(options.path), std::strlen(file_name(options.path)));
-  json.print(", \"pid\": %" PRIu64 ", \"forked_child\": %s, \"records\": %" PRIu64
-             ", \"marks\": %" PRIu64 ", \"complete\": %s, \"peak_live_requested\": %" PRIu64
-             "},\n",
-             header.pid, (header.flags & kFlagForkedChild) ? "true" : "false", survey.records,
-             survey.marks, survey.complete ? "true" : "false", survey.peak_live_bytes);
-  const char* conf = getenv("RUNSEL_CONF");
-  json.print(" \"purge_policy\": \"%s\", \"runsel_conf\": ", runsel_purge_policy());
-  json.string(conf ? conf : "", conf ? std::strlen(conf) : 0);
-  json.print(",\n");
-  std::printf("# purge policy %s, RUNSEL_CONF=%s\n", runsel_purge_policy(), conf ? conf : "");
-  if (std::strcmp(runsel_purge_policy(), "decay") == 0)
-    std::printf("# the decay policy purges by the clock: figures may differ between replays\n");
-  json.print(" \"writes_blocks\": true,\n \"resident_how\": \"anonymous resident bytes of the "
-             "replay process (smaps_rollup, a page-table walk) less its slot tables and what "
-             "was resident before the first call; every block written in full when allocated\",\n"
-             " \"checkpoints\": [");
-
-  LiveBytes live;
-  // Slot tables sized for the trace's peak and touched now, so they never grow.
-  Replay replay(survey.peak_live_blocks, true, live, survey.peak_live_blocks);
-  HeapResident resident(replay);
-  std::fflush(stdout);
-  touch_stack_and_buffers(output_buffer, sizeof output_buffer);
-  resident.take_baseline();
-
-  Reader reader(data, size, options.partial);
-  Header again;
-  reader.read_header(again);
-  Windows windows(options.windows, options.window_records, survey.records);
-  runsel_replay_measured(reader, replay, live, resident, survey, options, windows);
-  windows.finish();
-  report(Kind::end, "end", 3, replay, live, resident);
+// After the end checkpoint: the windows counted, the replay's tally, the bins, and
+// the JSON's last lines.
+void print_totals(const Windows& windows, const TraceSurvey& survey, const Replay& replay,
+                  const LiveBytes& live) {
   if (windows.active())
     std::printf("windows count=%" PRIu64 " records=%" PRIu64 " covered=%" PRIu64
                 " of=%" PRIu64 "\n",
@@ -576,6 +561,48 @@ int main(int argc, char** argv) {
              ", \"live_blocks\": %zu, \"checksum\": %" PRIu64 "}}\n",
              stats.counting ? "true" : "false", tally.ops, tally.unknown_pointers, tally.failed, tally.reused_live, replay.live(),
              live.checksum);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  static char output_buffer[1 << 16];  // stdio would otherwise malloc its buffer
+  std::setvbuf(stdout, output_buffer, _IOFBF, sizeof output_buffer);
+  deterministic_process(argv);
+  Options options;
+  if (!parse(argc, argv, options)) return usage(argv[0]);
+  std::size_t size = 0;
+  const std::uint8_t* data = map_file(options.path, size);
+  if (data == MAP_FAILED) {
+    std::fprintf(stderr, "runsel-replay: %s: %s\n", options.path, std::strerror(errno));
+    return 1;
+  }
+
+  // Validate the whole trace first, so a bad one replays nothing.
+  TraceSurvey survey;
+  if (!survey_trace(data, size, options.partial, survey))
+    return reject(options.path, survey.problem);
+  if (!live_set_fits_in_memory(options, survey)) return 2;
+  if (!open_json_output(options)) return 1;
+
+  print_preamble(options, survey);
+
+  LiveBytes live;
+  // Slot tables sized for the trace's peak and touched now, so they never grow.
+  Replay replay(survey.peak_live_blocks, true, live, survey.peak_live_blocks);
+  HeapResident resident(replay);
+  std::fflush(stdout);
+  touch_stack_and_buffers(output_buffer, sizeof output_buffer);
+  resident.take_baseline();
+
+  Reader reader(data, size, options.partial);
+  Header again;
+  reader.read_header(again);
+  Windows windows(options.windows, options.window_records, survey.records);
+  runsel_replay_measured(reader, replay, live, resident, survey, options, windows);
+  windows.finish();
+  report(Kind::end, "end", 3, replay, live, resident);
+  print_totals(windows, survey, replay, live);
   json.flush();
   return 0;
 }
