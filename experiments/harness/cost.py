@@ -9,8 +9,9 @@ inside the library itself. The cache is simulated with fixed parameters, so coun
 not depend on the machine: I1 and D1 32 KiB 8-way, LL 8 MiB 16-way, 64-byte lines.
 
     python3 -m harness.cost --build-dir build --trace PATH [--records N]  (PYTHONPATH=experiments)
-        [--windows K [--window-records W]]
-prints the replay cost of a trace on every container as JSON.
+        [--windows K [--window-records W]] [--container NAME ...]
+builds the profiling twins it needs, then prints the replay cost of a trace as JSON on
+every runsel variant of the build, or on each --container given.
 """
 
 from __future__ import annotations
@@ -145,8 +146,9 @@ def is_object(name: str, wanted: str) -> bool:
 
 
 def with_ratios(cost: dict) -> dict:
-    """Adds the container's instructions per malloc+free pair and its share of the
-    allocator's instructions, where both are known."""
+    """Adds the container's instructions per malloc+free pair (per two calls counted in
+    `calls`, any allocation call) and its share of the allocator's instructions, where
+    both are known (None otherwise); returns the block."""
     container, allocator, calls = (cost["container_instructions"],
                                    cost["allocator_instructions"], cost["calls"])
     cost["container_instructions_per_pair"] = (round(2 * container / calls, 2)
@@ -164,8 +166,8 @@ PERF_EVENTS = "instructions:u,cycles:u,cache-misses:u"
 def read_perf(text: str) -> dict:
     """The cost block from `perf stat -x, -e PERF_EVENTS` (whole process): instructions,
     cycles and the hardware's cache misses (counted as LL misses). An event the machine
-    cannot count ("<not supported>", "<not counted>") stays None; so does everything
-    perf cannot split (the allocator's and the container's share)."""
+    cannot count ("<not supported>", "<not counted>") stays None; so do D1 misses and
+    everything perf cannot split (the allocator's and the container's share, calls)."""
     counts: dict[str, int | None] = {}
     for line in text.splitlines():
         fields = line.split(",")

@@ -1,8 +1,9 @@
 """The report's pictures: one function per picture, results in, PNG out.
 
-Every function takes the results dict (results.json) and a path, draws
-with matplotlib (PNG, no display) and returns the path, or None when the data for the
-picture is absent (for example no lifo variant for the occupancy map).
+Every picture function takes the results dict (results.json) and a path (chunk_occupancy
+also a workload name), draws with matplotlib (PNG, no display) and returns the path, or
+None when the data for the picture is absent (for example no lifo variant for the
+occupancy map).
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ PAGE_RESERVED, PAGE_FREE, PAGE_DIRTY, PAGE_LARGE, PAGE_SMALL = 0, 1, 2, 3, 16
 
 
 def allocator_colors(results: dict) -> dict[str, tuple]:
-    """One stable colour per allocator: runsel variants first (tab10), others after."""
+    """One stable colour per allocator from tab10, in results["allocators"] order;
+    the palette repeats after ten allocators."""
     palette = colormaps["tab10"].colors
     return {entry["name"]: palette[index % len(palette)]
             for index, entry in enumerate(results["allocators"])}
@@ -142,8 +144,8 @@ def bin_utilization(results: dict, path: Path) -> Path | None:
 
 
 def page_colors(pages: str) -> np.ndarray:
-    """One chunk's 256 page codes (hex pairs) as RGB rows: grey header, white free,
-    orange dirty, blue large, small runs green, darker the fuller."""
+    """One chunk's 256 page codes (hex pairs) as RGB rows: grey header or guard page,
+    white free, orange dirty, blue large, small runs green, darker the fuller."""
     codes = np.frombuffer(bytes.fromhex(pages), dtype=np.uint8)
     rgb = np.ones((len(codes), 3))
     rgb[codes == PAGE_RESERVED] = (0.55, 0.55, 0.55)
@@ -157,8 +159,9 @@ def page_colors(pages: str) -> np.ndarray:
 
 
 def occupancy_checkpoint(left: dict, right: dict) -> str | None:
-    """Among the checkpoints both have maps for, the one where their heap resident
-    memory differs most (where the run choice showed)."""
+    """Among the checkpoints both have maps for, the one where their resident memory
+    (median whole-process resident, not heap_resident) differs most (where the run choice
+    showed); None when they share none."""
     shared = [name for name in left["chunk_maps"] if name in right["chunk_maps"]]
     if not shared:
         return None
@@ -200,10 +203,12 @@ def chunk_occupancy(results: dict, workload: str, path: Path,
 
 
 def corpus_answer(results: dict, path: Path) -> Path | None:
-    """The answer at a glance: containers (rows) against the figures the verdict judges over
-    the trace corpus (columns); a cell is green where the container is resolved lower than
-    the reference, red where higher, grey where not resolvable, white where identical on
-    every trace; the mean difference is written in it."""
+    """The answer at a glance: containers (rows) against the answer table's figures
+    (corpus_report.ANSWER_COLUMNS) and resident when closed, judged over the webkit group
+    of the trace corpus (columns); a cell is green where the container is resolved lower
+    than the reference, red where higher, grey where not resolvable, white otherwise
+    (identical on every trace, one trace only, not measured); the mean difference is
+    written in it ("=" identical, "-" none). None when there is no judgement."""
     from . import corpus_report
     judged = corpus_report.group_judgement(results)
     if not judged:

@@ -4,11 +4,13 @@ block written as the program wrote it), whose figures are exact and repeatable. 
 one results.json summary entry of kind "replay" per trace (experiments/README.md,
 "results.json"); the reference container is replayed twice to prove the figures repeat.
 Each container's cost (instructions, simulated cache misses, the allocator's and the
-container's share) comes from callgrind on the first records of the trace (cost.py), and
+container's share) comes from callgrind on the first records of the trace (cost.py;
+corpus_summaries: windows spread over the whole trace instead), and
 its pick counters (what choices the container had) from one more replay on the counting
 twin of its library.
 
     python3 -m harness.replays --build-dir build --trace PATH [--out FILE]  (PYTHONPATH=experiments)
+        [--family NAME] [--cost-records N (0: no cost)]
 """
 
 from __future__ import annotations
@@ -69,8 +71,8 @@ def replay_once(program: Path, trace: Path, timeout: float,
 
 
 def exact_figures(document: dict, repeated_identical: bool | None) -> dict:
-    """A Pair's "exact" block: every checkpoint's figures, the peak's, and how they were
-    obtained."""
+    """A pair's "exact" block (a pair: one allocator's entry in a summary entry): every
+    checkpoint's figures, the peak's, and how they were obtained."""
     checkpoints = [{key: point.get(key) for key in ("name", "kind", "ops", "live_requested",
                                                     *FIGURES, "bins")}
                    for point in document["checkpoints"]]
@@ -83,7 +85,8 @@ def exact_figures(document: dict, repeated_identical: bool | None) -> dict:
 
 
 def pick_counters(document: dict) -> dict:
-    """A counting replay's pick counters at its end (cumulative), for bins that picked."""
+    """A counting replay's pick counters at its end (cumulative), for bins that picked or
+    created runs."""
     end = document["checkpoints"][-1]
     return {"bins": [{"size": bin_["size"], **{key: bin_[key] for key in PICK_COUNTERS}}
                      for bin_ in end["bins"] if bin_.get("picks") or bin_.get("runs_created")]}
