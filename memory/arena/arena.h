@@ -199,6 +199,10 @@ class Arena {
   std::size_t chunk_maps(::runsel_chunk_map* out, std::size_t capacity) const RUNSEL_REQUIRES(lock);
 
   std::size_t dirty_max_pages() const RUNSEL_REQUIRES(lock) { return budget_pages_; }
+  // The process-wide budget the purge weighs this arena's pages against, or 0.
+  std::size_t process_dirty_max_pages() const RUNSEL_REQUIRES(lock) {
+    return process_budget_applies() ? purge_.total_budget_pages : 0;
+  }
 
  private:
   friend struct ArenaWalker;
@@ -303,7 +307,7 @@ class Arena {
   // The purge policy's two hooks: after pages became dirty, and before pages
   // are handed out (the later allocation a deferred purge waits for).
   void after_pages_dirtied() RUNSEL_REQUIRES(lock);
-  bool process_budget_applies() const;
+  bool process_budget_applies() const RUNSEL_REQUIRES(lock);
   std::size_t weighed_dirty() const RUNSEL_REQUIRES(lock);
   std::size_t weighed_budget() const RUNSEL_REQUIRES(lock);
   void purge_to_half_budget() RUNSEL_REQUIRES(lock);

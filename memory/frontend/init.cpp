@@ -72,7 +72,9 @@ void after_fork_in_parent() RUNSEL_NO_THREAD_SAFETY_ANALYSIS {
   g_init_lock.unlock();
 }
 
-void after_fork_in_child() {
+// In the child every lock is still held (prepare_fork took them) until it is
+// reset here: beyond what the analysis can follow, like prepare_fork.
+void after_fork_in_child() RUNSEL_NO_THREAD_SAFETY_ANALYSIS {
   ChunkRegistry::reset_after_fork_in_child();
   base::reset_after_fork_in_child();
   huge::reset_after_fork_in_child();

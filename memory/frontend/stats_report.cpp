@@ -38,6 +38,7 @@ void collect(runsel_stats_t* s) {
     arena->take_remote_frees();
     arena->add_figures(s);
     s->dirty_max = arena->dirty_max_pages() * kPageSize;
+    s->dirty_max_total = arena->process_dirty_max_pages() * kPageSize;
   }
   s->narenas = count;
   s->counting = kCounters ? 1 : 0;
@@ -121,6 +122,7 @@ void write_json(int fd, const runsel_stats_t& s) {
       {"idle_chunks", s.idle_chunks},
       {"huge_count", s.huge_count},
       {"dirty_max", s.dirty_max},
+      {"dirty_max_total", s.dirty_max_total},
       {"nmalloc", s.nmalloc},
       {"nfree", s.nfree},
       {"purges", s.purges},

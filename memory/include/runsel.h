@@ -56,6 +56,8 @@ typedef struct runsel_stats_t {
                          free pages keep their size class (purged beyond the spares) */
   size_t huge_count; /* live huge allocations */
   size_t dirty_max;  /* per-arena dirty page budget, in bytes */
+  size_t dirty_max_total; /* the process-wide dirty budget, in bytes, once several arenas
+                            exist (it then replaces dirty_max); else 0 */
   size_t nmalloc;    /* allocation calls served (all kinds) */
   size_t nfree;      /* frees served (all kinds) */
   size_t purges;     /* madvise purges performed */

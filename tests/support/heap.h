@@ -48,8 +48,13 @@ inline testing::AssertionResult IdentityHolds(const runsel_stats_t& s) {
 // separately); plus the huge mappings' dirty pages, which the huge cache
 // bounds (kHugeCacheBound by default).
 inline constexpr size_t kHugeCacheBound = 64 * kMiB;
+// With several arenas the process-wide budget (dirty_max_total) replaces the
+// arenas' own: an arena that takes the total above it ("budget"), or above
+// twice it ("deferred"), purges its own pages until the total is back under.
 inline size_t dirty_bound(const runsel_stats_t& s) {
   const std::string policy = runsel_purge_policy();
+  if (s.dirty_max_total != 0 && policy == "budget") return s.dirty_max_total + s.huge_dirty;
+  if (s.dirty_max_total != 0 && policy == "deferred") return 2 * s.dirty_max_total + s.huge_dirty;
   if (policy == "budget") return s.dirty_max * s.narenas + s.huge_dirty;
   if (policy == "deferred") return 16 * s.dirty_max * s.narenas + s.huge_dirty;
   return SIZE_MAX;
