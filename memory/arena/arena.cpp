@@ -2,6 +2,7 @@
 // large allocations, spare chunks and purging of dirty pages.
 #include "arena/arena.h"
 
+#include <atomic>
 #include <bit>
 #include <cstring>
 #include <new>
@@ -11,6 +12,12 @@
 #include "structures/chunk_registry.h"
 
 namespace runsel {
+
+namespace {
+// Every arena, the newest first, linked through next_arena_ (set before
+// publication, constant after): the process-wide purge walks them.
+constinit std::atomic<Arena*> g_arena_list{nullptr};
+}  // namespace
 
 // Every ordinary variant takes the same metadata for an arena (8 KiB),
 // whatever its container adds to each bin: containers that make the same
@@ -33,6 +40,9 @@ Arena* Arena::create(unsigned index,
     arena->bins_[i].info = &bin_info(i);
     arena->bins_[i].run_key = arena->run_key_;
   }
+  // Created under the frontend's init lock, so one writer at a time.
+  arena->next_arena_ = g_arena_list.load(std::memory_order_relaxed);
+  g_arena_list.store(arena, std::memory_order_release);
   return arena;
 }
 
@@ -297,13 +307,33 @@ std::size_t Arena::weighed_budget() const {
   return process_budget_applies() ? purge_.total_budget_pages : budget_pages_;
 }
 
-// Purges until the weighed dirty pages are down to half the weighed budget,
-// as far as this arena's own pages go.
+// Purges until the weighed dirty pages are down to half the weighed budget:
+// this arena's own pages first, then, under the process-wide budget, those
+// of the other arenas.
 void Arena::purge_to_half_budget() {
   const std::size_t weighed = weighed_dirty(), target = weighed_budget() / 2;
   if (weighed <= target) return;
   const std::size_t excess = weighed - target;
   purge_down_to(dirty_pages_ > excess ? dirty_pages_ - excess : 0);
+  if (process_budget_applies()) purge_peers_to(target);
+}
+
+// Purges other arenas' dirty pages while the process holds more than
+// `target`. An arena that stopped allocating (its thread waits, or exited)
+// never weighs the total again, so the one that crossed the budget purges
+// for it. Only arenas whose lock is free now: this thread holds its own
+// arena's lock, and waiting for a second could deadlock. A busy arena is in
+// a call that weighs the total itself before it returns.
+void Arena::purge_peers_to(std::size_t target) {
+  for (Arena* peer = g_arena_list.load(std::memory_order_acquire); peer != nullptr;
+       peer = peer->next_arena_) {
+    const std::size_t total = g_process_dirty_pages.load(std::memory_order_relaxed);
+    if (total <= target) return;
+    if (peer == this || !peer->lock.try_lock()) continue;
+    const std::size_t excess = total - target;
+    peer->purge_down_to(peer->dirty_pages_ > excess ? peer->dirty_pages_ - excess : 0);
+    peer->lock.unlock();
+  }
 }
 
 void Arena::after_pages_dirtied() {

@@ -311,6 +311,7 @@ class Arena {
   std::size_t weighed_dirty() const RUNSEL_REQUIRES(lock);
   std::size_t weighed_budget() const RUNSEL_REQUIRES(lock);
   void purge_to_half_budget() RUNSEL_REQUIRES(lock);
+  void purge_peers_to(std::size_t target) RUNSEL_REQUIRES(lock);
   void before_page_allocation() RUNSEL_REQUIRES(lock);
   void run_decay_step(std::uint64_t now) RUNSEL_REQUIRES(lock);
   void check_container(const Bin& bin) const RUNSEL_REQUIRES(lock);
@@ -318,6 +319,7 @@ class Arena {
   // Set by create() before the arena is published, constant after: read
   // without the lock.
   unsigned index_ = 0;
+  Arena* next_arena_ = nullptr;  // the arena created before this one (g_arena_list)
   std::uintptr_t run_key_ = 0;  // mixed into every run header's check value
   PurgeSettings purge_ RUNSEL_GUARDED_BY(lock);
   std::size_t budget_pages_ RUNSEL_GUARDED_BY(lock) = 0;  // purge_.budget_pages scaled for this arena
