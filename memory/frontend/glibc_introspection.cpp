@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "platform/fatal.h"
 #include "platform/os.h"
 #include "runsel.h"
 
@@ -109,7 +110,7 @@ RUNSEL_EXPORT void malloc_stats(void) noexcept {
       runsel_variant(), s.narenas, parts.arena - s.huge_allocated, parts.in_use - s.huge_allocated,
       parts.arena, parts.in_use, s.huge_count, s.huge_allocated, s.committed, s.allocated, s.waste,
       s.dirty, s.bookkeeping, s.bin_unused);
-  if (n > 0) os::write_all(2, text, std::min(static_cast<size_t>(n), sizeof(text) - 1));
+  if (n > 0) write_text(2, text, std::min(static_cast<size_t>(n), sizeof(text) - 1));
 }
 
 // runsel's stats as XML: the identity terms, then one element per size class.

@@ -145,7 +145,7 @@ void write_json(int fd, const runsel_stats_t& s) {
   }
   w.add("]}");
   buffer[w.length++] = '\n';
-  os::write_all(fd, buffer, w.length);
+  write_text(fd, buffer, w.length);
 }
 
 // Opens the RUNSEL_STATS destination: "1"/"stderr" is fd 2; otherwise a

@@ -1,9 +1,11 @@
-// The one way runsel writes to stderr: message() writes one line, fatal()
+// The one way runsel writes: message() writes one line to stderr, fatal()
 // writes one line and aborts. Every layer uses them (assertions, container
 // link checks, bad pointers, lock re-entry, settings, the heap walkers). A
 // line is formatted into a buffer on the stack and written with write(2): no
 // allocation, no stdio and no lock, since they run inside malloc, in a forked
-// child and after a signal interrupted the allocator.
+// child and after a signal interrupted the allocator. The reports a program
+// asks for (malloc_stats(), the RUNSEL_STATS line) are formatted by their own
+// code and written by the same write_text().
 #pragma once
 
 #include <errno.h>
@@ -24,6 +26,21 @@ struct TextSlice {
   const char* data;
   std::size_t length;
 };
+
+// Writes all of `text` to file descriptor `fd`, retrying short and
+// interrupted writes; errno is left as it was. Inline, with no call into
+// os.cpp, so that header-only users (the unit tests of the containers) link.
+inline void write_text(int fd, const char* text, std::size_t length) {
+  const int saved_errno = errno;
+  while (length > 0) {
+    const ssize_t written = ::write(fd, text, length);
+    if (written < 0 && errno == EINTR) continue;
+    if (written <= 0) break;
+    text += written;
+    length -= static_cast<std::size_t>(written);
+  }
+  errno = saved_errno;
+}
 
 namespace message_detail {
 
@@ -73,19 +90,10 @@ class Line {
     if (negative) *--first = '-';
     add(TextSlice{first, static_cast<std::size_t>(end - first)});
   }
-  // To stderr, retrying short and interrupted writes; errno is left as it was.
-  // Inline, with no call into os.cpp, so that header-only users (the unit
-  // tests of the containers) link.
+  // To stderr, with its newline.
   void write() {
     text_[length_++] = '\n';
-    const int saved_errno = errno;
-    for (const char* cursor = text_; cursor < text_ + length_;) {
-      const ssize_t written = ::write(2, cursor, static_cast<std::size_t>(text_ + length_ - cursor));
-      if (written < 0 && errno == EINTR) continue;
-      if (written <= 0) break;
-      cursor += written;
-    }
-    errno = saved_errno;
+    write_text(2, text_, length_);
   }
 
  private:

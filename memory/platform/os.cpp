@@ -125,19 +125,6 @@ unsigned cpu_count() {
   return n > 0 ? static_cast<unsigned>(n) : 1u;
 }
 
-void write_all(int fd, const char* text, std::size_t length) {
-  KeepErrno keep_errno;
-  while (length > 0) {
-    ssize_t written = write(fd, text, length);
-    if (written < 0) {
-      if (errno == EINTR) continue;
-      return;
-    }
-    text += written;
-    length -= static_cast<std::size_t>(written);
-  }
-}
-
 void fatal_lock_reentered() {
   fatal("malloc or free re-entered on a thread that is inside the allocator (called from a "
         "signal handler?): aborting instead of deadlocking");

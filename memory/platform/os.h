@@ -48,11 +48,6 @@ inline void cpu_relax() {
 #endif
 }
 
-// Writes all of `text` to file descriptor `fd`, retrying short writes. For
-// reports written to a file (the RUNSEL_STATS JSON, malloc_stats); a message
-// on stderr goes through message() or fatal() (fatal.h).
-void write_all(int fd, const char* text, std::size_t length);
-
 // A thread asked for an allocator lock it already holds: malloc or free
 // called from a signal handler that interrupted one of them. Writes one line
 // on stderr and aborts (waiting would wait for ourselves forever).
