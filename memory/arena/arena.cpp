@@ -307,15 +307,20 @@ std::size_t Arena::weighed_budget() const {
   return process_budget_applies() ? purge_.total_budget_pages : budget_pages_;
 }
 
-// Purges until the weighed dirty pages are down to half the weighed budget:
-// this arena's own pages first, then, under the process-wide budget, those
-// of the other arenas.
+// Purges until the weighed dirty pages are down to half the weighed budget,
+// as far as this arena's own pages go.
 void Arena::purge_to_half_budget() {
   const std::size_t weighed = weighed_dirty(), target = weighed_budget() / 2;
   if (weighed <= target) return;
   const std::size_t excess = weighed - target;
   purge_down_to(dirty_pages_ > excess ? dirty_pages_ - excess : 0);
-  if (process_budget_applies()) purge_peers_to(target);
+}
+
+// The bound was crossed: purge_to_half_budget(), and under the process-wide
+// budget, the other arenas' pages when this arena's own were not enough.
+void Arena::purge_at_bound() {
+  purge_to_half_budget();
+  if (process_budget_applies()) purge_peers_to(weighed_budget() / 2);
 }
 
 // Purges other arenas' dirty pages while the process holds more than
@@ -339,7 +344,7 @@ void Arena::purge_peers_to(std::size_t target) {
 void Arena::after_pages_dirtied() {
   switch (purge_.policy) {
     case PurgePolicy::kBudget:
-      if (weighed_dirty() > weighed_budget()) purge_to_half_budget();
+      if (weighed_dirty() > weighed_budget()) purge_at_bound();
       return;
     case PurgePolicy::kDeferred: {
       const std::size_t weighed = weighed_dirty(), budget = weighed_budget();
@@ -348,7 +353,7 @@ void Arena::after_pages_dirtied() {
       // arena's own budget, or twice the process-wide one.
       const std::size_t hard = process_budget_applies() ? 2 * budget : budget * kDeferredHardFactor;
       if (weighed > hard) {
-        purge_to_half_budget();
+        purge_at_bound();
         purge_queued_ = false;
       } else if (!purge_queued_) {
         purge_queued_ = true;
@@ -360,9 +365,7 @@ void Arena::after_pages_dirtied() {
       const std::uint64_t now = os::monotonic_ns();
       if (decay_.due(now)) run_decay_step(now);
       // The process-wide budget bounds what decay keeps across arenas.
-      if (process_budget_applies() && weighed_dirty() > weighed_budget()) {
-        purge_to_half_budget();
-      }
+      if (process_budget_applies() && weighed_dirty() > weighed_budget()) purge_at_bound();
       return;
     }
   }

@@ -311,6 +311,7 @@ class Arena {
   std::size_t weighed_dirty() const RUNSEL_REQUIRES(lock);
   std::size_t weighed_budget() const RUNSEL_REQUIRES(lock);
   void purge_to_half_budget() RUNSEL_REQUIRES(lock);
+  void purge_at_bound() RUNSEL_REQUIRES(lock);
   void purge_peers_to(std::size_t target) RUNSEL_REQUIRES(lock);
   void before_page_allocation() RUNSEL_REQUIRES(lock);
   void run_decay_step(std::uint64_t now) RUNSEL_REQUIRES(lock);
