@@ -35,7 +35,6 @@ from harness.presets import positive
 
 if __name__ == "__main__":  # run by Debian's python3 when this one lacks numpy or scipy
     ensure_libraries({"numpy": "python3-numpy", "scipy": "python3-scipy"}, "programs.py")
-from harness import comparisons  # noqa: E402
 
 NOT_RUNSEL = (GLIBC, *PEERS)  # the allocators runsel's time is held against
 
@@ -198,6 +197,8 @@ def geometric_series(runs: list[dict], programs: list[str], allocator: str,
 
 def ratio(values: dict[int, float], reference: dict[int, float]) -> dict:
     """The paired comparison as ratios: {ratio, low, high, half_width_percent}."""
+    from harness import comparisons  # numpy and scipy, which ensure_libraries provided
+
     shared = sorted(set(values) & set(reference))
     comparison = comparisons.compare_paired([values[r] for r in shared],
                                             [reference[r] for r in shared])

@@ -9,15 +9,12 @@ time against the per-round fastest peer, and the allocator spec NAME=PATH:VAR=VA
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 import unittest
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import programs  # noqa: E402
-from harness.allocators import Allocator  # noqa: E402
+from bench import programs
+from harness.allocators import Allocator
 
 ROUNDS = 6
 

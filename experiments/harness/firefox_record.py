@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import gzip
 import hashlib
-import importlib.util
 import json
 import os
 import shutil
@@ -34,25 +33,8 @@ from pathlib import Path
 
 from .interpreter import ROOT
 from .marionette import Marionette, MarionetteError
-
-
-WEBKIT_DIR = ROOT / "experiments" / "webkit"
-
-
-def load_webkit_module(name: str):
-    """A module of experiments/webkit/ (the webkit workload, whose pinned corpus and
-    marks file this workload shares): scripts run by Debian's python3, loaded by path
-    with their folder on the import path (driver.py imports its siblings)."""
-    if str(WEBKIT_DIR) not in sys.path:
-        sys.path.append(str(WEBKIT_DIR))
-    spec = importlib.util.spec_from_file_location(f"webkit_{name}", WEBKIT_DIR / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-corpus = load_webkit_module("webkit_corpus")  # pages, pins, their checks
-webkit = load_webkit_module("driver")  # select_pages, TraceMarks, RunFailed
+from webkit import webkit_corpus as corpus  # the pinned pages this workload shares
+from webkit.trace_marks import MarksFull, TraceMarks
 
 FIREFOX = "firefox-esr"
 RECORDER = Path("tools") / "firefox" / "librunsel-firefox-audit.so"
@@ -153,7 +135,7 @@ class Session:
     def __init__(self, recorder: Path, logs: Path, marks_path: Path, pages: list[dict],
                  page_timeout: float, scratch: Path):
         self.pages, self.page_timeout = pages, page_timeout
-        self.marks = webkit.TraceMarks(str(marks_path))
+        self.marks = TraceMarks(str(marks_path))
         port = free_port()
         profile = scratch / "profile"
         write_profile(profile, port)
@@ -226,7 +208,10 @@ class Session:
     def mark(self, label: str) -> None:
         """Publishes the label; a script in the current tab makes its content process
         allocate, so it writes the mark now, not at its next call of its own."""
-        self.marks.publish(label)
+        try:
+            self.marks.publish(label)
+        except MarksFull as failure:
+            raise RecordFailed(str(failure)) from None
         self.client.command("WebDriver:ExecuteScript",
                             {"script": "return [document.title, new Array(64).fill(0).length];",
                              "args": []})
@@ -382,10 +367,9 @@ def record(build_dir: Path, out: Path, pages: int | None, page_timeout: float,
     recorder = (build_dir / RECORDER).resolve()
     if not recorder.exists():
         raise RecordFailed(f"{recorder} is not built (ninja -C {build_dir} {RECORDER})")
-    arguments = argparse.Namespace(url=[], corpus=corpus.CORPUS, pages=pages, first=1)
     try:
-        chosen = webkit.select_pages(arguments)
-    except webkit.RunFailed as failure:
+        chosen = corpus.corpus_pages(corpus.CORPUS, 1, pages)
+    except corpus.CorpusError as failure:
         raise RecordFailed(str(failure)) from None
     key = f"{version}-{corpus_key(chosen)}-{len(chosen)}p"
     session_dir = out / key
@@ -410,7 +394,7 @@ def record(build_dir: Path, out: Path, pages: int | None, page_timeout: float,
     with tempfile.TemporaryDirectory(prefix="runsel-firefox-") as scratch_name:
         scratch = Path(scratch_name)
         marks_path = scratch / "marks"
-        marks_path.write_bytes(bytes(webkit.TraceMarks.SIZE))
+        marks_path.write_bytes(bytes(TraceMarks.SIZE))
         session = Session(recorder, logs, marks_path, chosen, page_timeout, scratch)
         try:
             session.run()

@@ -100,6 +100,7 @@ DEFAULT_RANGES = ((1, 4), (1, 4), (1, 4), (1, 4), (1, 4), (5, 8), (9, 12), (13, 
 RECORDING_INPUTS = (ROOT / "tools" / "trace" / "recorder.cpp",
                     ROOT / "tools" / "trace" / "trace_format.h", DRIVER,
                     DRIVER.parent / "webkit_corpus.py", DRIVER.parent / "web_processes.py",
+                    DRIVER.parent / "trace_marks.py",
                     CORPUS)
 BROWSER_PACKAGE = "libwebkit2gtk-4.1-0"
 

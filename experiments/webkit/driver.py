@@ -16,11 +16,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import mmap
 import os
 import shutil
 import signal
-import struct
 import subprocess
 import sys
 import tempfile
@@ -30,7 +28,8 @@ from pathlib import Path
 
 from web_processes import (mapped_allocator, main_process_exit_stats, memory_of, prove_allocators,
                            read_stats_lines, web_cpu_seconds, web_processes)
-from webkit_corpus import CORPUS, CorpusError, check_corpus, page_url, pin_corpus
+from trace_marks import MarksFull, TraceMarks
+from webkit_corpus import CORPUS, CorpusError, corpus_pages, page_url, pin_corpus
 
 SETTLE_SECONDS = 2.0  # after the tabs close, before the last checkpoint
 EXIT_SECONDS = 20.0   # for the web processes to exit once their last view is gone
@@ -38,45 +37,6 @@ EXIT_SECONDS = 20.0   # for the web processes to exit once their last view is go
 
 class RunFailed(Exception):
     """The run cannot go on (a page did not load, time is up, ...): exit 1 with this."""
-
-
-# --- checkpoint marks for the trace recorder ----------------------------------------
-
-
-class TraceMarks:
-    """Publishes checkpoint labels to the trace recorder (tools/trace/format.md): the
-    file named by RUNSEL_TRACE_MARKS is 65536 bytes, zero-filled; bytes 0..7 hold the
-    number of labels published (little-endian), labels follow from byte 64, each
-    NUL-terminated. The label's bytes are written before the count is stored, so a
-    traced process that sees the count sees the label (x86 keeps stores in order)."""
-
-    SIZE = 65536
-    LABELS_START = 64
-
-    def __init__(self, path: str | None):
-        self.count, self.next_label, self.file = 0, self.LABELS_START, None
-        if not path:
-            return
-        # Truncating the same inode (never unlink and recreate): a traced process that
-        # mapped the file before the driver started keeps seeing it.
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            os.ftruncate(fd, 0)
-            os.ftruncate(fd, self.SIZE)
-            self.file = mmap.mmap(fd, self.SIZE, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
-        finally:
-            os.close(fd)
-
-    def publish(self, label: str) -> None:
-        if self.file is None:
-            return
-        data = label.encode() + b"\0"
-        if b"\0" in data[:-1] or self.next_label + len(data) > self.SIZE:
-            raise RunFailed(f"trace mark {label!r}: not a label, or the marks file is full")
-        self.file[self.next_label:self.next_label + len(data)] = data
-        self.next_label += len(data)
-        self.count += 1
-        struct.pack_into("<Q", self.file, 0, self.count)
 
 
 # --- the browser -------------------------------------------------------------------------
@@ -151,7 +111,7 @@ class Browser:
     def step(self, function, *arguments) -> bool:
         try:
             function(*arguments)
-        except RunFailed as failure:
+        except (RunFailed, MarksFull) as failure:
             self.fail(str(failure))
         except Exception as failure:  # noqa: BLE001 (a bug in a step still ends the run)
             self.fail(f"{type(failure).__name__}: {failure}")
@@ -374,18 +334,7 @@ def select_pages(args) -> list[dict]:
     if args.url:
         return [{"package": "-", "path": url.removeprefix("file://"), "title": ""}
                 for url in args.url]
-    corpus = json.loads(args.corpus.read_text())
-    problems = check_corpus(corpus)
-    if problems:
-        raise RunFailed(f"the corpus does not match {args.corpus}:\n  " + "\n  ".join(problems)
-                        + "\n(pinned pages keep runs comparable; after a deliberate package "
-                        "update, run driver.py --pin)")
-    count, first = len(corpus["pages"]), args.first
-    last = first - 1 + (args.pages or count - first + 1)
-    if first < 1 or last > count or last < first:
-        raise RunFailed(f"--first {first} --pages {args.pages}: pages {first}-{last} are not "
-                        f"in the corpus (it has pages 1-{count})")
-    return corpus["pages"][first - 1:last]
+    return corpus_pages(args.corpus, args.first, args.pages)
 
 
 def import_webkit():
@@ -459,7 +408,7 @@ def main(argv=None) -> int:
             check_requirements(args)
             return 0
         document = run(args)
-    except (RunFailed, CorpusError) as failure:
+    except (RunFailed, CorpusError, MarksFull) as failure:
         print(f"webkit driver: {failure}", file=sys.stderr)
         return 1
     text = json.dumps(document, indent=1)

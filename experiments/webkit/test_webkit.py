@@ -22,7 +22,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from driver import TraceMarks  # this directory's (standard library only at import)
+from trace_marks import TraceMarks  # this directory's (standard library only)
 from webkit_corpus import CORPUS
 from harness.allocators import measured_environment
 from harness.interpreter import SYSTEM_PYTHON

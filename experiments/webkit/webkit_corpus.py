@@ -15,7 +15,8 @@ CORPUS = Path(__file__).resolve().parent / "corpus.json"
 
 
 class CorpusError(Exception):
-    """The corpus cannot be pinned (a package is not installed)."""
+    """The corpus cannot be used: it does not match this machine, the pages asked for are
+    not in it, or it cannot be pinned (a package is not installed)."""
 
 
 def sha256(path: str) -> str:
@@ -72,3 +73,20 @@ def pin_corpus(path: Path) -> None:
 
 def page_url(page: dict) -> str:
     return "file://" + page["path"] + page.get("query", "")
+
+
+def corpus_pages(path: Path, first: int, pages: int | None) -> list[dict]:
+    """Pages first..first+pages-1 (1-based; all from `first` when `pages` is None) of the
+    corpus at `path`, once it matches this machine."""
+    corpus = json.loads(path.read_text())
+    problems = check_corpus(corpus)
+    if problems:
+        raise CorpusError(f"the corpus does not match {path}:\n  " + "\n  ".join(problems)
+                          + "\n(pinned pages keep runs comparable; after a deliberate package "
+                          "update, run driver.py --pin)")
+    count = len(corpus["pages"])
+    last = first - 1 + (pages or count - first + 1)
+    if first < 1 or last > count or last < first:
+        raise CorpusError(f"--first {first} --pages {pages}: pages {first}-{last} are not "
+                          f"in the corpus (it has pages 1-{count})")
+    return corpus["pages"][first - 1:last]

@@ -35,9 +35,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 CLI = ROOT / "tools" / "runsel_cli.py"
-sys.path.insert(0, str(ROOT / "experiments"))
 
-from harness import firefox_record, firefox_replay  # noqa: E402
+from harness import firefox_record  # PYTHONPATH=experiments (meson sets it)
 
 BUILD_DIR = Path("build")
 RECORDING: dict = {}  # the one-page session, recorded once for every test
