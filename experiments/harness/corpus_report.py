@@ -48,7 +48,7 @@ def pick(judged: dict, container: str, column: tuple[str, str]) -> dict:
 
 
 def corpus_words(results: dict) -> str:
-    """'8 WebKit traces (pages 1-4 ×5, 5-8, 9-12, 13-16; 8 reused)'."""
+    """'8 WebKit traces (corpus pages 1-4 ×5, 5-8, 9-12, 13-16; 8 reused from the cache)'."""
     recordings = (results.get("corpus") or {}).get("recordings") or []
     ranges: dict[str, int] = {}
     for recording in recordings:
@@ -61,7 +61,8 @@ def corpus_words(results: dict) -> str:
 
 
 def ranked(judged: dict, column: tuple[str, str]) -> dict[str, list]:
-    """The containers by outcome for one column, each list sorted by its mean."""
+    """The containers by outcome for one column ("other": exact for one trace, not
+    measured), each list sorted by its mean."""
     found: dict[str, list] = {"lower": [], "higher": [], "not resolvable": [], "identical": [],
                               "other": []}
     for container in judged["containers"]:
