@@ -16,7 +16,8 @@ FIGURE_WORDS = {"purged_resident": "resident after a forced purge",
                 "instructions_per_call": "allocator instructions per call",
                 "d1_misses_per_call": "allocator D1 misses per call",
                 "ll_misses_per_call": "allocator LL misses per call"}
-# The answer's columns: (moment or "cost", figure); the first memory one leads.
+# The answer table's columns, (moment or "cost", figure); the paragraph above it quotes
+# the first three and the instructions per call.
 ANSWER_COLUMNS = (("closed", "purged_resident"), ("loaded", "purged_resident"),
                   ("closed", "footprint"), ("closed", "bin_unused"),
                   ("cost", "instructions_per_call"), ("cost", "ll_misses_per_call"))
