@@ -16,7 +16,8 @@ FIGURE_WORDS = {"purged_resident": "resident after a forced purge",
                 "instructions_per_call": "allocator instructions per call",
                 "d1_misses_per_call": "allocator D1 misses per call",
                 "ll_misses_per_call": "allocator LL misses per call"}
-# The answer's columns: (moment or "cost", figure); the first memory one leads.
+# The answer table's columns, (moment or "cost", figure); the paragraph above it quotes
+# the first three and the instructions per call.
 ANSWER_COLUMNS = (("closed", "purged_resident"), ("loaded", "purged_resident"),
                   ("closed", "footprint"), ("closed", "bin_unused"),
                   ("cost", "instructions_per_call"), ("cost", "ll_misses_per_call"))
@@ -48,7 +49,7 @@ def pick(judged: dict, container: str, column: tuple[str, str]) -> dict:
 
 
 def corpus_words(results: dict) -> str:
-    """'8 WebKit traces (pages 1-4 ×5, 5-8, 9-12, 13-16; 8 reused)'."""
+    """'8 WebKit traces (corpus pages 1-4 ×5, 5-8, 9-12, 13-16; 8 reused from the cache)'."""
     recordings = (results.get("corpus") or {}).get("recordings") or []
     ranges: dict[str, int] = {}
     for recording in recordings:
@@ -61,7 +62,8 @@ def corpus_words(results: dict) -> str:
 
 
 def ranked(judged: dict, column: tuple[str, str]) -> dict[str, list]:
-    """The containers by outcome for one column, each list sorted by its mean."""
+    """The containers by outcome for one column ("other": exact for one trace, not
+    measured), each list sorted by its mean."""
     found: dict[str, list] = {"lower": [], "higher": [], "not resolvable": [], "identical": [],
                               "other": []}
     for container in judged["containers"]:

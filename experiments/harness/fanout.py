@@ -48,7 +48,8 @@ def describe() -> dict:
 
 def client():
     """The Dask client: to the configured scheduler, or to a local cluster of one single-
-    threaded worker process per usable core (the tasks mostly wait on subprocesses)."""
+    threaded worker process per usable core (each task keeps one core busy with the
+    subprocess it runs)."""
     global _client, _cluster
     if _client is not None:
         return _client

@@ -7,11 +7,13 @@ marks tab_N_loaded after each page and tabs_closed after all page tabs close.
 
 Then it checks its own logs (the parent's and the busiest content process's): lines,
 coverage against the allocator's own num_operations, frees of blocks allocated before
-recording could see them (dropped), and live-address reuses (must be 0); a recording
-that fails a check is refused. Recordings are cached by Firefox version and corpus.
+recording could see them (dropped), live-address reuses (must be 0) and every tab mark;
+a recording that fails a check is refused. Recordings are cached by Firefox version,
+corpus and recorder.
 
-    python3 -m harness.firefox_record [--pages N] [--out DIR] [--force]  (in experiments/;
-        default DIR: results/firefox, one folder per Firefox version and corpus)
+    python3 -m harness.firefox_record [--pages N] [--out DIR] [--force]
+        [--build-dir DIR] [--page-timeout SECONDS]   (in experiments/; default 4 pages,
+        --out results/firefox, one folder per Firefox version and corpus)
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ RECORDER = Path("tools") / "firefox" / "librunsel-firefox-audit.so"
 MAX_TABS = 4
 SETTLE_SECONDS = 3.0
 MIN_COVERAGE, MAX_COVERAGE = 0.90, 1.05  # logged calls / the allocator's num_operations
-MAX_DROPPED_FREES = 0.10                  # frees of blocks allocated before recording
+MAX_DROPPED_FREES = 0.10                  # share of frees of blocks allocated before recording
 RUN_FORMAT = 2  # run.json's layout: a cached recording of another layout is recorded again
 SCROLL = ("const done = arguments[arguments.length - 1];"
           "(async () => {"

@@ -4,7 +4,8 @@ replayer preloaded into `firefox-esr --version`, build/tools/firefox/librunsel-f
 replay.so), and that Firefox's run geometry read from its own bin statistics, as the
 RUNSEL_CONF setting that makes runsel lay its runs out the same way.
 
-    python3 -m harness.firefox_replay --geometry        (prints the RUNSEL_CONF entry)
+    python3 -m harness.firefox_replay --geometry [--build-dir DIR]
+        prints the RUNSEL_CONF entry (its only action: it does so without --geometry too)
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ from .firefox_record import FIREFOX
 REFERENCE_LIBRARY = Path("tools") / "firefox" / "librunsel-firefox-replay.so"
 CONVERTER = Path("tools") / "runsel-trace-convert"
 REFERENCE_NAME = "firefox"  # the reference row's name, beside the containers
-FIREFOX_GEOMETRY = "firefox"  # a row replayed with the installed Firefox's run sizes
 MISSING = ("firefox-esr is missing (Debian package firefox-esr: apt-get install firefox-esr; "
            "tools/runsel installs it)")
 

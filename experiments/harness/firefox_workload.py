@@ -1,12 +1,13 @@
 """The report's `firefox` workload: stock Firefox's recorded session (firefox_record:
-cached by Firefox version and corpus, re-recorded when either changes) replayed exactly,
+cached by Firefox version, corpus and recorder, re-recorded when one changes) replayed exactly,
 for the busiest content process and for the parent, on every container with the classic
 run geometry, on lifo with the installed Firefox's run sizes (lifo@firefox), and on
 Firefox's own allocator (the reference row, firefox_replay); beside them, at the same
 marks, the real allocator's figures inside the browser (10-18 arenas, many threads).
 Gives results.json's top-level "firefox" entry (experiments/README.md).
 
-    python3 -m harness.firefox_workload [--pages N] [--out FILE]   (in experiments/)
+    python3 -m harness.firefox_workload [--pages N] [--out FILE] [--variant NAME ...]
+        [--content-only] [--cache DIR] [--build-dir DIR]   (in experiments/)
 """
 
 from __future__ import annotations
@@ -138,8 +139,8 @@ def firefox_summary(build_dir: Path, cache: Path, pages: int, containers: list[s
 
 
 def harness_step(args: argparse.Namespace, summary: dict, phases) -> dict | None:
-    """The harness's firefox step: results.json's "firefox" entry and its
-    check line, or None when it was left out."""
+    """The harness's firefox step: returns results.json's "firefox" entry (None when it
+    was left out) and appends its check line to summary["checks"]."""
     if not args.firefox:
         return None
     print("harness: the firefox workload (stock firefox-esr, recorded once per version "

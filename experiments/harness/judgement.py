@@ -23,8 +23,8 @@ import statistics
 
 CONFIDENCE = 0.95
 
-# name: (what it is, how to read it from an exact checkpoint). dirty is judged as a share
-# of the reference's committed memory: its own reference value can be 0.
+# name: what it is (memory_value reads it from an exact checkpoint). dirty is judged as a
+# share of the reference's committed memory: its own reference value can be 0.
 MEMORY_FIGURES = {
     "footprint": "committed - dirty",
     "bin_unused": "free regions in non-full runs",
@@ -61,8 +61,8 @@ def cost_value(cost: dict | None, figure: str) -> float | None:
 
 
 def percent_difference(value: float, reference: float, scale: float | None = None) -> float | None:
-    """100 (value - reference) / scale, scale defaulting to the reference; None when the
-    scale is 0."""
+    """100 (value - reference) / scale, scale defaulting to the reference; with a scale of
+    0, 0.0 when the value equals the reference, else None."""
     scale = reference if scale is None else scale
     if not scale:
         return 0.0 if value == reference else None
@@ -75,7 +75,8 @@ def judge(differences: dict[str, float], confidence: float = CONFIDENCE) -> dict
 
     outcome: "lower" or "higher" when the interval excludes 0; "not resolvable" when it
     straddles 0; "identical" when every trace gave exactly 0 (same choices); "exact for one
-    trace" with a single trace; "not measured" with none."""
+    trace" with a single trace that did not; "not measured" with none (traces whose
+    difference is None do not count)."""
     values = [value for value in differences.values() if value is not None]
     count = len(values)
     judged = {"n_traces": count, "per_trace": differences, "confidence": confidence,
@@ -110,9 +111,9 @@ def checkpoint_named(entry: dict, container: str, name: str) -> dict | None:
 
 
 def moments(entry: dict) -> dict[str, str]:
-    """The checkpoints a trace is judged at: "loaded" (the last tab_N_loaded mark, else its
-    key checkpoint), "closed" (after the tabs close, else the end of the trace) and "peak"
-    (of live bytes)."""
+    """The checkpoints a trace is judged at, named from its first replay's: "loaded" (the
+    last tab_N_loaded mark, else its key checkpoint, else "peak"), "closed" (tabs_closed,
+    else "end") and "peak" (of live bytes; else the last checkpoint)."""
     first = next(iter(entry["allocators"].values()))["exact"]["checkpoints"]
     names = [point["name"] for point in first]
     tabs = [name for name in names if name.startswith("tab_") and name.endswith("_loaded")]
@@ -124,7 +125,8 @@ def moments(entry: dict) -> dict[str, str]:
 def trace_differences(entries: dict[str, dict], container: str, reference: str,
                       moment: str, figure: str) -> dict[str, float | None]:
     """{trace: container's percent difference to the reference} for one memory figure at
-    one moment; a trace without either replay is left out."""
+    one moment; a trace where either replay lacks that checkpoint is left out, one where
+    either lacks the figure maps to None."""
     found = {}
     for trace, entry in entries.items():
         name = moments(entry)[moment]
@@ -157,8 +159,9 @@ def cost_differences(entries: dict[str, dict], container: str, reference: str,
 def judge_corpus(entries: dict[str, dict], reference: str,
                  containers: list[str] | None = None) -> dict:
     """Every container against the reference over the traces of `entries` ({trace name:
-    summary entry of kind "replay"}, replays.py): {container: {"memory": {moment: {figure:
-    judgement}}, "cost": {figure: judgement}}}, plus the traces judged."""
+    summary entry of kind "replay"}, replays.py): {"containers": {container: {"memory":
+    {moment: {figure: judgement}}, "cost": {figure: judgement}}}}, beside the reference,
+    the traces judged and the figures' descriptions."""
     if containers is None:
         containers = sorted({name for entry in entries.values() for name in entry["allocators"]
                              if name != reference})
@@ -177,8 +180,9 @@ def judge_corpus(entries: dict[str, dict], reference: str,
 
 
 def judgement_text(judged: dict) -> str:
-    """'+0.38 % [+0.04, +0.84] over 11 traces', '-0.12 % [-0.40, +0.15], not resolvable',
-    'identical on 8 traces', 'not measured'."""
+    """'+0.38 % [+0.04, +0.84] over 11 traces', '-0.12 % [-0.40, +0.15], not resolvable over
+    8 traces', 'identical on 8 traces', '+0.21 % on its one trace (exact for that trace
+    only)', 'not measured'."""
     outcome, count = judged["outcome"], judged["n_traces"]
     if outcome == "not measured":
         return "not measured"

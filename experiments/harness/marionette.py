@@ -1,7 +1,8 @@
 """A minimal Marionette client: the protocol Firefox speaks on its --marionette port
 (loopback only), length-prefixed JSON, `<length>:<json>`. A command is
-[0, id, name, parameters]; its answer [1, id, error, result]. Only the WebDriver
-commands the Firefox driver uses; standard library only (no marionette-driver).
+[0, id, name, parameters]; its answer [1, id, error, result]. Any command name is
+sent as given (firefox_record.py uses a few WebDriver commands and Marionette:Quit);
+standard library only (no marionette-driver).
 """
 
 from __future__ import annotations

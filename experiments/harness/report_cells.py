@@ -1,5 +1,5 @@
 """The report's table cells: figures and compared differences as the tables print them
-(MiB, a difference with its interval, an exact difference, instructions per call)."""
+(MiB, a difference with its interval, an exact difference, a run's instruction count)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ def mib(count: float | None) -> str:
 
 
 def delta_cell(delta: dict | None) -> str:
-    """A paired comparison: percent and 95 % interval."""
+    """A paired comparison: percent and 95 % interval; "every round" when every pair had
+    the same ratio; the point estimate and its outcome when there is no interval."""
     if not delta or delta.get("percent") is None:
         return NOT_MEASURED if not delta else f"{delta.get('outcome', '-')}"
     if delta.get("low") is None:
@@ -62,6 +63,7 @@ def memory_cell(row: dict) -> str:
 
 
 def instructions_cell(counted: dict | None) -> str:
+    """A run's whole instruction count (perf or callgrind), in millions."""
     if not counted:
         return "-"
     return f"{counted['instructions'] / 1e6:.1f} M" if "instructions" in counted else "error"

@@ -230,7 +230,8 @@ REPLAY = "replay"  # workload_replay needs a trace: one replay:<name> workload p
 
 
 def discover_workloads(build_dir: Path) -> list[Workload]:
-    """The workload programs the build defines, in meson's order."""
+    """The workload programs the build defines, in meson's order; exits naming those
+    not built."""
     found = [Workload(name, program) for name, program in targets_named(
         build_targets(build_dir), WORKLOAD_PREFIX, "executable").items()]
     missing = [workload.program for workload in found if not workload.program.exists()]
@@ -240,8 +241,9 @@ def discover_workloads(build_dir: Path) -> list[Workload]:
 
 
 def trace_workloads(programs: list[Workload], traces: list[Path]) -> list[Workload]:
-    """One replay:<file name> workload per --trace, after checking that each trace is
-    well formed (workload_replay validates the whole file before replaying)."""
+    """One replay:<file name> workload per --trace (replay:<file name>#2, ... for a file
+    name seen again), after checking that each trace is well formed: workload_replay
+    validates the whole file before it replays, here a negligible --scale."""
     replayer = next((w.program for w in programs if w.name == REPLAY), None)
     if traces and replayer is None:
         sys.exit("harness: --trace needs the workload_replay program (run ninja)")

@@ -8,10 +8,11 @@
 // handed out twice while live; realloc runs under the lock (it frees and
 // allocates in one call).
 //
-// Marks: a `jemalloc_stats()` line every RUNSEL_FIREFOX_EVERY calls and for each
-// label a driver publishes in the file named by RUNSEL_FIREFOX_MARKS (the layout
-// of tools/trace/format.md's marks file); at each, the executable's own
-// jemalloc_stats_internal figures go to the side file <pid>.marks.jsonl.
+// Marks: a `jemalloc_stats()` line every RUNSEL_FIREFOX_EVERY calls (label "every"),
+// one for each label a driver publishes in the file named by RUNSEL_FIREFOX_MARKS
+// (the layout of tools/trace/format.md's marks file), noticed at the process's next
+// call, and "exit" at exit; at each, the executable's own jemalloc_stats_internal
+// figures go to the side file <pid>.marks.jsonl.
 //
 // This library lives in its own link namespace with its own libc, whose malloc
 // is not Firefox's: nothing here is recorded or recurses.
@@ -246,8 +247,9 @@ static void check_marks(void) {
   inside = false;
 }
 
-// One JSON line in the side file: the mark's number and line, its label, the process's
-// command line, and the executable's jemalloc_stats_internal figures.
+// One JSON line in the side file: the mark's number, the log's line and call counts
+// there, its label, the process's command line, and the executable's
+// jemalloc_stats_internal figures.
 static void side_record(const char* label) {
   if (log_state.marks_fd < 0) return;
   static char json[16384];

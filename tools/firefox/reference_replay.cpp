@@ -5,7 +5,7 @@
 // resolve to the executable's exports), and exits with the replayer's code.
 //
 //   RUNSEL_FIREFOX_REPLAY="--json OUT [--partial] ... TRACE"
-//   MALLOC_OPTIONS=r LD_PRELOAD=build/tools/librunsel-firefox-replay.so firefox-esr --version
+//   MALLOC_OPTIONS=r LD_PRELOAD=build/tools/firefox/librunsel-firefox-replay.so firefox-esr --version
 //
 // The replayer reads figures through runsel's stats call; here that call is
 // answered from the executable's jemalloc_stats_internal (stats_layout.h), so
@@ -85,7 +85,7 @@ void runsel_stats(runsel_stats_t* out) {
   }
 }
 
-// The forced purge the replay measures in a forked copy at every mark: mozjemalloc's
+// The forced purge the replay measures in a forked copy at every checkpoint: mozjemalloc's
 // own jemalloc_free_dirty_pages (looked up once; a Firefox without it purges nothing).
 void runsel_free_dirty_pages(void) {
   using free_dirty_fn = void (*)();
@@ -119,8 +119,9 @@ static void print_geometry_and_exit() {
   _exit(0);
 }
 
-// Runs the replay named by RUNSEL_FIREFOX_REPLAY (arguments separated by spaces;
-// paths with spaces are not supported) and exits; without it, does nothing.
+// With RUNSEL_FIREFOX_GEOMETRY set, prints the run layout and exits; else runs the
+// replay named by RUNSEL_FIREFOX_REPLAY (arguments separated by spaces; paths with
+// spaces are not supported) and exits; without either, does nothing.
 __attribute__((constructor)) static void replay_inside_firefox() {
   const char* geometry = std::getenv("RUNSEL_FIREFOX_GEOMETRY");
   if (geometry != nullptr && geometry[0] != 0) print_geometry_and_exit();

@@ -2,7 +2,8 @@
 // jemalloc_stats_internal(stats, bins), as the recorder and the reference
 // replayer read them, and the check that this Firefox lays them out so: the
 // layout is not a stable interface, so a Firefox whose fields do not hold the
-// known constants (quantum 16, chunk 1 MiB, page 4 KiB, 45 bins at most 64) is
+// known constants (quantum 16, chunk 1 MiB, page 4 KiB, 1 to MAX_BINS bins) and
+// plausible figures (1 to 4095 arenas, allocated and bin_unused within mapped) is
 // treated as having no usable figures.
 #ifndef RUNSEL_FIREFOX_STATS_LAYOUT_H
 #define RUNSEL_FIREFOX_STATS_LAYOUT_H

@@ -15,7 +15,8 @@
 
 namespace runsel::trace {
 
-// Live requested bytes, as the replay's blocks policy counts them.
+// Live requested bytes, as the replay's blocks policy counts them, and the checksum
+// over the freed blocks (their sizes and first bytes, replay_engine.h) it prints.
 struct LiveBytes {
   std::size_t live = 0;
   std::uint64_t checksum = 0;
