@@ -196,7 +196,8 @@ def geometric_series(runs: list[dict], programs: list[str], allocator: str,
 
 
 def ratio(values: dict[int, float], reference: dict[int, float]) -> dict:
-    """The paired comparison as ratios: {ratio, low, high, half_width_percent}."""
+    """The paired comparison as ratios: {ratio, low, high, half_width_percent, pairs,
+    pairs_needed (for an interval)}."""
     from harness import comparisons  # numpy and scipy, which ensure_libraries provided
 
     shared = sorted(set(values) & set(reference))
@@ -205,7 +206,7 @@ def ratio(values: dict[int, float], reference: dict[int, float]) -> dict:
     as_ratio = (lambda p: None if p is None else 1 + p / 100)
     return {"ratio": as_ratio(comparison["percent"]), "low": as_ratio(comparison["low"]),
             "high": as_ratio(comparison["high"]), "half_width_percent": comparison["half_width"],
-            "pairs": comparison["n_pairs"]}
+            "pairs": comparison["n_pairs"], "pairs_needed": comparisons.MIN_PAIRS}
 
 
 def best_peer_series(runs: list[dict], program: str, peers: list[str],
@@ -242,7 +243,8 @@ def cell(entry: dict) -> str:
     if entry["ratio"] is None:
         return "-"
     if entry["low"] is None:
-        return f"{entry['ratio']:.2f} (no interval: {entry['pairs']} of 5 rounds)"
+        return (f"{entry['ratio']:.2f} (no interval: {entry['pairs']} rounds, "
+                f"{entry['pairs_needed']} needed)")
     return f"{entry['ratio']:.2f} [{entry['low']:.2f}, {entry['high']:.2f}]"
 
 

@@ -17,6 +17,9 @@ from pathlib import Path
 
 REFERENCE = "rb_first"  # every runsel variant is compared with it
 GLIBC = "glibc"  # the system's own malloc: no preload
+# The container Firefox's allocator uses today: the Firefox workload sets it beside the
+# reference replay on Firefox's own allocator.
+FIREFOX_MATCHING = "lifo"
 # (allocator, shared object ldconfig knows it by): the peers tools/runsel installs.
 SYSTEM_ALLOCATORS = (
     ("jemalloc", "libjemalloc.so.2"),

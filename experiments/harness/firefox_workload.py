@@ -23,11 +23,11 @@ import time
 from pathlib import Path
 
 from . import fanout, firefox_record, firefox_replay, replays
+from .allocators import FIREFOX_MATCHING as MATCHING
 from .interpreter import ROOT
 
 WORKLOAD = "firefox"  # the harness's name for this workload (--workload firefox)
 FIGURES = ("allocated", "committed", "bin_unused", "resident", "dirty", "live_requested")
-MATCHING = "lifo"  # the container Firefox uses today: set beside the reference row
 MARK_NAME = re.compile(r"^jemalloc_stats #(\d+) ")
 
 

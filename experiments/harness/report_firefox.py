@@ -5,6 +5,8 @@ other tables."""
 
 from __future__ import annotations
 
+from .allocators import FIREFOX_MATCHING
+
 
 FIREFOX_FIGURES = ("allocated", "committed", "bin_unused")
 
@@ -44,7 +46,7 @@ def firefox_marks_table(results: dict):
     """At every mark: the real allocator inside the browser, the reference replay on
     Firefox's allocator, and lifo with the classic and with Firefox's run sizes."""
     firefox = results.get("firefox") or {}
-    matching = "lifo"
+    matching = FIREFOX_MATCHING
     headers = ["process", "mark", "figure", "in the browser", "firefox (replay)",
                f"{matching} (classic runs)", "vs firefox", f"{matching}@firefox", "vs firefox",
                "the run sizes alone"]

@@ -230,7 +230,9 @@ class CurrentThenLowestModel {
     } else if (current_ == nullptr) {
       current_ = run;
     } else if (address(run) < address(current_)) {
-      if (!current_full_) EXPECT_TRUE(tree_.insert(current_).second);
+      if (!current_full_) {
+        EXPECT_TRUE(tree_.insert(current_).second);
+      }
       current_ = run;
       current_full_ = false;
     } else {
