@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import counting
+from . import counting, fanout
 from .allocators import REFERENCE
 
 SCHEMA_VERSION = 3
@@ -25,8 +25,10 @@ EXACT_FIGURES = ("resident", "committed")  # the exact replays table's differenc
 
 
 class PhaseClock:
-    """Wall and CPU seconds of each step; CPU counts this process and the runs it waited
-    for, so a loaded machine's report still tells what the steps cost."""
+    """Wall and CPU seconds of each step. CPU counts this process, the runs it waited for
+    and the Dask tasks (measured on the workers: fanout.task_cpu), so a loaded machine's
+    report still tells what the steps cost; a local cluster's workers, reaped when it
+    closes, count only through their tasks (their own start-up: fanout.reaped_cpu)."""
 
     def __init__(self):
         self.wall, self.cpu = {}, {}
@@ -36,13 +38,32 @@ class PhaseClock:
     def cpu_now() -> float:
         return sum(usage.ru_utime + usage.ru_stime for usage in
                    (resource.getrusage(resource.RUSAGE_SELF),
-                    resource.getrusage(resource.RUSAGE_CHILDREN)))
+                    resource.getrusage(resource.RUSAGE_CHILDREN))) \
+            - fanout.reaped_cpu() + fanout.tasks_cpu_total()
 
     def end(self, step: str) -> None:
         now, cpu = time.monotonic(), self.cpu_now()
         self.wall[step] = round(now - self.started, 1)
         self.cpu[step] = round(cpu - self.cpu_started, 1)
         self.started, self.cpu_started = now, cpu
+
+    def table(self) -> str:
+        """The steps' wall and CPU seconds, one line each, for the end of the run."""
+        lines = [f"{'step':<20} {'wall s':>8} {'CPU s':>8}"]
+        lines += [f"{step:<20} {self.wall[step]:>8.1f} {self.cpu[step]:>8.1f}"
+                  for step in self.wall]
+        lines.append(f"{'total':<20} {sum(self.wall.values()):>8.1f} "
+                     f"{sum(self.cpu.values()):>8.1f}")
+        return "\n".join(lines)
+
+
+def task_table(tasks: dict[str, dict]) -> str:
+    """The Dask tasks' CPU seconds by kind: count, total, per task."""
+    lines = [f"{'task':<28} {'count':>6} {'CPU s':>8} {'per task':>9}"]
+    lines += [f"{kind:<28} {tally['tasks']:>6} {tally['cpu']:>8.1f} "
+              f"{tally['cpu'] / max(1, tally['tasks']):>9.2f}"
+              for kind, tally in tasks.items()]
+    return "\n".join(lines)
 
 
 def machine() -> dict:
