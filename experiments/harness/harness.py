@@ -268,16 +268,11 @@ def main(argv: list[str] | None = None) -> int:
         "firefox": firefox,
     }
     phases.end("statistics")
-    document["phase_seconds"], document["phase_cpu_seconds"] = phases.wall, phases.cpu
-    document["task_cpu_seconds"] = fanout.task_cpu()
-    document["fanout_workers_cpu_seconds"] = round(
-        max(0.0, fanout.reaped_cpu() - fanout.tasks_cpu_total()), 1) if not args.scheduler else None
+    workers = ((document.get("corpus") or {}).get("fanout") or {}).get("workers") \
+        or fanout.usable_cores()
+    results.add_time_figures(document, phases, workers, local=not args.scheduler)
     path, markdown, html = results.write(document, args.out)
-    print("\nwhere the time went (CPU: this process, its runs and the Dask tasks):\n"
-          + phases.table() + "\n\n" + results.task_table(document["task_cpu_seconds"])
-          + (f"\nthe local Dask workers' own CPU (start-up, bookkeeping): "
-             f"{document['fanout_workers_cpu_seconds']} s"
-             if document["fanout_workers_cpu_seconds"] is not None else ""))
+    print("\n" + results.time_tables(document, phases, workers))
     print(f"\nreport: {html}\n        {markdown}\nresults: {path}")
     failed = [check for check in document["checks"] if not check["ok"]]
     return 1 if discarded or failed else 0
