@@ -11,6 +11,7 @@ from pathlib import Path
 
 from . import allocators as allocator_discovery
 from . import runs
+from .fanout import fanned_map
 
 BIN_COUNTERS = ("picks", "picks_with_choice", "runs_created", "runs_destroyed")
 HISTOGRAMS = ("nonfull_at_pick", "picked_fullness")
@@ -81,9 +82,14 @@ def run_counting(workloads: list[runs.Workload], libraries: dict[str, Path], sca
             if not workload.allocators or variant in workload.allocators]
     progress = runs.Progress(len(plan), "counters")
     prefix = runs.FIXED_LAYOUT if fixed_layout else []
-    for workload, variant, library in plan:
-        allocator = allocator_discovery.Allocator(variant, True, library.resolve())
-        result = runs.run_once(workload, allocator, scale, seed, timeout, prefix)
+
+    def run(item: tuple) -> dict:
+        workload, variant, library = item
+        return runs.run_once(workload, allocator_discovery.Allocator(variant, True, library.resolve()),
+                             scale, seed, timeout, prefix)
+
+    def done(item: tuple, result: dict) -> None:
+        workload, variant, _ = item
         if not result["ok"]:
             counted[workload.name][variant] = {"error": result["error"]}
             status = result["error"]
@@ -94,4 +100,7 @@ def run_counting(workloads: list[runs.Workload], libraries: dict[str, Path], sca
                 else {"error": "the counting library reported no counters"})
             status = "counted"
         progress.step(f"{workload.name} × {variant} {status}")
+    # The choices counted do not depend on the load (a fixed seed and address layout): the
+    # runs are Dask tasks on every core, like the callgrind counts.
+    fanned_map(run, plan, done, kind="counting run (synthetic)")
     return counted

@@ -6,18 +6,27 @@ package (started with PYTHONPATH=<repository>/experiments). Timed runs never go 
 their results depend on the load.
 
     configure(None | "tcp://host:8786")   before the first map (the harness does it)
-    fanned_map(function, items, done)     [function(item) for item in items], spread
+    fanned_map(function, items, done, kind)  [function(item) for item in items], spread
+    task_cpu()                            CPU seconds the tasks took, by kind
     close()                               at the end of the run
+
+Each task's CPU seconds (its own thread's and those of the programs it waited for) are
+measured where it runs and summed here by kind, so the harness's per-step CPU figures
+include the work done on the workers, which its own getrusage cannot see.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import resource
+import time
 
 _scheduler: str | None = None
 _client = None
 _cluster = None
+_tasks: dict[str, dict] = {}  # {kind: {"tasks": N, "cpu": seconds}}
+_reaped = 0.0  # CPU seconds of a local cluster's workers, reaped by this process at close()
 
 
 class FanoutFailed(Exception):
@@ -71,29 +80,66 @@ def client():
     return _client
 
 
-def fanned_map(function, items: list, done=None) -> list:
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def measured(function):
+    """function, returning (its result, the CPU seconds it took): its own thread's and
+    those of the programs it started and waited for (a worker runs one task at a time)."""
+    def run(item):
+        thread, children = time.thread_time(), children_cpu()
+        result = function(item)
+        return result, time.thread_time() - thread + children_cpu() - children
+    return run
+
+
+def fanned_map(function, items: list, done=None, kind: str = "other") -> list:
     """[function(item) for item in items], as tasks on the cluster: only for work whose
     results do not depend on the machine's load. done(item, result) is called in the order
     the tasks finish; an exception raised by a task is raised here. Functions and items
-    must be picklable (cloudpickle: closures are)."""
+    must be picklable (cloudpickle: closures are). The tasks' CPU seconds count under
+    `kind` in task_cpu()."""
     if not items:
         return []
     from distributed import as_completed
-    futures = client().map(function, items, pure=False)
+    futures = client().map(measured(function), items, pure=False)
     where = {future.key: index for index, future in enumerate(futures)}
     results = [None] * len(items)
+    tally = _tasks.setdefault(kind, {"tasks": 0, "cpu": 0.0})
     for future in as_completed(futures):
         index = where[future.key]
-        results[index] = future.result()
+        results[index], seconds = future.result()
+        tally["tasks"] += 1
+        tally["cpu"] += seconds
         if done:
             done(items[index], results[index])
     return results
 
 
+def task_cpu() -> dict[str, dict]:
+    """{kind: {"tasks": N, "cpu": seconds}} of every task run so far."""
+    return {kind: dict(tally) for kind, tally in _tasks.items()}
+
+
+def tasks_cpu_total() -> float:
+    return sum(tally["cpu"] for tally in _tasks.values())
+
+
+def reaped_cpu() -> float:
+    """CPU seconds this process's RUSAGE_CHILDREN gained when a local cluster's workers
+    exited (close()): the tasks' (already in task_cpu()) and the workers' own start-up and
+    bookkeeping."""
+    return _reaped
+
+
 def close() -> None:
-    global _client, _cluster
+    global _client, _cluster, _reaped
+    before = children_cpu()
     if _client is not None:
         _client.close()
     if _cluster is not None:
         _cluster.close()
     _client = _cluster = None
+    _reaped += children_cpu() - before

@@ -86,7 +86,8 @@ def process_entry(build_dir: Path, session: Path, process: dict, containers: dic
             return firefox_replay.reference_replay(build_dir, trace, scratch, timeout=timeout)
         return replay_with(program, trace, scratch, setting, timeout)
     documents = dict(zip([job[0] for job in jobs], fanout.fanned_map(
-        run, jobs, lambda job, _: progress(f"firefox {process['role']} replayed on {job[0]}"))))
+        run, jobs, lambda job, _: progress(f"firefox {process['role']} replayed on {job[0]}"),
+        kind="firefox replay")))
     reference = documents[firefox_replay.REFERENCE_NAME]
     marks = marks_of(reference, side)
     for mark in marks:

@@ -268,8 +268,11 @@ def main(argv: list[str] | None = None) -> int:
         "firefox": firefox,
     }
     phases.end("statistics")
-    document["phase_seconds"], document["phase_cpu_seconds"] = phases.wall, phases.cpu
+    workers = ((document.get("corpus") or {}).get("fanout") or {}).get("workers") \
+        or fanout.usable_cores()
+    results.add_time_figures(document, phases, workers, local=not args.scheduler)
     path, markdown, html = results.write(document, args.out)
+    print("\n" + results.time_tables(document, phases, workers))
     print(f"\nreport: {html}\n        {markdown}\nresults: {path}")
     failed = [check for check in document["checks"] if not check["ok"]]
     return 1 if discarded or failed else 0

@@ -2,7 +2,8 @@
 (--quick), read by the harness and by tools/runsel's help; and the check of the numbers
 that override them. Standard library only.
 
-Run lengths, for a default report of about 20 minutes on 2 cores. The containers, which
+Run lengths, aimed at a default report of 20 minutes on 2 cores (about 25 today:
+experiments/README.md, "Where the time goes"). The containers, which
 the verdict compares to 2 %, take part in every round (repeat, then up to `extend`
 seconds of extra rounds for the comparisons still wider than that); the peers and the
 settings (rb_first@purge:NAME, ...) in the first peer_repeat rounds. A webkit run costs

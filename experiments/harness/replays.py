@@ -107,7 +107,7 @@ def counted_replays(trace: Path, build_dir: Path, containers: list[str], timeout
             return {"error": str(failure)}
         return (pick_counters(document) if document.get("counting")
                 else {"error": f"{program.name} does not count"})
-    return dict(zip(containers, fanned_map(counted, programs)))
+    return dict(zip(containers, fanned_map(counted, programs, kind="counting replay")))
 
 
 def key_checkpoint(document: dict) -> str:
@@ -136,7 +136,8 @@ def exact_replay_summary(trace: Path, build_dir: Path, family: str = "trace",
     names = list(programs) + ([REFERENCE] if REFERENCE in programs else [])
     replayed = fanned_map(
         lambda name: replay_once(programs[name], trace, timeout), names,
-        lambda name, _: progress and progress(f"exact replay of {trace.name} on {name}"))
+        lambda name, _: progress and progress(f"exact replay of {trace.name} on {name}"),
+        kind="exact replay (--trace)")
     documents = dict(zip(programs, replayed))
     repeated = ({REFERENCE: replayed[-1] == documents[REFERENCE]}
                 if REFERENCE in programs else {})
@@ -157,7 +158,8 @@ def exact_replay_summary(trace: Path, build_dir: Path, family: str = "trace",
         if not any(costs.values()):
             costs = dict(zip(documents, fanned_map(
                 cost, list(documents),
-                lambda name, _: progress and progress(f"callgrind cost of {trace.name} on {name}"))))
+                lambda name, _: progress and progress(f"callgrind cost of {trace.name} on {name}"),
+                kind="callgrind cost (--trace)")))
     first = next(iter(documents.values()))
     sequences = {name: [(p["name"], p["ops"]) for p in doc["checkpoints"]]
                  for name, doc in documents.items()}
@@ -198,7 +200,8 @@ def corpus_summaries(traces: dict[str, Path], build_dir: Path, family: str,
             return {"error": str(failure)}
     documents = dict(zip(jobs, fanned_map(
         replayed, jobs, lambda job, _: progress and progress(f"exact replay of {job[0]} on "
-                                                             f"{job[1]}"))))
+                                                             f"{job[1]}"),
+        kind="corpus replay")))
     costed = list(traces)[:cost_traces]
     costs: dict[tuple[str, str], dict | None] = {}
     if costed and windows:
@@ -215,7 +218,8 @@ def corpus_summaries(traces: dict[str, Path], build_dir: Path, family: str,
                     return {"error": str(failure)}
             costs = dict(zip(cost_jobs, fanned_map(
                 cost, cost_jobs, lambda job, _: progress and progress(
-                    f"callgrind windows of {job[0]} on {job[1]}"))))
+                    f"callgrind windows of {job[0]} on {job[1]}"),
+                kind="corpus callgrind windows")))
         except callgrind_cost.CostFailed as failure:
             costs = {(trace, name): {"error": str(failure)} for trace in costed for name in programs}
     first = next(iter(traces))

@@ -219,7 +219,7 @@ def run_instruction_counts(workloads: list[Workload], allocators: list[Allocator
     pairs = [(workload, allocator) for workload in workloads for allocator in allocators]
     count = lambda pair: count_instructions(*pair, counter, scale, seed, timeout)  # noqa: E731
     if counter == "callgrind":
-        fanned_map(count, pairs, done)
+        fanned_map(count, pairs, done, kind="callgrind count (synthetic)")
     else:
         for pair in pairs:
             done(pair, count(pair))

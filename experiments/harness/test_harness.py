@@ -360,6 +360,24 @@ def check_targets(results: dict, out: Path, failures: Failures) -> None:
             failures.expect(verdict_of["text"] in markdown, f"{where}: not in report.md")
 
 
+def check_phase_cpu(results: dict, failures) -> None:
+    """Every step has its wall and CPU seconds; the Dask tasks' CPU is counted by kind
+    (the corpus's replays and callgrind windows, the firefox replays) and within the CPU
+    of the step that ran them, which the harness's own getrusage cannot see."""
+    wall, cpu = results.get("phase_seconds", {}), results.get("phase_cpu_seconds", {})
+    failures.expect(wall and set(wall) == set(cpu), f"phase seconds {wall}, CPU {cpu}")
+    tasks = results.get("task_cpu_seconds") or {}
+    for kind in ("corpus replay", "corpus callgrind windows", "firefox replay"):
+        tally = tasks.get(kind)
+        failures.expect(tally and tally["tasks"] > 0 and tally["cpu"] > 0,
+                        f"no CPU seconds of {kind!r} tasks: {tasks}")
+    corpus = tasks.get("corpus replay", {}).get("cpu", 0) + \
+        tasks.get("corpus callgrind windows", {}).get("cpu", 0)
+    failures.expect(cpu.get("trace corpus", 0) >= corpus,
+                    f"the trace corpus step's CPU {cpu.get('trace corpus')} s leaves out its "
+                    f"tasks' {corpus:.1f} s")
+
+
 def container_names(build_dir: Path) -> list[str]:
     """Every container of meson.build's table, as the build wrote it to
     memory/containers/containers.json: a plain build builds each one's variant."""
@@ -396,6 +414,7 @@ def main() -> int:
             check_counters(results, failures)
             check_render(out, failures)
             check_targets(results, out, failures)
+            check_phase_cpu(results, failures)
     for failure in failures:
         print(f"FAILED: {failure}")
     print(f"harness test: {len(failures)} failure(s); allocators expected: {', '.join(expected)}")
