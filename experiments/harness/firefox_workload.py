@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from . import fanout, firefox_record, firefox_replay, replays
+from . import allocators, fanout, firefox_record, firefox_replay, replays
 from .interpreter import ROOT
 
 WORKLOAD = "firefox"  # the harness's name for this workload (--workload firefox)
@@ -137,6 +137,33 @@ def firefox_summary(build_dir: Path, cache: Path, pages: int, containers: list[s
     }
 
 
+# What the choices decide at a mark, of the figures a Firefox replay keeps (bookkeeping,
+# and so committed, holds array_heap's side array).
+CHOICE_FIGURES = ("live_requested", "allocated", "bin_unused")
+
+
+def same_choices_checks(entry: dict, groups: list[list[str]]) -> list[dict]:
+    """Per group of containers that pick alike with two or more replayed: every member's
+    CHOICE_FIGURES at every mark of every process equal the first member's."""
+    checks = []
+    for members in groups:
+        present = [m for m in members if entry["processes"] and all(
+            m in mark["figures"] for p in entry["processes"] for mark in p["marks"])]
+        if len(present) < 2:
+            continue
+        differing = sorted({f"{p['role']} {mark['label']}: {member}"
+                            for p in entry["processes"] for mark in p["marks"]
+                            for member in present[1:]
+                            if any(mark["figures"][member][f] != mark["figures"][present[0]][f]
+                                   for f in CHOICE_FIGURES)})
+        checks.append({"workload": WORKLOAD, "ok": not differing,
+                       "check": "same choices, so identical live, allocated and bin_unused "
+                                f"at every mark of every process: {', '.join(present)}",
+                       "detail": (f"differs from {present[0]}: " + ", ".join(differing[:6]))
+                       if differing else f"{len(entry['processes'])} processes compared"})
+    return checks
+
+
 def harness_step(args: argparse.Namespace, summary: dict, phases) -> dict | None:
     """The harness's firefox step: results.json's "firefox" entry and its
     check line, or None when it was left out."""
@@ -157,6 +184,9 @@ def harness_step(args: argparse.Namespace, summary: dict, phases) -> dict | None
         "detail": entry.get("error") or
                   f"{len(entry['processes'])} processes, "
                   f"{'reused' if entry['reused_recording'] else 'recorded'} session"})
+    if "error" not in entry:
+        summary["checks"].extend(same_choices_checks(
+            entry, allocators.same_choice_groups(args.build_dir)))
     phases.end("firefox")
     return entry
 
