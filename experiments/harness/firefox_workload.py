@@ -25,7 +25,8 @@ from . import allocators, fanout, firefox_record, firefox_replay, replays
 from .interpreter import ROOT
 
 WORKLOAD = "firefox"  # the harness's name for this workload (--workload firefox)
-FIGURES = ("allocated", "committed", "bin_unused", "resident", "dirty", "live_requested")
+FIGURES = ("allocated", "committed", "bin_unused", "resident", "dirty", "live_requested",
+           "purged_resident")
 MATCHING = "lifo"  # the container Firefox uses today: set beside the reference row
 MARK_NAME = re.compile(r"^jemalloc_stats #(\d+) ")
 
@@ -93,7 +94,7 @@ def process_entry(build_dir: Path, session: Path, process: dict, containers: dic
         for name, document in documents.items():
             point = next(p for p in document["checkpoints"] if p["ops"] == mark["ops"]
                          and p["kind"] == "mark")
-            mark["figures"][name] = {figure: point[figure] for figure in FIGURES}
+            mark["figures"][name] = {figure: point.get(figure) for figure in FIGURES}
     return {"role": process["role"], "pid": process["pid"], "trace": str(trace),
             "records": reference["trace"]["records"],
             "recording": {key: process[key] for key in (

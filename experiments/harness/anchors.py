@@ -1,0 +1,100 @@
+"""The anchors side by side on every replayed trace: how far rb_first, the idealized
+lowest-address tree, is from moz_tree, the tree mozjemalloc shipped until 2024 (memory
+that purge timing cannot flip). Computed when the run ends from the corpus
+replays (results["corpus"]) and the Firefox log replays (results["firefox"]); kept in
+results["anchors"] as numbers; report.py's anchor table only lays them out.
+
+Each trace's difference is exact for that trace; a group of traces (the WebKit corpus,
+the --corpus-file traces, Firefox's processes) gets the judgement's interval over its
+traces (judgement.judge), never pooled with another group.
+"""
+
+from __future__ import annotations
+
+from . import judgement
+
+SHIPPED, IDEALIZED = "moz_tree", "rb_first"
+# (moment, figure): the figures purge timing cannot flip, with the pages loaded and after
+# the tabs close (judgement.moments).
+MEMORY_COLUMNS = (("loaded", "purged_resident"), ("closed", "purged_resident"),
+                  ("closed", "footprint"), ("closed", "bin_unused"))
+GROUP_LABELS = {"webkit": "WebKit corpus", "files": "--corpus-file traces",
+                "firefox": "Firefox logs"}
+
+
+def interval(values: dict[str, float | None]) -> dict:
+    """Mean of the per-trace values with judgement.judge's 95 % interval (Student's t over
+    the traces): {mean, low, high, n, outcome}."""
+    judged = judgement.judge(values)
+    return {"mean": judged["percent"], "low": judged["low"], "high": judged["high"],
+            "n": judged["n_traces"], "outcome": judged["outcome"]}
+
+
+def memory_group(group: str, traces: dict[str, dict[tuple[str, str], float | None]]) -> dict:
+    """traces: {trace: {(moment, figure): SHIPPED's percent difference to IDEALIZED}}."""
+    return {"group": group, "label": GROUP_LABELS.get(group, group),
+            "traces": [{"trace": name, "differences": [found.get(column)
+                                                       for column in MEMORY_COLUMNS]}
+                       for name, found in traces.items()],
+            "judged": [interval({name: found.get(column) for name, found in traces.items()})
+                       for column in MEMORY_COLUMNS]}
+
+
+def corpus_memory(entries: dict[str, dict]) -> dict[str, dict]:
+    """{trace: {column: percent}} for the traces whose replays hold both containers."""
+    usable = {name: entry for name, entry in entries.items()
+              if "error" not in entry and SHIPPED in entry["allocators"]
+              and IDEALIZED in entry["allocators"]}
+    found: dict[str, dict] = {name: {} for name in usable}
+    for moment, figure in MEMORY_COLUMNS:
+        for name, value in judgement.trace_differences(usable, SHIPPED, IDEALIZED,
+                                                       moment, figure).items():
+            found[name][(moment, figure)] = value
+    return found
+
+
+def firefox_point(process: dict, container: str, moment: str) -> dict | None:
+    """A Firefox process's figures on `container` at "loaded" (its last tab_N_loaded mark)
+    or "closed" (tabs_closed)."""
+    marks = [mark for mark in process["marks"] if mark["label"] != "every"]
+    if moment == "loaded":
+        chosen = [m for m in marks if m["label"].startswith("tab_") and m["label"].endswith("_loaded")]
+    else:
+        chosen = [m for m in marks if m["label"] == "tabs_closed"]
+    return chosen[-1]["figures"].get(container) if chosen else None
+
+
+def firefox_memory(firefox: dict) -> dict[str, dict]:
+    found: dict[str, dict] = {}
+    for process in firefox.get("processes", []):
+        name = f"{process['role']} ({process['pid']})"
+        found[name] = {}
+        for moment, figure in MEMORY_COLUMNS:
+            mine, base = (firefox_point(process, SHIPPED, moment),
+                          firefox_point(process, IDEALIZED, moment))
+            value = reference = None
+            if mine and base:
+                value, reference = (judgement.memory_value(mine, figure),
+                                    judgement.memory_value(base, figure))
+            found[name][(moment, figure)] = (
+                None if value is None or reference is None
+                else judgement.percent_difference(value, reference))
+    return found if any(any(v is not None for v in d.values()) for d in found.values()) else {}
+
+
+def build(corpus: dict | None, firefox: dict | None) -> dict | None:
+    """results["anchors"]; None when no replayed trace holds both anchors."""
+    memory = []
+    for group, data in ((corpus or {}).get("groups") or {}).items():
+        entries = data.get("entries") or {}
+        found = corpus_memory(entries)
+        if found:
+            memory.append(memory_group(group, found))
+    if firefox and "error" not in firefox:
+        found = firefox_memory(firefox)
+        if found:
+            memory.append(memory_group("firefox", found))
+    if not memory:
+        return None
+    return {"shipped": SHIPPED, "idealized": IDEALIZED,
+            "memory": {"columns": [list(column) for column in MEMORY_COLUMNS], "groups": memory}}
