@@ -383,6 +383,7 @@ def answer_tables(results: dict) -> list:
     """The tables under the opening paragraph and picture, before everything else."""
     return [table for table in (corpus_report.answer_table(results),
                                 report_anchors.idealized_table(results),
+                                report_anchors.cost_table(results),
                                 corpus_report.published_corpus_table(results),
                                 corpus_report.per_class_table(results),
                                 corpus_report.purge_timing_table(results)) if table[2]]

@@ -1,7 +1,7 @@
-"""The report's anchor table (results.json's "anchors", anchors.py): moz_tree, the tree
-mozjemalloc shipped, against rb_first, the idealized tree, on every replayed trace. Data
-in, (title, headers, rows, note) out, like report.py's other tables; no statistics
-here."""
+"""The report's anchor tables (results.json's "anchors", anchors.py): moz_tree, the tree
+mozjemalloc shipped, against rb_first, the idealized tree, on every replayed trace; and
+moz_tree's and lifo's own instructions per allocator call. Data in, (title, headers,
+rows, note) out, like report.py's other tables; no statistics here."""
 
 from __future__ import annotations
 
@@ -59,4 +59,34 @@ def idealized_table(results: dict):
             "over the traces of its group (Student's t; \"?\" = it straddles 0), groups never "
             "pooled. A dash: the figure was not measured (Firefox's logs have no "
             "forced-purge figure).")
+    return title, headers, rows, note
+
+
+def cost_table(results: dict):
+    """moz_tree's and lifo's own instructions per allocator call, and their difference."""
+    anchors = results.get("anchors") or {}
+    cost = anchors.get("cost") or {}
+    shipped, today = anchors.get("shipped", "moz_tree"), anchors.get("today", "lifo")
+    title = (f"The change Firefox made, in instructions: {shipped} and {today} per "
+             "allocator call")
+    if not cost.get("groups"):
+        return title, [], [], ""
+    headers = ["traces", "trace", f"{shipped}", f"{today}", f"{shipped} − {today}",
+               f"in % of {today}", "calls counted"]
+    rows = []
+    for group in cost["groups"]:
+        for trace in group["traces"]:
+            rows.append([group["label"], trace["trace"], f"{trace['shipped']:.1f}",
+                         f"{trace['today']:.1f}", f"{trace['difference']:+.1f}",
+                         percent_cell(trace["percent"], 2), f"{trace['calls']:,d}"])
+        judged = group["judged"]
+        rows.append([group["label"], mean_label(group),
+                     interval_cell(judged["shipped"], "", 1, signed=False),
+                     interval_cell(judged["today"], "", 1, signed=False),
+                     interval_cell(judged["difference"], "", 1),
+                     interval_cell(judged["percent"], digits=2), ""])
+    note = ("The allocator's own instructions per allocator call (callgrind over the corpus's "
+            "windows, the replayer's own work left out, as in the corpus table), exact for "
+            "each trace and window; the mean row has the 95 % interval over the traces "
+            "(Student's t; \"?\" = the difference's interval straddles 0).")
     return title, headers, rows, note

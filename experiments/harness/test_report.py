@@ -109,11 +109,12 @@ class RenderedFromTheFixture(unittest.TestCase):
     def test_the_report_opens_with_the_answer_then_the_verdict_and_its_sentences(self):
         markdown = self.markdown.read_text()
         sections = [line for line in markdown.splitlines() if line.startswith("## ")]
-        # The answer over the fixture's trace corpus, its tables (the anchors' right
+        # The answer over the fixture's trace corpus, its tables (the anchors' two right
         # after the corpus table), then the verdict.
         anchors_title = report_anchors.idealized_table(self.results)[0]
-        self.assertEqual(sections[:3], ["## Answer", "## Over the trace corpus",
-                                        f"## {anchors_title}"])
+        self.assertEqual(sections[:4], ["## Answer", "## Over the trace corpus",
+                                        f"## {anchors_title}",
+                                        f"## {report_anchors.cost_table(self.results)[0]}"])
         self.assertLess(sections.index(f"## {anchors_title}"), sections.index("## Verdict"))
         self.assertIn(corpus_report.answer_paragraph(self.results), markdown)
         verdict = self.results["verdict"]
@@ -147,6 +148,26 @@ class RenderedFromTheFixture(unittest.TestCase):
             self.assertEqual(mean["trace"], f"mean over {len(group['traces'])} traces")
             self.assertAlmostEqual(group["judged"][column]["mean"], judged[moment][figure]["percent"])
             self.assertTrue(mean[header].startswith(f"{judged[moment][figure]['percent']:+.3f} %"))
+
+    def test_the_instructions_table_gives_both_anchors_and_their_difference(self):
+        stored = self.results["anchors"]["cost"]["groups"]
+        rows = self.rows_of(report_anchors.cost_table(self.results)[0])
+        self.assertEqual(len(rows), sum(len(group["traces"]) + 1 for group in stored))
+        entries = self.results["corpus"]["groups"]["webkit"]["entries"]
+        for trace, cells in zip(stored[0]["traces"], rows):
+            pairs = entries[trace["trace"]]["allocators"]
+            shipped, today = (pairs[name]["cost"]["allocator_instructions"]
+                              / pairs[name]["cost"]["calls"]
+                              for name in (anchors.SHIPPED, anchors.TODAY))
+            self.assertAlmostEqual(trace["difference"], shipped - today)
+            self.assertEqual(cells[anchors.SHIPPED], f"{shipped:.1f}")
+            self.assertEqual(cells[anchors.TODAY], f"{today:.1f}")
+            self.assertEqual(cells[f"{anchors.SHIPPED} − {anchors.TODAY}"],
+                             f"{shipped - today:+.1f}")
+        judged = stored[0]["judged"]["difference"]
+        self.assertEqual(judged["n"], len(stored[0]["traces"]))
+        self.assertAlmostEqual(judged["mean"], sum(t["difference"] for t in stored[0]["traces"])
+                               / len(stored[0]["traces"]))
 
     def test_rendering_is_repeatable_and_matches_the_expected_report(self):
         with tempfile.TemporaryDirectory(prefix="runsel-report-again-") as again:
@@ -189,6 +210,7 @@ class AnchorsOfFirefoxLogs(unittest.TestCase):
         self.assertIsNone(differences["loaded", "purged_resident"])
         self.assertAlmostEqual(differences["closed", "footprint"], 0.0)
         self.assertAlmostEqual(differences["closed", "bin_unused"], -25.0)
+        self.assertEqual(built["cost"]["groups"], [])
         rows = report_anchors.idealized_table({"anchors": built})[2]
         self.assertEqual(rows[0][2:], ["-", "-", "+0.000 %", "-25.000 %"])
         self.assertEqual(rows[1][1], "mean over 1 trace")
