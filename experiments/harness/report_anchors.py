@@ -57,8 +57,7 @@ def idealized_table(results: dict):
             f"positive = the shipped tree holds more. {moments}. Each trace's difference is "
             "exact for that trace (deterministic replays); the mean row has the 95 % interval "
             "over the traces of its group (Student's t; \"?\" = it straddles 0), groups never "
-            "pooled. A dash: the figure was not measured (Firefox's logs have no "
-            "forced-purge figure).")
+            "pooled. A dash: a figure the replays did not give.")
     return title, headers, rows, note
 
 
