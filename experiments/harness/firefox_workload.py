@@ -22,12 +22,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from . import fanout, firefox_record, firefox_replay, replays
+from . import allocators, fanout, firefox_record, firefox_replay, replays
 from .allocators import FIREFOX_MATCHING as MATCHING
 from .interpreter import ROOT
 
 WORKLOAD = "firefox"  # the harness's name for this workload (--workload firefox)
-FIGURES = ("allocated", "committed", "bin_unused", "resident", "dirty", "live_requested")
+FIGURES = ("allocated", "committed", "bin_unused", "resident", "dirty", "live_requested",
+           "purged_resident")
 MARK_NAME = re.compile(r"^jemalloc_stats #(\d+) ")
 
 
@@ -95,7 +96,7 @@ def process_entry(build_dir: Path, session: Path, process: dict, containers: dic
         for name, document in documents.items():
             point = next(p for p in document["checkpoints"] if p["ops"] == mark["ops"]
                          and p["kind"] == "mark")
-            mark["figures"][name] = {figure: point[figure] for figure in FIGURES}
+            mark["figures"][name] = {figure: point.get(figure) for figure in FIGURES}
     return {"role": process["role"], "pid": process["pid"], "trace": str(trace),
             "records": reference["trace"]["records"],
             "recording": {key: process[key] for key in (
@@ -139,6 +140,33 @@ def firefox_summary(build_dir: Path, cache: Path, pages: int, containers: list[s
     }
 
 
+# What the choices decide at a mark, of the figures a Firefox replay keeps (bookkeeping,
+# and so committed, holds array_heap's side array).
+CHOICE_FIGURES = ("live_requested", "allocated", "bin_unused")
+
+
+def same_choices_checks(entry: dict, groups: list[list[str]]) -> list[dict]:
+    """Per group of containers that pick alike with two or more replayed: every member's
+    CHOICE_FIGURES at every mark of every process equal the first member's."""
+    checks = []
+    for members in groups:
+        present = [m for m in members if entry["processes"] and all(
+            m in mark["figures"] for p in entry["processes"] for mark in p["marks"])]
+        if len(present) < 2:
+            continue
+        differing = sorted({f"{p['role']} {mark['label']}: {member}"
+                            for p in entry["processes"] for mark in p["marks"]
+                            for member in present[1:]
+                            if any(mark["figures"][member][f] != mark["figures"][present[0]][f]
+                                   for f in CHOICE_FIGURES)})
+        checks.append({"workload": WORKLOAD, "ok": not differing,
+                       "check": "same choices, so identical live, allocated and bin_unused "
+                                f"at every mark of every process: {', '.join(present)}",
+                       "detail": (f"differs from {present[0]}: " + ", ".join(differing[:6]))
+                       if differing else f"{len(entry['processes'])} processes compared"})
+    return checks
+
+
 def harness_step(args: argparse.Namespace, summary: dict, phases) -> dict | None:
     """The harness's firefox step: returns results.json's "firefox" entry (None when it
     was left out) and appends its check line to summary["checks"]."""
@@ -159,6 +187,9 @@ def harness_step(args: argparse.Namespace, summary: dict, phases) -> dict | None
         "detail": entry.get("error") or
                   f"{len(entry['processes'])} processes, "
                   f"{'reused' if entry['reused_recording'] else 'recorded'} session"})
+    if "error" not in entry:
+        summary["checks"].extend(same_choices_checks(
+            entry, allocators.same_choice_groups(args.build_dir)))
     phases.end("firefox")
     return entry
 

@@ -24,7 +24,7 @@ if __name__ == "__main__":  # run by Debian's python3 when this one lacks what t
                      "harness")
 
 from . import comparisons, counting, fanout, metrics, replays, results, runs, targets
-from . import firefox_workload, verdict
+from . import anchors, firefox_workload, verdict
 from . import webkit_record
 from .allocators import REFERENCE
 from .presets import DEFAULT, QUICK, positive
@@ -266,6 +266,7 @@ def main(argv: list[str] | None = None) -> int:
         "verdict": verdict.build(summary["workloads"], summary.get("corpus")),
         "targets": targets.judge_workloads(summary["workloads"], REFERENCE),
         "firefox": firefox,
+        "anchors": anchors.build(summary.get("corpus"), firefox),
     }
     phases.end("statistics")
     workers = ((document.get("corpus") or {}).get("fanout") or {}).get("workers") \

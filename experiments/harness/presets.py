@@ -25,6 +25,9 @@ import argparse
 from .allocators import GLIBC, PEERS, REFERENCE
 
 QUICK_ANCHORS = (REFERENCE, "lifo", "jemalloc")
+# --quick's exact replays add moz_tree, the tree mozjemalloc shipped: the report's anchor
+# tables set it against rb_first and lifo (anchors.py).
+QUICK_REPLAYS = QUICK_ANCHORS + ("moz_tree",)
 BUG_1857133 = (REFERENCE, "rb_root", "lifo", "array_heap")  # verdict.PUBLISHED's containers
 DEFAULT = {"repeat": 15, "scale": 1.0, "instruction_scale": 0.05, "extend": 90,
            "webkit_pages": 2, "webkit_repeat": 5, "webkit_peer_repeat": 1,
@@ -38,10 +41,10 @@ DEFAULT = {"repeat": 15, "scale": 1.0, "instruction_scale": 0.05, "extend": 90,
            "corpus_cost_traces": 4, "corpus_windows": 20, "corpus_window_records": 25_000}
 QUICK = {"repeat": 5, "scale": 0.05, "instruction_scale": 0.01, "extend": 0,
          "webkit_pages": 2, "webkit_repeat": 1, "webkit_peer_repeat": 1,
-         "webkit_allocators": QUICK_ANCHORS, "webkit_replay_allocators": QUICK_ANCHORS,
+         "webkit_allocators": QUICK_ANCHORS, "webkit_replay_allocators": QUICK_REPLAYS,
          "webkit_record_pages": 2, "webkit_cost_records": 50_000,
          "counted_allocators": QUICK_ANCHORS, "peer_repeat": None,
-         "firefox_pages": 1, "firefox_parent": False, "firefox_replay_allocators": QUICK_ANCHORS,
+         "firefox_pages": 1, "firefox_parent": False, "firefox_replay_allocators": QUICK_REPLAYS,
          "corpus_ranges": ((1, 2), (1, 2), (3, 4)),
          "corpus_cost_traces": 3, "corpus_windows": 4, "corpus_window_records": 5_000}
 

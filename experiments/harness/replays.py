@@ -25,7 +25,7 @@ from pathlib import Path
 
 from . import cost as callgrind_cost
 from .fanout import fanned_map
-from .allocators import REFERENCE, REPLAYER_PREFIX
+from .allocators import REFERENCE, REPLAYER_PREFIX, same_choice_groups
 
 COUNTING_REPLAYER = "tools/runsel-counting-replay-{}"  # on the counting twin, built on demand
 PICK_COUNTERS = ("picks", "picks_with_choice", "nonfull_at_pick", "picked_fullness",
@@ -253,6 +253,40 @@ def corpus_summaries(traces: dict[str, Path], build_dir: Path, family: str,
     return entries
 
 
+# What the choices decide at a checkpoint, so what containers that pick alike must give
+# to the byte (metrics.choices_only's rule: bookkeeping holds array_heap's side array).
+CHOICE_FIGURES = ("live_requested", "allocated", "waste", "bin_unused", "bins")
+
+
+def choice_figures(pair: dict) -> list[dict]:
+    return [{**{key: point.get(key) for key in CHOICE_FIGURES},
+             "committed_in_use": point["committed"] - point["bookkeeping"] - point["dirty"]}
+            for point in pair["exact"]["checkpoints"]]
+
+
+def same_choices_checks(entries: dict[str, dict], groups: list[list[str]],
+                        workload: str) -> list[dict]:
+    """One check per group of containers that pick alike (allocators.same_choice_groups)
+    with two or more of them replayed: on every trace of `entries`, every member's
+    figures at every checkpoint equal the first member's (every bin's runs, non-full
+    runs, regions in use and unused bytes; allocated, waste, bin_unused)."""
+    checks = []
+    for members in groups:
+        traces = [(name, entry) for name, entry in entries.items() if "error" not in entry]
+        present = [m for m in members if traces and all(m in e["allocators"] for _, e in traces)]
+        if len(present) < 2:
+            continue
+        differing = [f"{name}: {member}" for name, entry in traces for member in present[1:]
+                     if choice_figures(entry["allocators"][member])
+                     != choice_figures(entry["allocators"][present[0]])]
+        checks.append({"workload": workload, "ok": not differing,
+                       "check": "same choices, so identical figures at every checkpoint of "
+                                f"every trace: {', '.join(present)}",
+                       "detail": (f"differs from {present[0]}: " + ", ".join(differing[:6]))
+                       if differing else f"{len(traces)} traces compared"})
+    return checks
+
+
 def add_exact_replay(summary: dict, workload, build_dir: Path, timeout: float,
                      containers: list[str]) -> None:
     """The exact replays of a replay:<trace> workload's trace, as summary entry
@@ -269,6 +303,8 @@ def add_exact_replay(summary: dict, workload, build_dir: Path, timeout: float,
                                   "ok": False, "detail": str(failure)})
         return
     summary["workloads"][name] = entry
+    summary["checks"].extend(same_choices_checks({trace.name: entry},
+                                                 same_choice_groups(build_dir), name))
     reference = entry["allocators"].get(REFERENCE)
     summary["checks"].append({
         "workload": name, "check": f"two exact replays on {REFERENCE} agree to the byte",

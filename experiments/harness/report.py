@@ -25,7 +25,7 @@ if __name__ == "__main__":  # run by Debian's python3 when this one lacks what r
 
 from tabulate import tabulate
 
-from . import corpus_report, verdict_text
+from . import corpus_report, report_anchors, verdict_text
 from .results import exact_point, load
 from .report_firefox import (firefox_containers_table, firefox_marks_table,
                              firefox_recording_table)
@@ -382,6 +382,8 @@ def setup_table(results: dict):
 def answer_tables(results: dict) -> list:
     """The tables under the opening paragraph and picture, before everything else."""
     return [table for table in (corpus_report.answer_table(results),
+                                report_anchors.idealized_table(results),
+                                report_anchors.cost_table(results),
                                 corpus_report.published_corpus_table(results),
                                 corpus_report.per_class_table(results),
                                 corpus_report.purge_timing_table(results)) if table[2]]
@@ -394,8 +396,8 @@ def tables(results: dict) -> list:
               summary_table(results), targets_table(results), choices_table(results),
               checks_table(results)]
     replayed = exact_replays_table(results)
-    if replayed[2]:
-        listed.insert(4, replayed)
+    if replayed[2]:  # after the question, before the summary
+        listed.insert(len(answer_tables(results)) + 3, replayed)
     if results.get("firefox"):
         listed += [firefox_recording_table(results), firefox_marks_table(results),
                    firefox_containers_table(results)]

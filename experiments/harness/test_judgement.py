@@ -4,7 +4,9 @@ synthetic replay results with known answers. A difference planted in a set of re
 results must be found, with an interval that holds it; a difference within the noise
 between traces must be called not resolvable; a trace-wide swing that moves every
 container alike (the purge phase of one recording) must cancel in the pairing; identical
-figures are identical; one trace is exact for that trace only.
+figures are identical; one trace is exact for that trace only. And the report's
+same-choices checks on replays: a planted difference between two containers that pick
+alike fails their group's check.
 
     PYTHONPATH=experiments /usr/bin/python3 -m harness.test_judgement
 """
@@ -128,6 +130,69 @@ class CorpusJudgement(unittest.TestCase):
         judged = judgement.judge_corpus({"t": entry}, "rb_first")
         self.assertEqual(judged["containers"]["lifo"]["memory"]["closed"]["purged_resident"]
                          ["outcome"], "not measured")
+
+
+class SameChoicesOverReplays(unittest.TestCase):
+    """The report's same-choices checks on replays (replays.same_choices_checks for the
+    corpus and --trace replays, firefox_workload's for the Firefox logs): one bin of one
+    member planted differently on one trace fails the group's check and names it;
+    bookkeeping alone (array_heap's side array) does not."""
+
+    @staticmethod
+    def entries():
+        bins = [{"size": 16, "runs": 3, "nonfull_runs": 1, "regions_in_use": 500,
+                 "unused_bytes": 512}]
+        figures = {"committed": 4 * MiB, "dirty": 0, "bookkeeping": 4096, "bin_unused": 512,
+                   "allocated": 8000, "waste": 0, "live_requested": 7000, "resident": MiB,
+                   "instructions": 1}
+        found = {}
+        for trace in ("t1", "t2"):
+            entry = replay_entry({name: dict(figures) for name in
+                                  ("rb_first", "array_heap", "age_address", "je_slabs")})
+            for pair in entry["allocators"].values():
+                for point in pair["exact"]["checkpoints"]:
+                    point["bins"] = [dict(b) for b in bins]
+            found[trace] = entry
+        return found
+
+    def test_a_planted_difference_fails_its_group_only(self):
+        from . import replays
+        groups = [["rb_first", "array_heap"], ["age_address", "je_slabs"]]
+        entries = self.entries()
+        for pair in entries["t1"]["allocators"].values():  # bookkeeping is not a choice
+            pair["exact"]["checkpoints"][0]["bookkeeping"] += 8192
+            pair["exact"]["checkpoints"][0]["committed"] += 8192
+        checks = replays.same_choices_checks(entries, groups, "corpus (webkit)")
+        self.assertEqual([check["ok"] for check in checks], [True, True])
+        point = entries["t2"]["allocators"]["je_slabs"]["exact"]["checkpoints"][1]
+        point["bins"][0]["nonfull_runs"] = 2
+        checks = replays.same_choices_checks(entries, groups, "corpus (webkit)")
+        self.assertEqual([check["ok"] for check in checks], [True, False])
+        self.assertIn("t2: je_slabs", checks[1]["detail"])
+        self.assertIn("age_address, je_slabs", checks[1]["check"])
+
+    def test_a_group_with_one_member_replayed_is_not_checked(self):
+        from . import replays
+        entries = self.entries()
+        for entry in entries.values():
+            del entry["allocators"]["je_slabs"]
+        checks = replays.same_choices_checks(entries, [["age_address", "je_slabs"]], "c")
+        self.assertEqual(checks, [])
+
+    def test_the_firefox_logs_check_every_mark(self):
+        from . import firefox_workload
+        def figures(unused):
+            return {"live_requested": 10, "allocated": 20, "bin_unused": unused}
+        marks = [{"label": label, "figures": {"age_address": figures(5), "je_slabs": figures(5),
+                                              "firefox": figures(9)}}
+                 for label in ("tab_1_loaded", "tabs_closed")]
+        entry = {"processes": [{"role": "content", "marks": marks}]}
+        groups = [["age_address", "je_slabs"]]
+        self.assertTrue(firefox_workload.same_choices_checks(entry, groups)[0]["ok"])
+        marks[1]["figures"]["je_slabs"]["bin_unused"] = 6
+        check = firefox_workload.same_choices_checks(entry, groups)[0]
+        self.assertFalse(check["ok"])
+        self.assertIn("content tabs_closed: je_slabs", check["detail"])
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """meson test --suite harness (harness_report): the report rendered from a small
-checked-in results.json (fixtures/results.json, a trimmed --quick run) in seconds.
+checked-in results.json (fixtures/results.json, a trimmed --quick run with its trace
+corpus) in seconds.
 
 The tables hold the fixture's figures (each cell checked against the number it
 formats), the verdict opens the report, rendering twice gives the same bytes, and the
@@ -21,7 +22,7 @@ import tempfile
 import unittest
 from pathlib import Path
 
-from . import corpus_report, report, results, verdict_text
+from . import anchors, corpus_report, report, report_anchors, results, verdict_text
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 FIXTURE = FIXTURES / "results.json"
@@ -108,14 +109,65 @@ class RenderedFromTheFixture(unittest.TestCase):
     def test_the_report_opens_with_the_answer_then_the_verdict_and_its_sentences(self):
         markdown = self.markdown.read_text()
         sections = [line for line in markdown.splitlines() if line.startswith("## ")]
-        # The fixture has no trace corpus: the answer says so, the verdict follows.
-        self.assertEqual(sections[:4], ["## Answer", "## Verdict", "## Bug 1857133 beside ours",
-                                        "## Lifo's time and rb_first's memory at once?"])
-        self.assertIn("No answer over a trace corpus", markdown)
+        # The answer over the fixture's trace corpus, its tables (the anchors' two right
+        # after the corpus table), then the verdict.
+        anchors_title = report_anchors.idealized_table(self.results)[0]
+        self.assertEqual(sections[:4], ["## Answer", "## Over the trace corpus",
+                                        f"## {anchors_title}",
+                                        f"## {report_anchors.cost_table(self.results)[0]}"])
+        self.assertLess(sections.index(f"## {anchors_title}"), sections.index("## Verdict"))
+        self.assertIn(corpus_report.answer_paragraph(self.results), markdown)
         verdict = self.results["verdict"]
         self.assertIn(verdict_text.agreement_paragraph(verdict["published"]), markdown)
         self.assertIn(verdict_text.question_answer(verdict["question"]), markdown)
         self.assertIn("<h2>Verdict</h2>", self.html.read_text())
+
+    def test_the_idealized_tree_table_shows_every_trace_and_the_interval(self):
+        stored = self.results["anchors"]
+        rows = self.rows_of(report_anchors.idealized_table(self.results)[0])
+        groups = stored["memory"]["groups"]
+        self.assertEqual(len(rows), sum(len(group["traces"]) + 1 for group in groups))
+        webkit = self.results["corpus"]["groups"]["webkit"]
+        judged = webkit["judgement"]["containers"][anchors.SHIPPED]["memory"]
+        group = next(group for group in groups if group["group"] == "webkit")
+        self.assertEqual([t["trace"] for t in group["traces"]], list(webkit["entries"]))
+        for column, (moment, figure) in enumerate(stored["memory"]["columns"]):
+            header = f"{corpus_report.FIGURE_WORDS[figure]}, {moment}"
+            for trace, cells in zip(group["traces"], rows):
+                # The exact difference, from the two replays' own figures.
+                entry = webkit["entries"][trace["trace"]]
+                name = judgement_moments(entry)[moment]
+                mine, base = (point_named(entry, anchors.SHIPPED, name),
+                              point_named(entry, anchors.IDEALIZED, name))
+                value = lambda point: (point["committed"] - point["dirty"]  # noqa: E731
+                                       if figure == "footprint" else point[figure])
+                expected = 100 * (value(mine) - value(base)) / value(base)
+                self.assertAlmostEqual(trace["differences"][column], expected)
+                self.assertEqual(cells[header], f"{expected:+.3f} %")
+            mean = rows[len(group["traces"])]
+            self.assertEqual(mean["trace"], f"mean over {len(group['traces'])} traces")
+            self.assertAlmostEqual(group["judged"][column]["mean"], judged[moment][figure]["percent"])
+            self.assertTrue(mean[header].startswith(f"{judged[moment][figure]['percent']:+.3f} %"))
+
+    def test_the_instructions_table_gives_both_anchors_and_their_difference(self):
+        stored = self.results["anchors"]["cost"]["groups"]
+        rows = self.rows_of(report_anchors.cost_table(self.results)[0])
+        self.assertEqual(len(rows), sum(len(group["traces"]) + 1 for group in stored))
+        entries = self.results["corpus"]["groups"]["webkit"]["entries"]
+        for trace, cells in zip(stored[0]["traces"], rows):
+            pairs = entries[trace["trace"]]["allocators"]
+            shipped, today = (pairs[name]["cost"]["allocator_instructions"]
+                              / pairs[name]["cost"]["calls"]
+                              for name in (anchors.SHIPPED, anchors.TODAY))
+            self.assertAlmostEqual(trace["difference"], shipped - today)
+            self.assertEqual(cells[anchors.SHIPPED], f"{shipped:.1f}")
+            self.assertEqual(cells[anchors.TODAY], f"{today:.1f}")
+            self.assertEqual(cells[f"{anchors.SHIPPED} − {anchors.TODAY}"],
+                             f"{shipped - today:+.1f}")
+        judged = stored[0]["judged"]["difference"]
+        self.assertEqual(judged["n"], len(stored[0]["traces"]))
+        self.assertAlmostEqual(judged["mean"], sum(t["difference"] for t in stored[0]["traces"])
+                               / len(stored[0]["traces"]))
 
     def test_rendering_is_repeatable_and_matches_the_expected_report(self):
         with tempfile.TemporaryDirectory(prefix="runsel-report-again-") as again:
@@ -125,6 +177,43 @@ class RenderedFromTheFixture(unittest.TestCase):
         self.assertEqual(self.markdown.read_text(), EXPECTED_MARKDOWN.read_text(),
                          "report.md differs from fixtures/report.md (a layout or wording "
                          "change: --regenerate, and review the diff)")
+
+
+def judgement_moments(entry: dict) -> dict:
+    from . import judgement
+    return judgement.moments(entry)
+
+
+def point_named(entry: dict, container: str, name: str) -> dict:
+    return next(point for point in entry["allocators"][container]["exact"]["checkpoints"]
+                if point["name"] == name)
+
+
+class AnchorsOfFirefoxLogs(unittest.TestCase):
+    """The Firefox logs' rows of the anchor table: a process's last tab mark and
+    tabs_closed, moz_tree against rb_first; a figure the replay lacks stays a dash."""
+
+    def test_each_process_is_a_trace_of_its_own_group(self):
+        def figures(committed, dirty, unused):
+            return {"committed": committed, "dirty": dirty, "bin_unused": unused,
+                    "purged_resident": None}
+        marks = [{"label": "tab_1_loaded", "figures": {"rb_first": figures(1000, 100, 50),
+                                                        "moz_tree": figures(1100, 100, 60)}},
+                 {"label": "tabs_closed", "figures": {"rb_first": figures(800, 0, 40),
+                                                       "moz_tree": figures(820, 20, 30)}}]
+        firefox = {"processes": [{"role": "content", "pid": 7, "marks": marks}]}
+        built = anchors.build(None, firefox)
+        group = built["memory"]["groups"][0]
+        self.assertEqual((group["group"], group["traces"][0]["trace"]), ("firefox", "content (7)"))
+        columns = [tuple(column) for column in built["memory"]["columns"]]
+        differences = dict(zip(columns, group["traces"][0]["differences"]))
+        self.assertIsNone(differences["loaded", "purged_resident"])
+        self.assertAlmostEqual(differences["closed", "footprint"], 0.0)
+        self.assertAlmostEqual(differences["closed", "bin_unused"], -25.0)
+        self.assertEqual(built["cost"]["groups"], [])
+        rows = report_anchors.idealized_table({"anchors": built})[2]
+        self.assertEqual(rows[0][2:], ["-", "-", "+0.000 %", "-25.000 %"])
+        self.assertEqual(rows[1][1], "mean over 1 trace")
 
 
 class AnswerOverACorpus(unittest.TestCase):
@@ -162,7 +251,7 @@ class AnswerOverACorpus(unittest.TestCase):
 def shrink(run: dict) -> dict:
     """A run's results, kept to KEEP_WORKLOADS and KEEP_ALLOCATORS, with the verdict, the
     targets and the derived figures computed again by the harness's own modules."""
-    from . import targets, verdict  # statistics: needed to remake the fixture only
+    from . import anchors, targets, verdict  # statistics: needed to remake the fixture only
     run = results.load(run) if isinstance(run, Path) else run
     summary = {name: data for name, data in run["summary"].items() if name in KEEP_WORKLOADS}
     for data in summary.values():
@@ -175,11 +264,13 @@ def shrink(run: dict) -> dict:
             if pair.get("exact"):  # and an exact replay's figures at the key and the peak
                 pair["exact"]["checkpoints"] = [point for point in pair["exact"]["checkpoints"]
                                                 if point["name"] == data["key_checkpoint"]]
-    run.update(summary=summary, workloads=list(summary),
+    corpus = trimmed_corpus(run.get("corpus"))
+    run.update(summary=summary, workloads=list(summary), corpus=corpus,
+               anchors=anchors.build(corpus, run.get("firefox")),
                allocators=[a for a in run["allocators"] if a["name"] in KEEP_ALLOCATORS],
                checks=[c for c in run["checks"] if c["workload"] in summary],
                discarded=[d for d in run["discarded"] if d["workload"] in summary],
-               verdict=verdict.build(summary),
+               verdict=verdict.build(summary, corpus),
                targets=targets.judge_workloads(summary, run["reference"]))
     results.derive(summary)
     for data in summary.values():  # the report reads the counters' totals only
@@ -187,6 +278,30 @@ def shrink(run: dict) -> dict:
             if pair.get("counters") and "bins" in pair["counters"]:
                 del pair["counters"]["bins"]
     return run
+
+
+def trimmed_corpus(corpus: dict | None) -> dict | None:
+    """The trace corpus with each replay's checkpoints kept to those the report reads (the
+    moments judged, judgement.moments), the size classes only where the per-class table
+    reads them (the first trace after the close), and the judgement computed again."""
+    from . import judgement
+    if not corpus:
+        return corpus
+    for group in corpus.get("groups", {}).values():
+        entries = group.get("entries", {})
+        for index, entry in enumerate(entries.values()):
+            if "error" in entry:
+                continue
+            kept = set(judgement.moments(entry).values())
+            for pair in entry["allocators"].values():
+                pair["exact"]["checkpoints"] = [point for point in pair["exact"]["checkpoints"]
+                                                if point["name"] in kept]
+                for point in [pair["exact"]["peak"], *pair["exact"]["checkpoints"]]:
+                    if index > 0 or point["name"] != judgement.moments(entry)["closed"]:
+                        point.pop("bins", None)
+        usable = {name: entry for name, entry in entries.items() if "error" not in entry}
+        group["judgement"] = judgement.judge_corpus(usable, "rb_first") if usable else None
+    return corpus
 
 
 def regenerate(source: Path) -> None:

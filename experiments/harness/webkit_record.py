@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 from . import fanout, judgement, replays, runs
-from .allocators import REFERENCE, measured_environment
+from .allocators import REFERENCE, measured_environment, same_choice_groups
 from .interpreter import ROOT, SYSTEM_PYTHON
 
 DRIVER = ROOT / "experiments" / "webkit" / "driver.py"  # the webkit workload
@@ -277,6 +277,10 @@ def add_corpus(summary: dict, args: argparse.Namespace) -> dict:
         "detail": entry.get("error") or f"{len(corpus['recordings'])} recordings, "
                   f"{sum(1 for r in corpus['recordings'] if r['reused'])} reused; "
                   f"{len(entry['allocators'])} containers"})
+    groups = same_choice_groups(args.build_dir)
+    for name, group in corpus["groups"].items():
+        summary["checks"].extend(replays.same_choices_checks(group.get("entries", {}), groups,
+                                                             f"corpus ({name})"))
     for group in corpus["groups"].values():
         for name, replayed in group.get("entries", {}).items():
             reference = replayed["allocators"].get(REFERENCE)

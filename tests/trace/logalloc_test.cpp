@@ -196,6 +196,7 @@ TEST_F(TraceTest, LogallocRoundTripGivesTheSameReplayFigures) {
   EXPECT_NE(original.find("\"name\": \"round 2 thinned\""), std::string::npos);
   EXPECT_NE(converted.find("\"name\": \"jemalloc_stats #6 (line "), std::string::npos);
   EXPECT_EQ(figures_without_names(original), figures_without_names(converted));
+  expect_same_choices(back);
 }
 
 // --- bad input ------------------------------------------------------------------------

@@ -171,6 +171,28 @@ class TraceTest : public ::testing::Test {
     dir_ = pattern;
   }
   void TearDown() override { fs::remove_all(dir_); }
+
+  // Every trace the suite replays goes through here too: replayed on this
+  // suite's container and on each container that picks alike with it
+  // (same_choices(), those built), with figures every `every` records, every
+  // replay must place its blocks identically (placements() of each checkpoint:
+  // every bin's runs, non-full runs, regions in use and unused bytes). A
+  // difference is a container bug.
+  void expect_same_choices(const fs::path& trace, const std::string& every = "2000") {
+    std::vector<std::string> others;
+    for (const std::string& name : same_choices())
+      if (name != container() && access(replayer(name).c_str(), X_OK) == 0) others.push_back(name);
+    if (others.empty()) return;
+    Child mine = run({replayer(container()).string(), "--every", every, trace.string()}, {}, dir_);
+    ASSERT_TRUE(WIFEXITED(mine.status) && WEXITSTATUS(mine.status) == 0) << mine.err;
+    for (const std::string& name : others) {
+      Child other = run({replayer(name).string(), "--every", every, trace.string()}, {}, dir_);
+      ASSERT_TRUE(WIFEXITED(other.status) && WEXITSTATUS(other.status) == 0) << other.err;
+      EXPECT_EQ(placements(mine.out), placements(other.out))
+          << trace.filename() << ": " << container() << " vs " << name;
+    }
+  }
+
   fs::path dir_;
 };
 
