@@ -33,7 +33,7 @@ Arena* Arena::create(unsigned index,
   if (memory == nullptr) return nullptr;
   Arena* arena = new (memory) Arena();
   arena->index_ = index;
-  arena->run_key_ = os::random_word() ^ reinterpret_cast<std::uintptr_t>(arena);
+  arena->run_key_ = RunKey::from(os::random_word() ^ reinterpret_cast<std::uintptr_t>(arena));
   arena->purge_ = settings;
   arena->budget_pages_ = settings.budget_pages;
   for (std::size_t i = 0; i < kNumBins; ++i) {

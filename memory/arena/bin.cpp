@@ -50,8 +50,9 @@ void Arena::release_small_run(Run* run) {
 //   emptying) reuses the run instead of carving and returning pages each time.
 // The container never sees the kept run: it is used only when the container
 // is empty, in place of a new run, so what the containers choose between is
-// unchanged.
-void Arena::keep_empty_run(Bin& bin, Run* run) {
+// unchanged. Inline in both callers in this file (each free that empties a
+// run): out of line it cost about 16 instructions of call and spills.
+[[gnu::always_inline]] inline void Arena::keep_empty_run(Bin& bin, Run* run) {
   if (bin.empty_run != nullptr) release_kept_run(bin);
   bin.empty_run = run;
   bin.empty_run_aged = false;

@@ -24,13 +24,21 @@ inline std::uint64_t keyed_mix(std::uint64_t a, std::uint64_t b, std::uint64_t k
   return x ^ (x >> 32);
 }
 
+// The run header's key: the key, and the key with its halves swapped (the
+// second factor's), computed once when the arena is made rather than on
+// every check.
+struct RunKey {
+  std::uint64_t key = 0;
+  std::uint64_t rotated = 0;
+  static RunKey from(std::uint64_t key) { return {key, (key << 32) | (key >> 32)}; }
+};
+
 // The run header's check, on every free: one multiplication of two
 // key-dependent factors (the product's high half), so it stays off the
 // critical path's length while keeping the check nonlinear in the bin pointer.
-inline std::uint32_t keyed_check32(std::uint64_t a, std::uint64_t b, std::uint64_t key) {
-  const std::uint64_t rotated = (key << 32) | (key >> 32);
+inline std::uint32_t keyed_check32(std::uint64_t a, std::uint64_t b, const RunKey& key) {
   const unsigned __int128 product =
-      static_cast<unsigned __int128>(a ^ key) * ((b ^ rotated) | 1);
+      static_cast<unsigned __int128>(a ^ key.key) * ((b ^ key.rotated) | 1);
   return static_cast<std::uint32_t>((product >> 64) ^ (product >> 32));
 }
 

@@ -43,13 +43,13 @@ struct Run {
     return reinterpret_cast<char*>(this) + info.reg0_offset + index * info.size;
   }
 
-  static std::uint32_t header_check(const Bin* owner, const Run* run, std::uintptr_t key) {
+  static std::uint32_t header_check(const Bin* owner, const Run* run, const RunKey& key) {
     return keyed_check32(reinterpret_cast<std::uintptr_t>(owner),
                          reinterpret_cast<std::uintptr_t>(run), key);
   }
-  bool header_intact(std::uintptr_t key) const { return check == header_check(bin, this, key); }
+  bool header_intact(const RunKey& key) const { return check == header_check(bin, this, key); }
 
-  void init(Bin* owner, const BinInfo& info, std::uintptr_t key) {
+  void init(Bin* owner, const BinInfo& info, const RunKey& key) {
     bin = owner;
     check = header_check(owner, this, key);
     hook = {};

@@ -66,12 +66,7 @@ class BinaryTree {
     if (node == first_) {
       erase_first();
     } else {
-      Node* parent = checked_parent(node);
-      Node* unlinked = node_to_unlink(node);
-      const bool debt = Tree::erase_debt(unlinked);
-      Node* hole_parent;
-      Node* hole = unlink(node, parent, unlinked, &hole_parent);
-      static_cast<Tree*>(this)->repair_after_erase(hole, hole_parent, debt);
+      erase_inner(node);
     }
     if constexpr (kVerifies) clear_links(node);
   }
@@ -324,6 +319,19 @@ class BinaryTree {
     set_parent(left(unlinked), unlinked);
     set_bit(unlinked, bit(node));
     return hole;
+  }
+
+  // erase() of any node but the cached minimum. Out of line, so that erase()
+  // stays small enough to inline with its common case, erase_first (with the
+  // verified links, the whole of erase() no longer was, and every erase paid
+  // a call).
+  [[gnu::noinline]] void erase_inner(Node* node) {
+    Node* parent = checked_parent(node);
+    Node* unlinked = node_to_unlink(node);
+    const bool debt = Tree::erase_debt(unlinked);
+    Node* hole_parent;
+    Node* hole = unlink(node, parent, unlinked, &hole_parent);
+    static_cast<Tree*>(this)->repair_after_erase(hole, hole_parent, debt);
   }
 
   // erase() of the cached minimum, the node the address-ordered containers

@@ -90,8 +90,18 @@ class RbTree : public BinaryTree<RbTree<Node, Rep>, Node, Rep> {
 
   // If `lacks_black`, paths through `node` (possibly null, child of
   // `parent`) lack one black.
+  // The cases that need no rotation inline (a red node removed, the root, a
+  // red child that takes the black), the loop out of line.
   void repair_after_erase(Node* node, Node* parent, bool lacks_black) {
     if (!lacks_black) return;
+    if (node == root_ || is_red(node)) {
+      if (node != nullptr) set_red(node, false);
+      return;
+    }
+    restore_black_height(node, parent);
+  }
+
+  [[gnu::noinline]] void restore_black_height(Node* node, Node* parent) {
     while (node != root_ && !is_red(node)) {
       // The sibling exists: its side has black height of at least one.
       const int side = node == left(parent) ? kLeft : kRight;
