@@ -16,6 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REFERENCE = "rb_first"  # every runsel variant is compared with it
+# mozjemalloc's bin as Firefox shipped it until 2024 (its tree era): the baseline of Mozilla
+# bug 1857133's published figures, so the verdict judges them against it where replayed.
+AS_BUILT = "moz_tree"
 GLIBC = "glibc"  # the system's own malloc: no preload
 # The container Firefox's allocator uses today: the Firefox workload sets it beside the
 # reference replay on Firefox's own allocator.

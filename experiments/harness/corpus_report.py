@@ -195,7 +195,12 @@ def published_corpus_table(results: dict):
                              f"{FIGURE_WORDS[evidence['figure']]}{where}: "
                              f"{judged_cell(evidence['comparison'])}",
                              evidence["judgement"]])
-    return ("Bug 1857133 judged on the corpus", headers, rows,
+    reference = claims[0].get("reference", "rb_first") if claims else "rb_first"
+    against = ("moz_tree, mozjemalloc's tree as Firefox shipped it, the bug's own baseline"
+               if reference == "moz_tree" else
+               f"{reference} (the corpus did not replay moz_tree, the bug's own baseline)")
+    return (f"Bug 1857133 judged on the corpus, against {reference}", headers, rows,
+            f"Against {against}. "
             "Each published effect against the corpus's interval: confirmed when the interval "
             "lies on the published side and reaches half the effect, refuted when it rules out "
             "half of it, not resolvable otherwise; a published figure under 0.25 % claims "

@@ -20,6 +20,8 @@ from __future__ import annotations
 import math
 import statistics
 
+from .allocators import AS_BUILT, REFERENCE
+
 
 CONFIDENCE = 0.95
 
@@ -193,3 +195,13 @@ def judgement_text(judged: dict) -> str:
     interval = f"{judged['percent']:+.2f} % [{judged['low']:+.2f}, {judged['high']:+.2f}]"
     return interval + (", not resolvable" if outcome == "not resolvable" else "") + \
         f" over {count} traces"
+
+
+def group_judgements(entries: dict[str, dict]) -> dict:
+    """A corpus group's judgements over its usable replays ({trace name: summary entry}):
+    "judgement" against rb_first (REFERENCE), and "judgement_as_built" against moz_tree
+    (AS_BUILT), bug 1857133's baseline, when every trace replayed it; None where there is
+    nothing to judge."""
+    as_built = bool(entries) and all(AS_BUILT in e["allocators"] for e in entries.values())
+    return {"judgement": judge_corpus(entries, REFERENCE) if entries else None,
+            "judgement_as_built": judge_corpus(entries, AS_BUILT) if as_built else None}

@@ -49,6 +49,27 @@ class RenderedFromTheFixture(unittest.TestCase):
     def tearDownClass(cls):
         cls.scratch.cleanup()
 
+    def test_bug_1857133_is_judged_against_the_tree_as_built(self):
+        """moz_tree, the bug's baseline, is the reference where the corpus replayed it (the
+        fixture's does), rb_first where it did not; each claim's figures are moz_tree's
+        judgement of that container."""
+        from . import verdict
+        corpus = self.results["corpus"]
+        group = corpus["groups"]["webkit"]
+        claims = verdict.corpus_published(corpus)
+        self.assertTrue(claims)
+        for claim in claims:
+            self.assertEqual(claim["reference"], "moz_tree")
+            judged = group["judgement_as_built"]["containers"][claim["container"]]
+            evidence = claim["figures"][0]["evidence"][0]
+            expected = (judged["cost"] if evidence["moment"] == "cost"
+                        else judged["memory"][evidence["moment"]])[evidence["figure"]]
+            self.assertEqual(evidence["comparison"], expected)
+        without = {**corpus, "groups": {"webkit": {**group, "judgement_as_built": None}}}
+        self.assertEqual({c["reference"] for c in verdict.corpus_published(without)},
+                         {"rb_first"})
+        self.assertIn("Bug 1857133 judged on the corpus, against moz_tree", self.tables)
+
     def rows_of(self, title: str) -> list[dict]:
         headers, rows, _ = self.tables[title]
         return [dict(zip(headers, row)) for row in rows]
@@ -300,7 +321,7 @@ def trimmed_corpus(corpus: dict | None) -> dict | None:
                     if index > 0 or point["name"] != judgement.moments(entry)["closed"]:
                         point.pop("bins", None)
         usable = {name: entry for name, entry in entries.items() if "error" not in entry}
-        group["judgement"] = judgement.judge_corpus(usable, "rb_first") if usable else None
+        group.update(judgement.group_judgements(usable))
     return corpus
 
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 from . import comparisons
 from .allocators import REFERENCE, is_setting
 
-# Mozilla bug 1857133, measured on Windows against mozjemalloc's tree as built
-# (runsel's moz_tree; the comparisons here are still against rb_first, the idealized
-# lowest-address policy, until the verdict compares moz_tree with lifo). Percent
-# differences: sp3 as time (negative = faster), base and tp6 as resident memory
-# (positive = more memory).
+# Mozilla bug 1857133, measured on Windows against mozjemalloc's tree as built: on the
+# trace corpus they are judged against runsel's moz_tree (AS_BUILT) where the corpus
+# replayed it, else against rb_first, the idealized lowest-address policy; the workload
+# rows (published_comparison) compare with rb_first. Percent differences: sp3 as time
+# (negative = faster), base and tp6 as resident memory (positive = more memory).
 PUBLISHED = (
     {"container": "rb_root", "claim": "choosing the tree's root",
      "figures": {"sp3": -0.81, "base": 0.62}},
@@ -243,9 +243,13 @@ CORPUS_EVIDENCE = {"tp6": (("loaded", "purged_resident"), ("loaded", "resident")
 
 
 def corpus_published(corpus: dict | None, group: str = "webkit") -> list[dict]:
-    """Bug 1857133's claims judged on the corpus's judgement of `group`: each published
-    figure against each corpus figure that speaks to it (CORPUS_EVIDENCE)."""
-    judged = ((corpus or {}).get("groups", {}).get(group) or {}).get("judgement")
+    """Bug 1857133's claims judged on the corpus's judgement of `group` against moz_tree,
+    the tree the bug measured against (its "judgement_as_built"), or against rb_first when
+    the corpus did not replay moz_tree: each published figure against each corpus figure
+    that speaks to it (CORPUS_EVIDENCE). Each claim names the reference it was judged
+    against."""
+    found = (corpus or {}).get("groups", {}).get(group) or {}
+    judged = found.get("judgement_as_built") or found.get("judgement")
     if not judged:
         return []
     claims = []
@@ -263,7 +267,8 @@ def corpus_published(corpus: dict | None, group: str = "webkit") -> list[dict]:
             figures.append({"measure": measure, "published": value, "evidence": evidence,
                             "judgement": evidence[0]["judgement"]})
         claims.append({"container": claim["container"], "claim": claim["claim"],
-                       "figures": figures, "n_traces": len(judged["traces"])})
+                       "figures": figures, "n_traces": len(judged["traces"]),
+                       "reference": judged["reference"]})
     return claims
 
 

@@ -249,9 +249,7 @@ def webkit_corpus(args: argparse.Namespace, progress) -> tuple[dict, dict]:
             corpus["groups"][group] = {"error": str(failure), "entries": {}}
             continue
         usable = {name: entry for name, entry in entries.items() if "error" not in entry}
-        corpus["groups"][group] = {
-            "entries": entries,
-            "judgement": judgement.judge_corpus(usable, REFERENCE) if usable else None}
+        corpus["groups"][group] = {"entries": entries, **judgement.group_judgements(usable)}
         if group == "webkit" and usable:
             first = dict(next(iter(usable.values())))
     corpus["fanout"] = fanout.describe()
