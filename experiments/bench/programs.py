@@ -71,6 +71,16 @@ def runsel_library(path: Path) -> bool:
     return path.name.startswith(RUNSEL_FILE_PREFIXES)
 
 
+def exports_runsel(library: Path) -> bool:
+    """Whether the library defines runsel_variant (nm -D; False when nm cannot tell)."""
+    try:
+        symbols = subprocess.run(["nm", "-D", "--defined-only", str(library)],
+                                 capture_output=True, text=True).stdout
+    except OSError:
+        return False
+    return any(line.split()[-1:] == ["runsel_variant"] for line in symbols.splitlines())
+
+
 def parse_preload(spec: str) -> Allocator:
     """NAME=PATH, or NAME=PATH:VAR=VALUE to set a variable for its runs (RUNSEL_CONF)."""
     name, sep, rest = spec.partition("=")
@@ -87,6 +97,13 @@ def parse_preload(spec: str) -> Allocator:
             raise argparse.ArgumentTypeError(f"--preload {name}: {setting!r} is not VAR=VALUE")
         environment = ((variable, value),)
     runsel = runsel_library(library)
+    if not runsel and exports_runsel(library):
+        raise argparse.ArgumentTypeError(
+            f"--preload {name}: {path} is a runsel library, but only its file name "
+            f"({RUNSEL_FILE_PREFIXES[0]}<container>.so or "
+            f"{RUNSEL_FILE_PREFIXES[1]}<setting>-<container>.so) says which "
+            "container it must be, and every run's allocator is checked against that: "
+            "give it such a name")
     return Allocator(name, runsel, library, setting or None, environment)
 
 

@@ -9,6 +9,8 @@ time against the per-round fastest peer, and the allocator spec NAME=PATH:VAR=VA
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
 import tempfile
 import unittest
 from pathlib import Path
@@ -86,6 +88,17 @@ class Specs(unittest.TestCase):
             self.assertTrue(spec.runsel)
             self.assertEqual(spec.environment, (("RUNSEL_CONF", "purge:budget"),))
             self.assertEqual(programs.expected(spec).expected_identity(), "runsel:rb_first")
+
+    def test_a_renamed_runsel_library_is_refused(self):
+        """Its file name is what says which container a run must report, so a runsel
+        library under another name is refused up front, not at its first run."""
+        built = Path(os.environ["RUNSEL_TEST_LIBRARY"])  # meson: a built libmalloc-<c>.so
+        with tempfile.TemporaryDirectory() as directory:
+            renamed = Path(directory) / "after.so"
+            shutil.copyfile(built, renamed)
+            with self.assertRaisesRegex(argparse.ArgumentTypeError, "is a runsel library"):
+                programs.parse_preload(f"new={renamed}")
+            self.assertTrue(programs.parse_preload(f"new={built}").runsel)
 
     def test_bad_specs_are_refused(self):
         for bad in ("rb_first", "=x.so", "a=/no/such/file.so"):
