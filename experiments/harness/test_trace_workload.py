@@ -192,8 +192,13 @@ def main() -> int:
             peak = max(point["live_requested"] for point in pair["checkpoints"])
             failures.expect(peak > 1 << 20, f"{allocator}: live requested peaks at {peak}")
         agreed = [check for check in results["checks"] if check["check"].startswith("same choices")]
-        failures.expect(len(agreed) == len(groups) and all(check["ok"] for check in agreed),
-                        f"agreement checks {agreed} for the groups {groups}")
+        # One per group on the runs of the replay workload, and one per group on its exact
+        # replays (every checkpoint of the trace).
+        for workload in (name, f"exact:{trace.name}"):
+            mine = [check for check in agreed if check["workload"] == workload]
+            failures.expect(len(mine) == len(groups) and all(check["ok"] for check in mine),
+                            f"{workload}: agreement checks {mine} for the groups {groups}")
+        failures.expect(len(agreed) == 2 * len(groups), f"agreement checks {agreed}")
         failures.expect((out / "report.md").read_text().count(name) > 0, "report.md lacks it")
         check_exact_replays(build_dir, trace, container_names(build_dir), records, failures)
         check_live_cost(build_dir, failures)
