@@ -186,7 +186,8 @@ def check_verdict_leads(out: Path, failures: Failures) -> None:
     failures.expect(sections[:2] == ["## Answer", "## Over the trace corpus"]
                     and "No answer over a trace corpus" not in markdown,
                     f"report.md does not open with the answer over the corpus: {sections[:2]}")
-    failures.expect("## Verdict" in sections and "## Bug 1857133 judged on the corpus" in sections
+    failures.expect("## Verdict" in sections
+                    and "## Bug 1857133 judged on the corpus, against moz_tree" in sections
                     and sections.index("## Verdict") < sections.index("## Summary"),
                     f"report.md: no verdict before the summary: {sections}")
     markdown = (out / "report.md").read_text() if (out / "report.md").exists() else ""
