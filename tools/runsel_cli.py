@@ -495,7 +495,9 @@ def add_test(commands, shared_options: list[argparse.ArgumentParser]) -> None:
                     f"({BUILD_DIR}/), then ThreadSanitizer, UndefinedBehaviorSanitizer, "
                     "-Dchecked=true and libFuzzer (clang) builds beside it (build-tsan/, "
                     "build-ubsan/, build-checked/, build-fuzz/). "
-                    "About 20 minutes on 2 cores; --builds main about 5. Exit code 0 when "
+                    "About 45 minutes on 2 cores from a fresh clone, building included "
+                    "(the README gives each build's minutes); --builds main about 15. "
+                    "Exit code 0 when "
                     "every test of every build passed.")
     test.add_argument("--builds", action="append", default=[], metavar="LIST",
                       help="comma-separated builds to run, from " + ", ".join(TEST_BUILDS) +
