@@ -148,23 +148,16 @@ CHOICE_FIGURES = ("live_requested", "allocated", "bin_unused")
 def same_choices_checks(entry: dict, groups: list[list[str]]) -> list[dict]:
     """Per group of containers that pick alike with two or more replayed: every member's
     CHOICE_FIGURES at every mark of every process equal the first member's."""
-    checks = []
-    for members in groups:
-        present = [m for m in members if entry["processes"] and all(
-            m in mark["figures"] for p in entry["processes"] for mark in p["marks"])]
-        if len(present) < 2:
-            continue
-        differing = sorted({f"{p['role']} {mark['label']}: {member}"
-                            for p in entry["processes"] for mark in p["marks"]
-                            for member in present[1:]
-                            if any(mark["figures"][member][f] != mark["figures"][present[0]][f]
-                                   for f in CHOICE_FIGURES)})
-        checks.append({"workload": WORKLOAD, "ok": not differing,
-                       "check": "same choices, so identical live, allocated and bin_unused "
-                                f"at every mark of every process: {', '.join(present)}",
-                       "detail": (f"differs from {present[0]}: " + ", ".join(differing[:6]))
-                       if differing else f"{len(entry['processes'])} processes compared"})
-    return checks
+    marks = {}
+    for process in entry["processes"]:
+        for number, mark in enumerate(process["marks"], 1):
+            place = f"{process['role']} {mark['label']}"  # "every" recurs: then numbered
+            marks[place if place not in marks else f"{place} (mark {number})"] = {
+                container: tuple(figures[f] for f in CHOICE_FIGURES)
+                for container, figures in mark["figures"].items()}
+    return replays.group_agreement_checks(
+        marks, groups, WORKLOAD, "live, allocated and bin_unused at every mark of every process",
+        f"{len(entry['processes'])} processes compared")
 
 
 def harness_step(args: argparse.Namespace, summary: dict, phases) -> dict | None:

@@ -264,27 +264,38 @@ def choice_figures(pair: dict) -> list[dict]:
             for point in pair["exact"]["checkpoints"]]
 
 
+def group_agreement_checks(places: dict[str, dict], groups: list[list[str]], workload: str,
+                           what: str, compared: str) -> list[dict]:
+    """One check per group of containers that pick alike with two or more of them present
+    at every place ({place: {container: its figures there}}): at every place, every
+    member's figures equal the first member's. `what` completes "same choices, so
+    identical ..."; `compared` says what was compared when nothing differs."""
+    checks = []
+    for members in groups:
+        present = [m for m in members if places and all(m in there for there in places.values())]
+        if len(present) < 2:
+            continue
+        differing = [f"{place}: {member}" for place, there in places.items()
+                     for member in present[1:] if there[member] != there[present[0]]]
+        checks.append({"workload": workload, "ok": not differing,
+                       "check": f"same choices, so identical {what}: {', '.join(present)}",
+                       "detail": (f"differs from {present[0]}: " + ", ".join(differing[:6]))
+                       if differing else compared})
+    return checks
+
+
 def same_choices_checks(entries: dict[str, dict], groups: list[list[str]],
                         workload: str) -> list[dict]:
     """One check per group of containers that pick alike (allocators.same_choice_groups)
     with two or more of them replayed: on every trace of `entries`, every member's
     figures at every checkpoint equal the first member's (every bin's runs, non-full
     runs, regions in use and unused bytes; allocated, waste, bin_unused)."""
-    checks = []
-    for members in groups:
-        traces = [(name, entry) for name, entry in entries.items() if "error" not in entry]
-        present = [m for m in members if traces and all(m in e["allocators"] for _, e in traces)]
-        if len(present) < 2:
-            continue
-        differing = [f"{name}: {member}" for name, entry in traces for member in present[1:]
-                     if choice_figures(entry["allocators"][member])
-                     != choice_figures(entry["allocators"][present[0]])]
-        checks.append({"workload": workload, "ok": not differing,
-                       "check": "same choices, so identical figures at every checkpoint of "
-                                f"every trace: {', '.join(present)}",
-                       "detail": (f"differs from {present[0]}: " + ", ".join(differing[:6]))
-                       if differing else f"{len(traces)} traces compared"})
-    return checks
+    traces = {name: {container: choice_figures(pair)
+                     for container, pair in entry["allocators"].items()}
+              for name, entry in entries.items() if "error" not in entry}
+    return group_agreement_checks(traces, groups, workload,
+                                  "figures at every checkpoint of every trace",
+                                  f"{len(traces)} traces compared")
 
 
 def add_exact_replay(summary: dict, workload, build_dir: Path, timeout: float,
