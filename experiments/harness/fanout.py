@@ -6,6 +6,8 @@ package (started with PYTHONPATH=<repository>/experiments). Timed runs never go 
 their results depend on the load.
 
     configure(None | "tcp://host:8786")   before the first map (the harness does it)
+    start(workers)                        a local cluster of fewer workers than cores
+    widen()                               ... grown to one worker per core
     fanned_map(function, items, done, kind)  [function(item) for item in items], spread
     task_cpu()                            CPU seconds the tasks took, by kind
     close()                               at the end of the run
@@ -20,12 +22,14 @@ from __future__ import annotations
 import logging
 import os
 import resource
+import threading
 import time
 
 _scheduler: str | None = None
 _client = None
 _cluster = None
 _tasks: dict[str, dict] = {}  # {kind: {"tasks": N, "cpu": seconds}}
+_tasks_lock = threading.Lock()  # maps may run in a thread beside the harness's timed runs
 _reaped = 0.0  # CPU seconds of a local cluster's workers, reaped by this process at close()
 
 
@@ -55,10 +59,23 @@ def describe() -> dict:
             "threads": sum(worker.get("nthreads", 0) for worker in info["workers"].values())}
 
 
-def client():
+def start(workers: int | None = None) -> None:
+    """Connects now (from the calling thread): to the configured scheduler, or to a local
+    cluster of `workers` worker processes (default: one per usable core). The harness
+    starts one worker fewer than the cores while its timed runs hold the last one."""
+    client(workers)
+
+
+def widen() -> None:
+    """A local cluster grown to one worker per usable core (the timed runs are over)."""
+    if _cluster is not None and len(_cluster.workers) < usable_cores():
+        _cluster.scale(usable_cores())
+
+
+def client(workers: int | None = None):
     """The Dask client: to the configured scheduler, or to a local cluster of one single-
     threaded worker process per usable core (each task keeps one core busy with the
-    subprocess it runs)."""
+    subprocess it runs), or of `workers` when it is started first (start)."""
     global _client, _cluster
     if _client is not None:
         return _client
@@ -74,7 +91,8 @@ def client():
             raise FanoutFailed(f"cannot reach the Dask scheduler at {_scheduler}: "
                                f"{failure}") from failure
     else:
-        _cluster = LocalCluster(n_workers=usable_cores(), threads_per_worker=1, processes=True,
+        _cluster = LocalCluster(n_workers=workers or usable_cores(), threads_per_worker=1,
+                                processes=True,
                                 dashboard_address=None, silence_logs=logging.ERROR)
         _client = Client(_cluster)
     return _client
@@ -107,12 +125,13 @@ def fanned_map(function, items: list, done=None, kind: str = "other") -> list:
     futures = client().map(measured(function), items, pure=False)
     where = {future.key: index for index, future in enumerate(futures)}
     results = [None] * len(items)
-    tally = _tasks.setdefault(kind, {"tasks": 0, "cpu": 0.0})
     for future in as_completed(futures):
         index = where[future.key]
         results[index], seconds = future.result()
-        tally["tasks"] += 1
-        tally["cpu"] += seconds
+        with _tasks_lock:
+            tally = _tasks.setdefault(kind, {"tasks": 0, "cpu": 0.0})
+            tally["tasks"] += 1
+            tally["cpu"] += seconds
         if done:
             done(items[index], results[index])
     return results
@@ -120,11 +139,13 @@ def fanned_map(function, items: list, done=None, kind: str = "other") -> list:
 
 def task_cpu() -> dict[str, dict]:
     """{kind: {"tasks": N, "cpu": seconds}} of every task run so far."""
-    return {kind: dict(tally) for kind, tally in _tasks.items()}
+    with _tasks_lock:
+        return {kind: dict(tally) for kind, tally in _tasks.items()}
 
 
 def tasks_cpu_total() -> float:
-    return sum(tally["cpu"] for tally in _tasks.values())
+    with _tasks_lock:
+        return sum(tally["cpu"] for tally in _tasks.values())
 
 
 def reaped_cpu() -> float:

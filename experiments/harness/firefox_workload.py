@@ -107,12 +107,28 @@ def process_entry(build_dir: Path, session: Path, process: dict, containers: dic
             "marks": marks}
 
 
-def firefox_summary(build_dir: Path, cache: Path, pages: int, containers: list[str] | None,
-                    parent: bool = True, timeout: float = 900, progress=print) -> dict:
-    """results.json's "firefox" entry, or {"error": one line} when Firefox cannot run."""
+def record_session(build_dir: Path, cache: Path, pages: int) -> dict:
+    """The recorded session's run.json document (firefox_record: reused from `cache` when
+    Firefox, the corpus and the recorder are the same), or {"error": one line}."""
     started = time.monotonic()
     try:
         document = firefox_record.record(build_dir, cache, pages, page_timeout=300)
+    except (firefox_record.RecordFailed, subprocess.TimeoutExpired) as failure:
+        return {"error": str(failure) or type(failure).__name__}
+    return {**document, "step_seconds": round(time.monotonic() - started, 1)}
+
+
+def firefox_summary(build_dir: Path, cache: Path, pages: int, containers: list[str] | None,
+                    parent: bool = True, timeout: float = 900, progress=print,
+                    recorded: dict | None = None) -> dict:
+    """results.json's "firefox" entry, or {"error": one line} when Firefox cannot run:
+    the session `recorded` (record_session's document), or recorded now."""
+    started = time.monotonic()
+    document = recorded or record_session(build_dir, cache, pages)
+    if "error" in document:
+        return {"error": document["error"]}
+    spent = document.get("step_seconds", 0.0) if recorded else 0.0
+    try:
         layout = firefox_replay.geometry(build_dir)
         conf = firefox_replay.run_pages_setting(layout)
         programs = replays.replayers(build_dir)
@@ -123,7 +139,7 @@ def firefox_summary(build_dir: Path, cache: Path, pages: int, containers: list[s
         with tempfile.TemporaryDirectory(prefix="runsel-firefox-replays-") as scratch:
             processes = [process_entry(build_dir, session, process, programs, conf,
                                        Path(scratch), timeout, progress) for process in chosen]
-    except (firefox_record.RecordFailed, firefox_replay.FirefoxFailed, replays.ReplayFailed,
+    except (firefox_replay.FirefoxFailed, replays.ReplayFailed,
             subprocess.TimeoutExpired) as failure:
         return {"error": str(failure) or type(failure).__name__}
     classic = next(iter(processes[0]["geometry"].values())) if processes else []
@@ -136,7 +152,7 @@ def firefox_summary(build_dir: Path, cache: Path, pages: int, containers: list[s
                  f"{MATCHING}@firefox": "the installed Firefox's run sizes",
                  firefox_replay.REFERENCE_NAME: "Firefox's own mozjemalloc (its run sizes), "
                                                 "replaying the same trace, one arena"},
-        "processes": processes, "seconds": round(time.monotonic() - started, 1),
+        "processes": processes, "seconds": round(time.monotonic() - started + spent, 1),
     }
 
 
@@ -160,19 +176,28 @@ def same_choices_checks(entry: dict, groups: list[list[str]]) -> list[dict]:
         f"{len(entry['processes'])} processes compared")
 
 
-def harness_step(args: argparse.Namespace, summary: dict, phases) -> dict | None:
-    """The harness's firefox step: returns results.json's "firefox" entry (None when it
-    was left out) and appends its check line to summary["checks"]."""
+def harness_recording(args: argparse.Namespace) -> dict | None:
+    """The harness's firefox recording, made before its timed runs (a browser must not
+    share the machine with them): record_session's document, None when left out."""
     if not args.firefox:
         return None
     print("harness: the firefox workload (stock firefox-esr, recorded once per version "
           "and corpus)", file=sys.stderr)
+    return record_session(args.build_dir, ROOT / "results" / "firefox", args.firefox_pages)
+
+
+def harness_step(args: argparse.Namespace, summary: dict, recorded: dict | None) -> dict | None:
+    """The harness's firefox replays of the session `recorded` (harness_recording's):
+    returns results.json's "firefox" entry (None when it was left out) and appends its
+    check lines to summary["checks"]."""
+    if recorded is None:
+        return None
     containers = [name for name in args.allocator or args.firefox_replay_allocators
                   if name in replays.replayers(args.build_dir)] or None
     entry = firefox_summary(
         args.build_dir, ROOT / "results" / "firefox", args.firefox_pages, containers,
         parent=args.firefox_parent, timeout=max(args.timeout, 900),
-        progress=lambda text: print(f"harness: {text}", file=sys.stderr))
+        progress=lambda text: print(f"harness: {text}", file=sys.stderr), recorded=recorded)
     summary["checks"].append({
         "workload": WORKLOAD, "ok": "error" not in entry,
         "check": "stock Firefox recorded (coverage, no live reuse) and its logs replayed "
@@ -183,7 +208,6 @@ def harness_step(args: argparse.Namespace, summary: dict, phases) -> dict | None
     if "error" not in entry:
         summary["checks"].extend(same_choices_checks(
             entry, allocators.same_choice_groups(args.build_dir)))
-    phases.end("firefox")
     return entry
 
 

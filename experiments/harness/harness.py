@@ -13,6 +13,7 @@ import dataclasses
 import os
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from . import allocators as allocator_discovery
@@ -93,6 +94,11 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
                              "Dask scheduler (tcp://HOST:8786), whose workers see this build "
                              "and the traces at the same paths; default: a local cluster on "
                              "this machine's cores")
+    parser.add_argument("--no-overlap", action="store_true",
+                        help="run the deterministic steps after the timed runs instead of "
+                             "beside them on the cores the timed runs leave free: a longer "
+                             "report whose timed runs share the machine with none of its own "
+                             "work (default: beside them, on a machine with 2 or more cores)")
     parser.add_argument("--timeout", type=float, default=600, help="per run, seconds")
     parser.add_argument("--counters", choices=("auto", "off"), default="auto",
                         help="run each workload once under each variant's counting library "
@@ -157,8 +163,7 @@ def chosen(args: argparse.Namespace) -> tuple[list[runs.Workload], list, list[st
     return workloads, allocators, missing
 
 
-def count(args: argparse.Namespace, workloads: list, allocators: list, variants: list,
-          phases: results.PhaseClock) -> dict:
+def count(args: argparse.Namespace, workloads: list, allocators: list, variants: list) -> dict:
     """Instruction counts (perf or callgrind) and the counting runs: {"counter", "why",
     "counts", "counted"} for metrics.summarize and the settings."""
     counter, why = runs.choose_counter(args.instructions)
@@ -169,29 +174,44 @@ def count(args: argparse.Namespace, workloads: list, allocators: list, variants:
               runs.run_instruction_counts(workloads, counted_allocators, counter,
                                           args.instruction_scale if counter == "callgrind"
                                           else args.scale, args.seed, args.timeout))
-    phases.end("instruction counts")
     counted = {}
     if args.counters == "auto":
         libraries = counting.counting_libraries(
             args.build_dir, [allocator.name for allocator in variants])
         counted = counting.run_counting(workloads, libraries, args.scale, args.seed,
                                         args.timeout, not args.aslr) if libraries else {}
-    phases.end("counting runs")
     return {"counter": counter, "why": why, "counts": counts, "counted": counted}
 
 
-def replay_exactly(args: argparse.Namespace, workloads: list, variants: list, summary: dict,
-                   phases: results.PhaseClock) -> None:
-    """Each --trace replayed exactly on every container, and the webkit workload's web
-    process recorded and replayed: their summary entries (kind "replay") and checks."""
+def record_first(args: argparse.Namespace, workloads: list) -> dict:
+    """The recordings the deterministic steps replay, made (or reused from their caches)
+    before the timed runs, so that no browser recording shares the machine with them:
+    {"webkit": the corpus's recordings or why they failed, None without the webkit
+    workload; "firefox": the session's document, None without the firefox workload}."""
+    webkit = None
+    if any(workload.name == webkit_record.WEBKIT for workload in workloads):
+        webkit = webkit_record.corpus_recordings(
+            args, lambda text: print(f"harness: {text}", file=sys.stderr))
+    return {"webkit": webkit, "firefox": firefox_workload.harness_recording(args)}
+
+
+def deterministic_steps(args: argparse.Namespace, workloads: list, allocators: list,
+                        variants: list, recorded: dict) -> dict:
+    """Every step whose figures do not depend on the machine's load, as Dask tasks:
+    instruction counts, counting runs, exact replays of the --trace workloads, the trace
+    corpus and the Firefox session. Returns {"counted": count()'s, "summary": the summary
+    entries and checks these steps add, "corpus", "firefox"}; main joins them to the timed
+    runs' summary."""
+    counted = count(args, workloads, allocators, variants)
+    added = {"workloads": {}, "checks": []}
     for workload in workloads:
         if workload.name.startswith(REPLAY + ":"):
-            replays.add_exact_replay(summary, workload, args.build_dir, args.timeout,
+            replays.add_exact_replay(added, workload, args.build_dir, args.timeout,
                                      [a.name for a in variants])
-    phases.end("exact replays")
-    if any(workload.name == webkit_record.WEBKIT for workload in workloads):
-        summary["corpus"] = webkit_record.add_corpus(summary, args)
-        phases.end("trace corpus")
+    corpus = (webkit_record.add_corpus(added, args, recorded["webkit"])
+              if recorded["webkit"] is not None else None)
+    firefox = firefox_workload.harness_step(args, added, recorded["firefox"])
+    return {"counted": counted, "summary": added, "corpus": corpus, "firefox": firefox}
 
 
 def run_settings(args: argparse.Namespace, counted: dict, workloads: list,
@@ -217,6 +237,8 @@ def run_settings(args: argparse.Namespace, counted: dict, workloads: list,
             else args.scale,
             "time_target_percent": comparisons.TARGET_PERCENT,
             "extend_seconds": args.extend, "extra_rounds": extra_rounds,
+            "deterministic_steps": "after the timed runs" if args.no_overlap else
+            "beside the timed runs, on the cores they leave free",
             "counters": "counted" if counted["counted"] else "not measured (no counting "
             "libraries built)" if args.counters == "auto" else "off"}
 
@@ -233,17 +255,38 @@ def main(argv: list[str] | None = None) -> int:
           + (f" (not installed: {', '.join(missing)})" if missing else ""), file=sys.stderr)
 
     phases = results.PhaseClock()  # seconds (wall and CPU) each step took, for the time budget
-    valid, discarded = runs.run_interleaved(workloads, allocators, args.repeat, args.scale,
-                                            args.seed, args.timeout, not args.aslr)
+    recorded = record_first(args, workloads)
+    phases.end("recordings")
     variants = [allocator for allocator in allocators if allocator.is_container]
-    extra_rounds = metrics.extend_until_resolved(workloads, variants, valid, discarded, args)
-    phases.end("timed runs")
-    counted = count(args, workloads, allocators, variants, phases)
+    # The deterministic steps run beside the timed runs on the cores those leave free
+    # (a local cluster of one worker fewer than the cores, widened when they end).
+    beside = not args.no_overlap and (args.scheduler or fanout.usable_cores() > 1)
+    try:
+        fanout.start(None if args.scheduler or not beside else fanout.usable_cores() - 1)
+    except fanout.FanoutFailed as failure:
+        sys.exit(f"harness: {failure}")
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        steps = (pool.submit(deterministic_steps, args, workloads, allocators, variants,
+                             recorded) if beside else None)
+        valid, discarded = runs.run_interleaved(workloads, allocators, args.repeat, args.scale,
+                                                args.seed, args.timeout, not args.aslr)
+        extra_rounds = metrics.extend_until_resolved(workloads, variants, valid, discarded,
+                                                     args)
+        phases.end("timed runs", beside=bool(steps))
+        fanout.widen()
+        done = (steps.result() if steps else
+                deterministic_steps(args, workloads, allocators, variants, recorded))
+    phases.end("deterministic steps")
+    counted = done["counted"]
     summary = metrics.summarize(valid, names, workloads, counted["counts"],
                                 allocator_discovery.same_choice_groups(args.build_dir),
                                 counted["counted"])
-    replay_exactly(args, workloads, variants, summary, phases)
-    firefox = firefox_workload.harness_step(args, summary, phases)
+    summary["workloads"].update(done["summary"]["workloads"])
+    summary["checks"].extend(done["summary"]["checks"])
+    if done["corpus"] is not None:
+        summary["corpus"] = done["corpus"]
+        summary["corpus"]["fanout"] = fanout.describe()
+    firefox = done["firefox"]
     fanout.close()
     results.trim_chunk_maps(summary["workloads"])
     results.derive(summary["workloads"])

@@ -2,8 +2,9 @@
 (--quick), read by the harness and by tools/runsel's help; and the check of the numbers
 that override them. Standard library only.
 
-Run lengths, aimed at a default report of 20 minutes on 2 cores (about 25 today:
-experiments/README.md, "Where the time goes"). The containers, which
+Run lengths, aimed at a default report of at most 20 minutes on 2 cores with its
+recordings cached (experiments/README.md, "Where the time goes"); the deterministic steps
+run beside the timed runs on the core those leave free. The containers, which
 the verdict compares to 2 %, take part in every round (repeat, then up to `extend`
 seconds of extra rounds for the comparisons still wider than that); the peers and the
 settings (rb_first@purge:NAME, ...) in the first peer_repeat rounds. A webkit run costs
@@ -36,9 +37,11 @@ DEFAULT = {"repeat": 15, "scale": 1.0, "instruction_scale": 0.05, "extend": 90,
            "counted_allocators": (), "peer_repeat": 7,
            "firefox_pages": 4, "firefox_parent": True, "firefox_replay_allocators": (),
            # The trace corpus (webkit_record.DEFAULT_RANGES): 8 recordings, the default page
-           # set 5 times and 3 other page sets; callgrind windows on the first 4 traces.
+           # set 5 times and 3 other page sets; callgrind windows on the first 3 traces (a
+           # trace's are ~15 s of CPU per container, 12 of them valgrind's uninstrumented
+           # way through the whole trace, so more windows cost little and more traces much).
            "corpus_ranges": ((1, 4),) * 5 + ((5, 8), (9, 12), (13, 16)),
-           "corpus_cost_traces": 4, "corpus_windows": 20, "corpus_window_records": 25_000}
+           "corpus_cost_traces": 3, "corpus_windows": 24, "corpus_window_records": 25_000}
 QUICK = {"repeat": 5, "scale": 0.05, "instruction_scale": 0.01, "extend": 0,
          "webkit_pages": 2, "webkit_repeat": 1, "webkit_peer_repeat": 1,
          "webkit_allocators": QUICK_ANCHORS, "webkit_replay_allocators": QUICK_REPLAYS,

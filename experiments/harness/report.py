@@ -367,6 +367,10 @@ def setup_table(results: dict):
              f"{machine.get('load_average_1min_at_start', '?')}, "
              f"{machine.get('load_average_1min', '?')} (other work on the machine widens "
              "the timing intervals)"],
+            ["deterministic steps (replays, callgrind counts)",
+             settings.get("deterministic_steps", "after the timed runs")
+             + " (`--no-overlap` runs them after, for timing that shares the machine with "
+               "none of the report's own work)"],
             ["repetitions × scale × seed",
              f"{settings['repeat']} × {settings['scale']} × {settings['seed']}"
              + (f" (peers and settings: {settings['peer_repeat']} repetitions)"

@@ -32,6 +32,7 @@ class PhaseClock:
 
     def __init__(self):
         self.wall, self.cpu, self.task_cpu = {}, {}, {}
+        self.beside = set()  # steps whose own work had Dask tasks running beside it
         self.started, self.cpu_started = time.monotonic(), self.cpu_now()
         self.tasks_started = fanout.tasks_cpu_total()
 
@@ -42,21 +43,28 @@ class PhaseClock:
                     resource.getrusage(resource.RUSAGE_CHILDREN))) \
             - fanout.reaped_cpu() + fanout.tasks_cpu_total()
 
-    def end(self, step: str) -> None:
+    def end(self, step: str, beside: bool = False) -> None:
         now, cpu, tasks = time.monotonic(), self.cpu_now(), fanout.tasks_cpu_total()
         self.wall[step] = round(now - self.started, 1)
         self.cpu[step] = round(cpu - self.cpu_started, 1)
         self.task_cpu[step] = round(tasks - self.tasks_started, 1)
         self.started, self.cpu_started, self.tasks_started = now, cpu, tasks
+        if beside:
+            self.beside.add(step)
 
     def quiet_estimate(self, workers: int) -> dict[str, float]:
         """Each step's wall seconds on an otherwise idle machine with `workers` Dask
         workers, estimated from its CPU: the Dask tasks' CPU divided among the workers,
-        the rest (timed runs one at a time, recordings, this process) at full weight.
-        It assumes a run's wall time is its CPU time when nothing else runs (a webkit run
-        also waits on its pages: a little more) and that the tasks spread evenly."""
-        return {step: round(self.cpu[step] - self.task_cpu[step]
-                            + self.task_cpu[step] / max(1, workers), 1) for step in self.cpu}
+        the rest (timed runs one at a time, recordings, this process) at full weight; for
+        a step whose tasks ran beside its own work on workers - 1 cores, the longer of the
+        two. It assumes a run's wall time is its CPU time when nothing else runs (a webkit
+        run also waits on its pages: a little more) and that the tasks spread evenly."""
+        def quiet(step: str) -> float:
+            own, tasks = self.cpu[step] - self.task_cpu[step], self.task_cpu[step]
+            if step in self.beside:
+                return max(own, tasks / max(1, workers - 1))
+            return own + tasks / max(1, workers)
+        return {step: round(quiet(step), 1) for step in self.cpu}
 
     def table(self, workers: int) -> str:
         """The steps' wall, CPU, Dask tasks' CPU and quiet estimate, one line each."""

@@ -214,22 +214,33 @@ def corpus_files(paths: list[Path], build_dir: Path, cache: Path) -> dict[str, P
     return found
 
 
-def webkit_corpus(args: argparse.Namespace, progress) -> tuple[dict, dict]:
-    """The trace corpus (experiments/README.md, "The trace corpus"): the webkit recordings
-    of args.corpus_ranges (cached: record_corpus) and the --corpus-file traces, each
+def corpus_recordings(args: argparse.Namespace, progress) -> list[dict] | str:
+    """The webkit recordings of args.corpus_ranges (record_corpus, cached), or why they
+    failed: the harness makes them before its timed runs, so that no browser shares the
+    machine with those."""
+    try:
+        return record_corpus(args.build_dir, list(args.corpus_ranges), progress=progress)
+    except (RecordFailed, subprocess.TimeoutExpired) as failure:
+        progress(f"recording the corpus failed: {failure}")
+        return str(failure) or type(failure).__name__
+
+
+def webkit_corpus(args: argparse.Namespace, progress,
+                  recordings: list[dict] | str | None = None) -> tuple[dict, dict]:
+    """The trace corpus (experiments/README.md, "The trace corpus"): the webkit
+    `recordings` (corpus_recordings'; made now when None) and the --corpus-file traces, each
     replayed exactly on every container (fanout tasks), with callgrind windows over the
     first traces. Returns (the first webkit trace's summary entry, the "webkit replay"
     workload of the tables; results.json's "corpus": every trace's entry and the judgement
     over each group of traces)."""
     containers = [name for name in args.allocator or args.webkit_replay_allocators
                   if name in replays.replayers(args.build_dir)] or None
-    try:
-        recordings = record_corpus(args.build_dir, list(args.corpus_ranges), progress=progress)
-    except (RecordFailed, subprocess.TimeoutExpired) as failure:
-        progress(f"recording the corpus failed: {failure}")
+    if recordings is None:
+        recordings = corpus_recordings(args, progress)
+    if isinstance(recordings, str):
         return ({"kind": "replay", "family": "webkit", "label": "webkit replay",
-                 "error": str(failure), "allocators": {}},
-                {"error": str(failure), "recordings": [], "groups": {}})
+                 "error": recordings, "allocators": {}},
+                {"error": recordings, "recordings": [], "groups": {}})
     groups = {"webkit": {entry["name"]: Path(entry["trace"]) for entry in recordings}}
     if args.corpus_file:
         groups["files"] = corpus_files(args.corpus_file, args.build_dir,
@@ -263,10 +274,12 @@ def webkit_corpus(args: argparse.Namespace, progress) -> tuple[dict, dict]:
     return first, corpus
 
 
-def add_corpus(summary: dict, args: argparse.Namespace) -> dict:
+def add_corpus(summary: dict, args: argparse.Namespace,
+               recordings: list[dict] | str | None = None) -> dict:
     """webkit_corpus(): its first trace as summary entry "webkit replay", its checks (the
     reference's two replays of every trace agree to the byte); returns the corpus."""
-    entry, corpus = webkit_corpus(args, lambda text: print(f"harness: {text}", file=sys.stderr))
+    entry, corpus = webkit_corpus(args, lambda text: print(f"harness: {text}", file=sys.stderr),
+                                  recordings)
     summary["workloads"][WEBKIT_REPLAY] = entry
     summary["checks"].append({
         "workload": WEBKIT_REPLAY, "ok": "error" not in entry,
