@@ -369,8 +369,9 @@ def setup_table(results: dict):
              "the timing intervals)"],
             ["deterministic steps (replays, callgrind counts)",
              settings.get("deterministic_steps", "after the timed runs")
-             + " (`--no-overlap` runs them after, for timing that shares the machine with "
-               "none of the report's own work)"],
+             + (" (`--no-overlap` runs them after, for timing that shares the machine with "
+                "none of the report's own work)"
+                if settings.get("deterministic_steps", "").startswith("beside") else "")],
             ["repetitions × scale × seed",
              f"{settings['repeat']} × {settings['scale']} × {settings['seed']}"
              + (f" (peers and settings: {settings['peer_repeat']} repetitions)"
