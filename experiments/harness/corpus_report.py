@@ -7,6 +7,8 @@ computed that the run did not measure.
 
 from __future__ import annotations
 
+from .judgement import answer_group
+
 MOMENT_WORDS = {"loaded": "with the pages loaded", "closed": "after the tabs close",
                 "peak": "at the peak"}
 FIGURE_WORDS = {"purged_resident": "resident after a forced purge",
@@ -26,8 +28,9 @@ PURGE_COLUMNS = (("closed", "resident"), ("closed", "committed"), ("closed", "di
 TOP_CLASSES = 8
 
 
-def group_judgement(results: dict, group: str = "webkit") -> dict | None:
-    found = ((results.get("corpus") or {}).get("groups", {}).get(group) or {})
+def group_judgement(results: dict, group: str | None = None) -> dict | None:
+    corpus = results.get("corpus") or {}
+    found = corpus.get("groups", {}).get(group or answer_group(corpus)) or {}
     return found.get("judgement")
 
 
@@ -57,8 +60,15 @@ def corpus_words(results: dict) -> str:
         ranges[key] = ranges.get(key, 0) + 1
     listed = ", ".join(key + (f" ×{count}" if count > 1 else "") for key, count in ranges.items())
     reused = sum(1 for recording in recordings if recording.get("reused"))
-    return (f"{len(recordings)} WebKit traces (corpus pages {listed}; {reused} reused from the "
-            "cache)")
+    words = (f"{len(recordings)} WebKit traces (corpus pages {listed}; {reused} reused from the "
+             "cache)")
+    joined = ((results.get("corpus") or {}).get("groups") or {}).get("browsers")
+    if joined:
+        logs = joined["members"]["firefox"]
+        words += (f" and {len(logs)} Firefox {joined['firefox']} log{'s' * (len(logs) > 1)} "
+                  "of the same corpus "
+                  f"({', '.join(name.split(' ', 1)[1] for name in logs)} process)")
+    return words
 
 
 def ranked(judged: dict, column: tuple[str, str]) -> dict[str, list]:

@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from . import allocators, fanout, firefox_record, firefox_replay, replays
+from . import allocators, fanout, firefox_record, firefox_replay, judgement, replays
 from .allocators import FIREFOX_MATCHING as MATCHING
 from .interpreter import ROOT
 
@@ -174,6 +174,45 @@ def same_choices_checks(entry: dict, groups: list[list[str]]) -> list[dict]:
     return replays.group_agreement_checks(
         marks, groups, WORKLOAD, "live, allocated and bin_unused at every mark of every process",
         f"{len(entry['processes'])} processes compared")
+
+
+def corpus_entries(entry: dict, containers: list[str]) -> dict[str, dict]:
+    """The session's processes as replicates of the trace corpus: {"firefox <role>":
+    summary entry of kind "replay"} whose checkpoints are the tab marks (tab_N_loaded,
+    tabs_closed) with each container's exact figures there (the rows of other run sizes
+    and Firefox's own allocator left out), so that judgement.py judges them beside the
+    WebKit traces. No callgrind windows: their cost is not measured."""
+    found = {}
+    for process in entry.get("processes", []):
+        marks = [mark for mark in process["marks"] if mark["label"].startswith("tab")]
+        if not marks:
+            continue
+        rows = [name for name in containers if name in marks[0]["figures"]]
+        loaded = [mark["label"] for mark in marks if mark["label"].endswith("_loaded")]
+        found[f"firefox {process['role']}"] = {
+            "kind": "replay", "family": "firefox", "label": f"Firefox {process['role']} log",
+            "trace": process["trace"], "key_checkpoint": loaded[-1] if loaded else None,
+            "memory_comparable": True, "memory_note": None,
+            "allocators": {name: {"exact": {"checkpoints": [
+                {"name": mark["label"], "ops": mark["ops"], **mark["figures"][name]}
+                for mark in marks]}, "cost": None} for name in rows}}
+    return found
+
+
+def join_corpus(corpus: dict | None, entry: dict | None, containers: list[str]) -> None:
+    """The Firefox logs joined to the WebKit traces as one group of replicates, "browsers"
+    in corpus["groups"], which the report's answer is judged on: its judgements over both
+    ("entries" stays empty: the traces are the webkit group's and results["firefox"]'s;
+    "members" names them)."""
+    webkit = ((corpus or {}).get("groups") or {}).get("webkit") or {}
+    usable = {name: replayed for name, replayed in (webkit.get("entries") or {}).items()
+              if "error" not in replayed}
+    logs = corpus_entries(entry, containers) if entry and "error" not in entry else {}
+    if not usable or not logs:
+        return
+    corpus["groups"]["browsers"] = {
+        "entries": {}, "members": {"webkit": list(usable), "firefox": list(logs)},
+        "firefox": entry["firefox"], **judgement.group_judgements({**usable, **logs})}
 
 
 def harness_recording(args: argparse.Namespace) -> dict | None:

@@ -211,6 +211,7 @@ def deterministic_steps(args: argparse.Namespace, workloads: list, allocators: l
     corpus = (webkit_record.add_corpus(added, args, recorded["webkit"])
               if recorded["webkit"] is not None else None)
     firefox = firefox_workload.harness_step(args, added, recorded["firefox"])
+    firefox_workload.join_corpus(corpus, firefox, [a.name for a in variants])
     return {"counted": counted, "summary": added, "corpus": corpus, "firefox": firefox}
 
 

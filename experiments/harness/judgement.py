@@ -205,3 +205,9 @@ def group_judgements(entries: dict[str, dict]) -> dict:
     as_built = bool(entries) and all(AS_BUILT in e["allocators"] for e in entries.values())
     return {"judgement": judge_corpus(entries, REFERENCE) if entries else None,
             "judgement_as_built": judge_corpus(entries, AS_BUILT) if as_built else None}
+
+
+def answer_group(corpus: dict | None) -> str:
+    """The corpus group the report's answer is judged on: the WebKit traces with the
+    Firefox logs joined ("browsers") when the run replayed both, else the WebKit traces."""
+    return "browsers" if "browsers" in ((corpus or {}).get("groups") or {}) else "webkit"

@@ -195,5 +195,62 @@ class SameChoicesOverReplays(unittest.TestCase):
         self.assertIn("content tabs_closed: je_slabs", check["detail"])
 
 
+class FirefoxLogsJoinTheCorpus(unittest.TestCase):
+    """The Firefox session's processes become replicates beside the WebKit traces: the
+    "browsers" group is judged over both, the answer and bug 1857133's claims use it, and
+    the rows that are not containers (lifo@firefox, Firefox's own allocator) stay out."""
+
+    @staticmethod
+    def session(planted: float) -> dict:
+        def figures(ratio: float) -> dict:
+            return {"committed": int(300 * MiB * ratio), "dirty": 10 * MiB,
+                    "bin_unused": int(30 * MiB * ratio), "resident": int(310 * MiB * ratio),
+                    "purged_resident": int(290 * MiB * ratio), "allocated": 1,
+                    "live_requested": 1}
+        rows = {"rb_first": figures(1.0), "planted": figures(planted), "noisy": figures(1.0),
+                "lifo@firefox": figures(5.0), "firefox": figures(7.0)}
+        marks = [{"label": label, "ops": ops, "figures": rows}
+                 for label, ops in (("every", 5), ("tab_1_loaded", 10), ("tabs_closed", 20),
+                                    ("exit", 30))]
+        return {"firefox": "153.7.0esr", "processes": [
+            {"role": role, "trace": f"/t/{role}.trace", "marks": marks}
+            for role in ("content", "parent")]}
+
+    def test_the_browsers_group_judges_webkit_and_firefox_together(self):
+        from . import corpus_report, firefox_workload, verdict
+        webkit = corpus(seed=3, traces=4, planted=1.03, noise=0.002, swing=0.0)
+        document = {"corpus": {"groups": {"webkit": {"entries": webkit,
+                                                     **judgement.group_judgements(webkit)}}}}
+        firefox_workload.join_corpus(document["corpus"], self.session(1.03),
+                                     ["rb_first", "planted", "noisy"])
+        joined = document["corpus"]["groups"]["browsers"]
+        self.assertEqual(joined["members"]["firefox"], ["firefox content", "firefox parent"])
+        judged = corpus_report.group_judgement(document)
+        self.assertIs(judged, joined["judgement"])
+        self.assertEqual(len(judged["traces"]), 6)
+        self.assertEqual(set(judged["containers"]), {"planted", "noisy"})
+        closed = judged["containers"]["planted"]["memory"]["closed"]["footprint"]
+        self.assertEqual(closed["n_traces"], 6)
+        self.assertEqual(closed["outcome"], "higher")
+        self.assertAlmostEqual(closed["per_trace"]["firefox parent"], 100 * (
+            (1.03 * 300 * MiB - 10 * MiB) / (290 * MiB) - 1), places=1)
+        loaded = judged["containers"]["planted"]["memory"]["loaded"]["bin_unused"]
+        self.assertIn("firefox content", loaded["per_trace"])  # tab_1_loaded, not "every"
+        cost = judged["containers"]["planted"]["cost"]["instructions_per_call"]
+        self.assertEqual(cost["n_traces"], 4)  # the logs have no callgrind windows
+        self.assertIn("2 Firefox 153.7.0esr logs", corpus_report.corpus_words(document))
+        self.assertEqual(verdict.corpus_published(document["corpus"]), [])  # no such containers
+
+    def test_without_a_replayed_session_the_answer_stays_on_webkit(self):
+        from . import corpus_report, firefox_workload
+        webkit = corpus(seed=4, traces=3, planted=1.0, noise=0.01, swing=0.0)
+        document = {"corpus": {"groups": {"webkit": {"entries": webkit,
+                                                     **judgement.group_judgements(webkit)}}}}
+        firefox_workload.join_corpus(document["corpus"], {"error": "no firefox-esr"}, ["planted"])
+        self.assertNotIn("browsers", document["corpus"]["groups"])
+        self.assertIs(corpus_report.group_judgement(document),
+                      document["corpus"]["groups"]["webkit"]["judgement"])
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)

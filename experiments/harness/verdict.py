@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from . import comparisons
 from .allocators import REFERENCE, is_setting
+from .judgement import answer_group
 
 # Mozilla bug 1857133, measured on Windows against mozjemalloc's tree as built: on the
 # trace corpus they are judged against runsel's moz_tree (AS_BUILT) where the corpus
@@ -242,12 +243,14 @@ CORPUS_EVIDENCE = {"tp6": (("loaded", "purged_resident"), ("loaded", "resident")
                    "sp3": (("cost", "instructions_per_call"),)}
 
 
-def corpus_published(corpus: dict | None, group: str = "webkit") -> list[dict]:
-    """Bug 1857133's claims judged on the corpus's judgement of `group` against moz_tree,
+def corpus_published(corpus: dict | None, group: str | None = None) -> list[dict]:
+    """Bug 1857133's claims judged on the corpus's judgement of `group` (default: the
+    answer's, judgement.answer_group) against moz_tree,
     the tree the bug measured against (its "judgement_as_built"), or against rb_first when
     the corpus did not replay moz_tree: each published figure against each corpus figure
     that speaks to it (CORPUS_EVIDENCE). Each claim names the reference it was judged
     against."""
+    group = group or answer_group(corpus)
     found = (corpus or {}).get("groups", {}).get(group) or {}
     judged = found.get("judgement_as_built") or found.get("judgement")
     if not judged:
