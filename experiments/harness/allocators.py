@@ -36,6 +36,11 @@ COUNTING_TARGET_PREFIX = "malloc-counting-"  # a variant's counting twin, not a 
 WORKLOAD_PREFIX = "workload_"  # build/experiments/workload_<name>
 RECORDER_TARGET = "runsel-trace"  # build/tools/librunsel-trace.so
 REPLAYER_PREFIX = "runsel-replay-"  # build/tools/runsel-replay-<container>
+# The replayer on a container's library with the thread cache on (setting-tcache-<c>):
+# build/tools/runsel-cached-replay-<container>; its profiling twin is the container
+# "cached-<container>" of cost.py's names (runsel-profile-replay-cached-<container>).
+CACHED_REPLAYER_PREFIX = "runsel-cached-replay-"
+CACHED_TWIN = "cached-"
 
 
 # Variables that change how the measured allocator behaves, never passed on to a measured

@@ -94,6 +94,10 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
                              "Dask scheduler (tcp://HOST:8786), whose workers see this build "
                              "and the traces at the same paths; default: a local cluster on "
                              "this machine's cores")
+    parser.add_argument("--no-thread-cache", action="store_true",
+                        help="leave out the corpus replays behind a thread cache (on the "
+                             "containers built with it: the four anchors, or every container "
+                             "after tools/runsel report --thread-cache-all)")
     parser.add_argument("--no-overlap", action="store_true",
                         help="run the deterministic steps after the timed runs instead of "
                              "beside them on the cores the timed runs leave free: a longer "
@@ -124,8 +128,10 @@ def with_preset(args: argparse.Namespace) -> argparse.Namespace:
     args.webkit_replay_allocators = () if args.allocator else preset["webkit_replay_allocators"]
     args.webkit_cost_records = preset["webkit_cost_records"]
     for name in ("corpus_ranges", "corpus_cost_traces", "corpus_windows",
-                 "corpus_window_records"):
+                 "corpus_window_records", "cache_cost_traces"):
         setattr(args, name, preset[name])
+    if args.no_thread_cache:
+        args.cache_cost_traces = None
     args.webkit_record_pages = max(args.webkit_pages, preset["webkit_record_pages"])
     args.webkit_peer_repeat = preset["webkit_peer_repeat"]
     args.counted_allocators = () if args.allocator else preset["counted_allocators"]

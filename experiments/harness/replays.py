@@ -25,7 +25,7 @@ from pathlib import Path
 
 from . import cost as callgrind_cost
 from .fanout import fanned_map
-from .allocators import REFERENCE, REPLAYER_PREFIX, same_choice_groups
+from .allocators import CACHED_REPLAYER_PREFIX, REFERENCE, REPLAYER_PREFIX, same_choice_groups
 
 COUNTING_REPLAYER = "tools/runsel-counting-replay-{}"  # on the counting twin, built on demand
 PICK_COUNTERS = ("picks", "picks_with_choice", "nonfull_at_pick", "picked_fullness",
@@ -39,12 +39,17 @@ class ReplayFailed(Exception):
     pass
 
 
-def replayers(build_dir: Path) -> dict[str, Path]:
-    """{container: build/tools/runsel-replay-<container>} for those built, reference first."""
-    found = {path.name[len(REPLAYER_PREFIX):]: path
-             for path in sorted((build_dir / "tools").glob(REPLAYER_PREFIX + "*"))
+def replayers(build_dir: Path, prefix: str = REPLAYER_PREFIX) -> dict[str, Path]:
+    """{container: build/tools/runsel-replay-<container>} for those built, reference first
+    (with CACHED_REPLAYER_PREFIX: the replayers with the thread cache on)."""
+    found = {path.name[len(prefix):]: path
+             for path in sorted((build_dir / "tools").glob(prefix + "*"))
              if path.is_file() and not path.name.endswith(".p")}
     return dict(sorted(found.items(), key=lambda item: item[0] != REFERENCE))
+
+
+def cached_replayers(build_dir: Path) -> dict[str, Path]:
+    return replayers(build_dir, CACHED_REPLAYER_PREFIX)
 
 
 def replay_once(program: Path, trace: Path, timeout: float,
@@ -177,21 +182,26 @@ def corpus_summaries(traces: dict[str, Path], build_dir: Path, family: str,
                      containers: list[str] | None = None, timeout: float = 600, progress=None,
                      cost_traces: int = 4, windows: int = callgrind_cost.DEFAULT_WINDOWS,
                      window_records: int = callgrind_cost.WINDOW_RECORDS,
-                     counters: bool = True) -> dict[str, dict]:
+                     counters: bool = True, cached: bool = False) -> dict[str, dict]:
     """A trace corpus ({name: trace file}) replayed exactly on every container, every
     (trace, container) a task of its own (fanout): {name: summary entry of kind "replay"},
     or {name: {"error": ...}} for a trace whose replays failed. The first `cost_traces`
     traces also get each container's callgrind cost over `windows` windows spread across
-    the whole trace, and the first trace the pick counters."""
-    programs = replayers(build_dir)
+    the whole trace, and the first trace the pick counters. `cached`: on the containers
+    built with the thread cache (cached_replayers; no counters, the reference once)."""
+    programs = cached_replayers(build_dir) if cached else replayers(build_dir)
     if containers:
         programs = {name: path for name, path in programs.items() if name in containers}
     if not programs:
-        raise ReplayFailed(f"no {REPLAYER_PREFIX}<container> in {build_dir / 'tools'}")
+        prefix = CACHED_REPLAYER_PREFIX if cached else REPLAYER_PREFIX
+        raise ReplayFailed(f"no {prefix}<container> in {build_dir / 'tools'}")
+    kind, twin = (" (thread cache)", CACHED_TWIN) if cached else ("", "")
+    counters = counters and not cached
     # (trace, container, 0) for every container, and (trace, reference, 1): the reference
     # replayed twice, to prove the figures repeat.
     jobs = [(trace, name, 0) for trace in traces for name in programs] + \
-        ([(trace, REFERENCE, 1) for trace in traces] if REFERENCE in programs else [])
+        ([(trace, REFERENCE, 1) for trace in traces]
+         if REFERENCE in programs and not cached else [])
 
     def replayed(job: tuple[str, str, int]) -> dict:
         try:
@@ -201,17 +211,17 @@ def corpus_summaries(traces: dict[str, Path], build_dir: Path, family: str,
     documents = dict(zip(jobs, fanned_map(
         replayed, jobs, lambda job, _: progress and progress(f"exact replay of {job[0]} on "
                                                              f"{job[1]}"),
-        kind="corpus replay")))
+        kind="corpus replay" + kind)))
     costed = list(traces)[:cost_traces]
     costs: dict[tuple[str, str], dict | None] = {}
     if costed and windows:
         try:
-            callgrind_cost.build_profile_twins(build_dir, list(programs))
+            callgrind_cost.build_profile_twins(build_dir, [twin + name for name in programs])
             cost_jobs = [(trace, name) for trace in costed for name in programs]
 
             def cost(job: tuple[str, str]) -> dict:
                 try:
-                    return callgrind_cost.replay_cost(traces[job[0]], build_dir, job[1],
+                    return callgrind_cost.replay_cost(traces[job[0]], build_dir, twin + job[1],
                                                       timeout=timeout * 4, windows=windows,
                                                       window_records=window_records)
                 except callgrind_cost.CostFailed as failure:
@@ -219,7 +229,7 @@ def corpus_summaries(traces: dict[str, Path], build_dir: Path, family: str,
             costs = dict(zip(cost_jobs, fanned_map(
                 cost, cost_jobs, lambda job, _: progress and progress(
                     f"callgrind windows of {job[0]} on {job[1]}"),
-                kind="corpus callgrind windows")))
+                kind="corpus callgrind windows" + kind)))
         except callgrind_cost.CostFailed as failure:
             costs = {(trace, name): {"error": str(failure)} for trace in costed for name in programs}
     first = next(iter(traces))
@@ -240,7 +250,7 @@ def corpus_summaries(traces: dict[str, Path], build_dir: Path, family: str,
                               "error": "the containers' checkpoints differ", "allocators": {}}
             continue
         repeated = (documents[(trace, REFERENCE, 1)] == by_container[REFERENCE]
-                    if REFERENCE in programs else None)
+                    if (trace, REFERENCE, 1) in documents else None)
         entries[trace] = {
             "kind": "replay", "family": family, "label": trace, "trace": str(path),
             "key_checkpoint": key_checkpoint(next(iter(by_container.values()))),

@@ -25,7 +25,7 @@ if __name__ == "__main__":  # run by Debian's python3 when this one lacks what r
 
 from tabulate import tabulate
 
-from . import corpus_report, report_anchors, verdict_text
+from . import behind_cache, corpus_report, report_anchors, verdict_text
 from .results import exact_point, load
 from .report_firefox import (firefox_containers_table, firefox_marks_table,
                              firefox_recording_table)
@@ -391,7 +391,8 @@ def answer_tables(results: dict) -> list:
                                 report_anchors.cost_table(results),
                                 corpus_report.published_corpus_table(results),
                                 corpus_report.per_class_table(results),
-                                corpus_report.purge_timing_table(results)) if table[2]]
+                                corpus_report.purge_timing_table(results),
+                                behind_cache.table(results)) if table[2]]
 
 
 def tables(results: dict) -> list:

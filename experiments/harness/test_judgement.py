@@ -252,5 +252,48 @@ class FirefoxLogsJoinTheCorpus(unittest.TestCase):
                       document["corpus"]["groups"]["webkit"]["judgement"])
 
 
+class BehindAThreadCache(unittest.TestCase):
+    """behind_cache's judgements on planted figures: an effect of the container that the
+    cache hides is found without it and unresolved behind it; the cache's own effect on
+    each container is judged against that container without it."""
+
+    def test_an_effect_the_cache_hides_and_the_cache_own_effect(self):
+        from . import behind_cache
+        plain = corpus(seed=5, traces=6, planted=1.04, noise=0.002, swing=0.0)
+        cached = {}
+        for trace, entry in plain.items():
+            def grown(pair: dict, ratio: float) -> dict:
+                points = [{**point, "committed": int(point["committed"] * ratio),
+                           "purged_resident": int(point["purged_resident"] * ratio)}
+                          for point in pair["exact"]["checkpoints"]]
+                return {**pair, "exact": {"checkpoints": points}}
+            reference = entry["allocators"]["rb_first"]
+            # Behind the cache "planted" holds what rb_first holds (+2 % for both).
+            cached[trace] = {**entry, "allocators": {"rb_first": grown(reference, 1.02),
+                                                     "planted": grown(reference, 1.02)}}
+        without = judgement.judge_corpus(plain, "rb_first", ["planted"])
+        behind = judgement.judge_corpus(cached, "rb_first", ["planted"])
+        self.assertEqual(without["containers"]["planted"]["memory"]["closed"]["footprint"]
+                         ["outcome"], "higher")
+        self.assertEqual(behind["containers"]["planted"]["memory"]["closed"]["footprint"]
+                         ["outcome"], "identical")
+        effect = behind_cache.cache_effect(plain, cached, "rb_first")
+        purged = effect["memory"]["closed"]["purged_resident"]
+        self.assertEqual(purged["outcome"], "higher")
+        self.assertAlmostEqual(purged["percent"], 2.0, places=2)
+        document = {"corpus": {"cost": {"windows": 4, "window_records": 10, "traces": 1},
+                               "behind_cache": {"containers": ["rb_first", "planted"],
+                                                "traces": list(cached), "without": without,
+                                                "with": behind, "cache_effect": {
+                                                    "rb_first": effect,
+                                                    "planted": behind_cache.cache_effect(
+                                                        plain, cached, "planted")}}}}
+        title, headers, rows, note = behind_cache.table(document)
+        self.assertEqual([row[0] for row in rows],
+                         ["planted", "rb_first with the cache", "planted with the cache"])
+        self.assertEqual(rows[0][3], "identical")  # purged resident, closed, behind the cache
+        self.assertIn("6 WebKit traces", note)
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)

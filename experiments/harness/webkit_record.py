@@ -29,7 +29,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import fanout, judgement, replays, runs
+from . import behind_cache, fanout, judgement, replays, runs
 from .allocators import REFERENCE, measured_environment, same_choice_groups
 from .interpreter import ROOT, SYSTEM_PYTHON
 
@@ -263,6 +263,12 @@ def webkit_corpus(args: argparse.Namespace, progress,
         corpus["groups"][group] = {"entries": entries, **judgement.group_judgements(usable)}
         if group == "webkit" and usable:
             first = dict(next(iter(usable.values())))
+    if "webkit" in groups and getattr(args, "cache_cost_traces", None) is not None:
+        corpus["behind_cache"] = behind_cache.build(
+            groups["webkit"], args.build_dir,
+            (corpus["groups"].get("webkit") or {}).get("entries") or {}, args.timeout,
+            progress, args.cache_cost_traces, args.corpus_windows, args.corpus_window_records,
+            containers)
     corpus["fanout"] = fanout.describe()
     if first is None:
         return ({"kind": "replay", "family": "webkit", "label": "webkit replay",
