@@ -25,7 +25,7 @@ if __name__ == "__main__":  # the tooling package, experiments/harness/
 
 from harness import allocators as shared
 from harness import trace_cli
-from harness.allocators import (COUNTING_TARGET_PREFIX, RECORDER_TARGET,
+from harness.allocators import (CACHED_REPLAYER_PREFIX, COUNTING_TARGET_PREFIX, RECORDER_TARGET,
                                 REFERENCE as REFERENCE_VARIANT, REPLAYER_PREFIX,
                                 SETTING_TARGET_PREFIX, WORKLOAD_PREFIX, build_targets,
                                 targets_named)
@@ -113,13 +113,17 @@ def harness_arguments(args: argparse.Namespace) -> list[str]:
         forwarded += ["--corpus-file", str(corpus_file.resolve())]
     if args.scheduler:
         forwarded += ["--scheduler", args.scheduler]
+    for flag in ("no_thread_cache", "no_overlap"):
+        if getattr(args, flag):
+            forwarded.append("--" + flag.replace("_", "-"))
     return forwarded
 
 
 def command_report(args: argparse.Namespace) -> int:
     """Builds every variant and workload, then runs the harness (which re-runs itself
     under Debian's python3 when this one lacks matplotlib, scipy or tabulate)."""
-    configure(args.build_dir, requested_options(args))
+    configure(args.build_dir, {**requested_options(args), "thread_cache_containers":
+                               "all" if args.thread_cache_all else "anchors"})
     programs = workload_programs(args.build_dir)
     if not programs:
         raise StepFailed(f"meson defines no {WORKLOAD_PREFIX}* programs: is -Dbenchmarks=disabled?")
@@ -147,10 +151,11 @@ FIREFOX_TARGETS = ("runsel-firefox-audit", "runsel-firefox-replay", "runsel-trac
 
 def trace_tools(build_dir: Path) -> list[Path]:
     """The recorder and every container's replayer: the report records the webkit
-    workload's web processes and replays their traces (and any --trace) exactly."""
+    workload's web processes and replays their traces (and any --trace) exactly; and the
+    replayers with the thread cache on (behind_cache.py)."""
     return [root_relative(Path(target["filename"][0])) for target in build_targets(build_dir)
             if target["name"] in (RECORDER_TARGET, *FIREFOX_TARGETS)
-            or target["name"].startswith(REPLAYER_PREFIX)]
+            or target["name"].startswith((REPLAYER_PREFIX, CACHED_REPLAYER_PREFIX))]
 
 
 def report_libraries(build_dir: Path) -> list[Path]:
@@ -471,6 +476,15 @@ def add_report(commands, shared_options: list[argparse.ArgumentParser]) -> None:
     report.add_argument("--aslr", action="store_true",
                         help="keep address-space randomisation (default: off via setarch -R, "
                              "so runs of a variant choose alike)")
+    report.add_argument("--thread-cache-all", action="store_true",
+                        help="build every container with the thread cache beside it "
+                             "(-Dthread_cache_containers=all), so that \"behind a thread "
+                             "cache\" compares them all (default: the four anchors)")
+    report.add_argument("--no-thread-cache", action="store_true",
+                        help="leave out the corpus replays behind a thread cache")
+    report.add_argument("--no-overlap", action="store_true",
+                        help="run the replays and callgrind counts after the timed runs, not "
+                             "beside them on the core they leave free (longer)")
     report.set_defaults(handler=command_report)
 
 
