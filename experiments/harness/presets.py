@@ -41,7 +41,10 @@ DEFAULT = {"repeat": 15, "scale": 1.0, "instruction_scale": 0.05, "extend": 90,
            # trace's are ~15 s of CPU per container, 12 of them valgrind's uninstrumented
            # way through the whole trace, so more windows cost little and more traces much).
            "corpus_ranges": ((1, 4),) * 5 + ((5, 8), (9, 12), (13, 16)),
-           "corpus_cost_traces": 3, "corpus_windows": 24, "corpus_window_records": 25_000}
+           "corpus_cost_traces": 3, "corpus_windows": 24, "corpus_window_records": 25_000,
+           # Behind a thread cache (behind_cache.py): the corpus replayed on the containers
+           # built with the cache, with callgrind windows on this many of its traces.
+           "cache_cost_traces": 3}
 QUICK = {"repeat": 5, "scale": 0.05, "instruction_scale": 0.01, "extend": 0,
          "webkit_pages": 2, "webkit_repeat": 1, "webkit_peer_repeat": 1,
          "webkit_allocators": QUICK_ANCHORS, "webkit_replay_allocators": QUICK_REPLAYS,
@@ -49,7 +52,8 @@ QUICK = {"repeat": 5, "scale": 0.05, "instruction_scale": 0.01, "extend": 0,
          "counted_allocators": QUICK_ANCHORS, "peer_repeat": None,
          "firefox_pages": 1, "firefox_parent": False, "firefox_replay_allocators": QUICK_REPLAYS,
          "corpus_ranges": ((1, 2), (1, 2), (3, 4)),
-         "corpus_cost_traces": 3, "corpus_windows": 4, "corpus_window_records": 5_000}
+         "corpus_cost_traces": 3, "corpus_windows": 4, "corpus_window_records": 5_000,
+         "cache_cost_traces": 1}
 
 
 def positive(kind):
