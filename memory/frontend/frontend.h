@@ -13,6 +13,17 @@
 namespace runsel {
 
 inline constexpr std::size_t kMaxArenas = 64;
+// Arenas created at most per CPU by default (RUNSEL_ARENAS overrides the
+// product; init.cpp). One, not jemalloc's four: each arena keeps its own
+// dirty pages and partly used runs, so a program's threads in more arenas
+// hold more memory. On the bench programs (experiments/bench/README.md,
+// 2 CPUs, 11 rounds), one per CPU against four, in geometric mean against
+// glibc: peak RSS 0.92x against 1.18x (stress 0.93x against 1.25x), minor
+// faults 0.75x against 1.09x, time 1.27x against 1.32x. One arena for the
+// process (mozjemalloc's default arena, which every thread uses unless it
+// opts in to its own) was leaner still (0.73x) but serialised the threads
+// on its lock (time 2.2x glibc's).
+inline constexpr std::size_t kArenasPerCpu = 1;
 
 extern constinit thread_local Arena* t_arena;
 // Attaches the calling thread to the least loaded arena (init.cpp); the slow

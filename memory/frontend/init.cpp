@@ -1,7 +1,7 @@
 // Initialisation, per-thread arena choice and fork safety.
 // A thread's first allocation attaches it to the arena with the fewest
-// attached threads, creating one while fewer than 4 per CPU exist (at most
-// kMaxArenas), lowest index first; the first thread (normally main) gets
+// attached threads, creating one while fewer than kArenasPerCpu (1) per CPU
+// exist (at most kMaxArenas), lowest index first; the first thread (normally main) gets
 // arena 0. A thread that exits detaches (a pthread key's destructor), so the
 // next thread reuses its arena and the dirty pages there instead of spreading
 // a program that starts fresh threads over every arena (as jemalloc does).
@@ -228,7 +228,7 @@ void read_conf(PurgeSettings* settings) RUNSEL_REQUIRES(g_init_lock) {
 
 void initialise_locked() RUNSEL_REQUIRES(g_init_lock) {
   if (g_arena_limit != 0) return;
-  std::size_t limit = 4 * std::size_t{os::cpu_count()};
+  std::size_t limit = kArenasPerCpu * std::size_t{os::cpu_count()};
   limit = env_count("RUNSEL_ARENAS", limit,
                     "a number of arenas from 1 to 999999999999999999; above 64 means 64");
   static_assert(kMaxArenas == 64, "the message above names the cap");
