@@ -113,7 +113,7 @@ def harness_arguments(args: argparse.Namespace) -> list[str]:
         forwarded += ["--corpus-file", str(corpus_file.resolve())]
     if args.scheduler:
         forwarded += ["--scheduler", args.scheduler]
-    for flag in ("no_thread_cache", "no_overlap"):
+    for flag in ("thread_cache_all", "no_thread_cache", "no_overlap"):
         if getattr(args, flag):
             forwarded.append("--" + flag.replace("_", "-"))
     return forwarded
@@ -497,7 +497,9 @@ def add_report(commands, shared_options: list[argparse.ArgumentParser]) -> None:
     report.add_argument("--thread-cache-all", action="store_true",
                         help="build every container with the thread cache beside it "
                              "(-Dthread_cache_containers=all), so that \"behind a thread "
-                             "cache\" compares them all (default: the four anchors)")
+                             "cache\" compares them all, and time the workloads under them "
+                             "too (<container>@tcache; default: the four anchors, on the "
+                             "corpus only)")
     report.add_argument("--no-thread-cache", action="store_true",
                         help="leave out the corpus replays behind a thread cache")
     report.add_argument("--no-overlap", action="store_true",

@@ -40,6 +40,7 @@ REPLAYER_PREFIX = "runsel-replay-"  # build/tools/runsel-replay-<container>
 # build/tools/runsel-cached-replay-<container>; its profiling twin is the container
 # "cached-<container>" of cost.py's names (runsel-profile-replay-cached-<container>).
 CACHED_REPLAYER_PREFIX = "runsel-cached-replay-"
+THREAD_CACHE_SETTING = "tcache"  # libsetting-tcache-<container>: <container>@tcache
 CACHED_TWIN = "cached-"
 
 
@@ -149,10 +150,12 @@ def build_options(build_dir: Path) -> dict[str, object]:
     return {option["name"]: option["value"] for option in options}
 
 
-def setting_variants(build_dir: Path, variants: list[Allocator]) -> list[Allocator]:
+def setting_variants(build_dir: Path, variants: list[Allocator],
+                     thread_cache: bool = False) -> list[Allocator]:
     """The reference container under each purge policy other than the build's default
     (RUNSEL_CONF=purge:NAME, the same library), then every setting-<setting>-<container>
-    library the build defines (a build option's library, e.g. other size classes)."""
+    library the build defines (a build option's library, e.g. other size classes); the
+    thread cache's (setting-tcache-<container>) only when `thread_cache` is asked for."""
     reference = next((v for v in variants if v.name == REFERENCE and v.is_container), None)
     default = build_options(build_dir).get("purge_policy")
     found = []
@@ -163,6 +166,8 @@ def setting_variants(build_dir: Path, variants: list[Allocator]) -> list[Allocat
                   for policy in PURGE_POLICIES if policy != default]
     for library in sorted(build_dir.glob(f"lib{SETTING_TARGET_PREFIX}*.so")):
         setting, _, container = library.name[len("lib" + SETTING_TARGET_PREFIX):-3].rpartition("-")
+        if setting == THREAD_CACHE_SETTING and not thread_cache:
+            continue
         if setting and container in {v.name for v in variants}:
             found.append(Allocator(f"{container}{SETTING_SEPARATOR}{setting}", True,
                                    library.resolve(), setting))

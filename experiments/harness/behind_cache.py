@@ -1,8 +1,8 @@
 """How much of each container's effect survives behind a thread cache: the WebKit traces
 of the corpus replayed exactly once more on the containers built with the per-thread
 cache on (build/tools/runsel-cached-replay-<container>, linked with
-libsetting-tcache-<container>.so), with callgrind windows over the same traces as the
-plain replays. With the cache, the bins see fewer, larger operations (batches of fills
+libsetting-tcache-<container>.so), with callgrind windows over the first of them
+(presets' cache_cost_traces). With the cache, the bins see fewer, larger operations (batches of fills
 and flushes), as jemalloc's bins do behind its tcache.
 
 Gives results.json's corpus["behind_cache"] (experiments/README.md, "Behind a thread

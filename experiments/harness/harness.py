@@ -27,7 +27,7 @@ if __name__ == "__main__":  # run by Debian's python3 when this one lacks what t
 from . import comparisons, counting, fanout, metrics, replays, results, runs, targets
 from . import anchors, firefox_workload, verdict
 from . import webkit_record
-from .allocators import REFERENCE
+from .allocators import REFERENCE, SETTING_SEPARATOR, THREAD_CACHE_SETTING
 from .presets import DEFAULT, QUICK, positive
 
 REPLAY = runs.REPLAY
@@ -94,6 +94,10 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
                              "Dask scheduler (tcp://HOST:8786), whose workers see this build "
                              "and the traces at the same paths; default: a local cluster on "
                              "this machine's cores")
+    parser.add_argument("--thread-cache-all", action="store_true",
+                        help="also time the workloads under the containers built with the "
+                             "thread cache (<container>@tcache, as settings); tools/runsel "
+                             "report --thread-cache-all builds every container with it")
     parser.add_argument("--no-thread-cache", action="store_true",
                         help="leave out the corpus replays behind a thread cache (on the "
                              "containers built with it: the four anchors, or every container "
@@ -160,7 +164,11 @@ def chosen(args: argparse.Namespace) -> tuple[list[runs.Workload], list, list[st
         webkit_record.check_webkit()
     system, missing = allocator_discovery.system_allocators()
     containers = allocator_discovery.runsel_variants(args.build_dir)
-    settings = allocator_discovery.setting_variants(args.build_dir, containers)
+    # The thread cache's libraries join the timed runs when asked for (by name, or with
+    # --thread-cache-all); by default the cache is compared on the corpus (behind_cache).
+    cached = args.thread_cache_all or any(name.endswith(SETTING_SEPARATOR + THREAD_CACHE_SETTING)
+                                          for name in args.allocator)
+    settings = allocator_discovery.setting_variants(args.build_dir, containers, cached)
     allocators = pick(containers + system + settings, args.allocator, "allocator")
     workloads = [dataclasses.replace(w, allocators=tuple(a.name for a in allocators
                                                          if not a.setting))

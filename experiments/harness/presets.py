@@ -30,7 +30,7 @@ QUICK_ANCHORS = (REFERENCE, "lifo", "jemalloc")
 # tables set it against rb_first and lifo (anchors.py).
 QUICK_REPLAYS = QUICK_ANCHORS + ("moz_tree",)
 BUG_1857133 = (REFERENCE, "rb_root", "lifo", "array_heap")  # verdict.PUBLISHED's containers
-DEFAULT = {"repeat": 15, "scale": 1.0, "instruction_scale": 0.05, "extend": 90,
+DEFAULT = {"repeat": 15, "scale": 1.0, "instruction_scale": 0.05, "extend": 30,
            "webkit_pages": 2, "webkit_repeat": 5, "webkit_peer_repeat": 1,
            "webkit_allocators": BUG_1857133 + (GLIBC, *PEERS), "webkit_replay_allocators": (),
            "webkit_record_pages": 4, "webkit_cost_records": 100_000,
@@ -44,7 +44,7 @@ DEFAULT = {"repeat": 15, "scale": 1.0, "instruction_scale": 0.05, "extend": 90,
            "corpus_cost_traces": 3, "corpus_windows": 24, "corpus_window_records": 25_000,
            # Behind a thread cache (behind_cache.py): the corpus replayed on the containers
            # built with the cache, with callgrind windows on this many of its traces.
-           "cache_cost_traces": 3}
+           "cache_cost_traces": 2}
 QUICK = {"repeat": 5, "scale": 0.05, "instruction_scale": 0.01, "extend": 0,
          "webkit_pages": 2, "webkit_repeat": 1, "webkit_peer_repeat": 1,
          "webkit_allocators": QUICK_ANCHORS, "webkit_replay_allocators": QUICK_REPLAYS,
