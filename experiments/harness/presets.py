@@ -30,7 +30,7 @@ QUICK_ANCHORS = (REFERENCE, "lifo", "jemalloc")
 # tables set it against rb_first and lifo (anchors.py).
 QUICK_REPLAYS = QUICK_ANCHORS + ("moz_tree",)
 BUG_1857133 = (REFERENCE, "rb_root", "lifo", "array_heap")  # verdict.PUBLISHED's containers
-DEFAULT = {"repeat": 15, "scale": 1.0, "instruction_scale": 0.05, "extend": 30,
+DEFAULT = {"repeat": 12, "scale": 1.0, "instruction_scale": 0.05, "extend": 0,
            "webkit_pages": 2, "webkit_repeat": 5, "webkit_peer_repeat": 1,
            "webkit_allocators": BUG_1857133 + (GLIBC, *PEERS), "webkit_replay_allocators": (),
            "webkit_record_pages": 4, "webkit_cost_records": 100_000,
