@@ -48,6 +48,11 @@ struct Bin {
   // stays mapped while it is the arena's: Arena::destroy_chunk clears it
   // before the chunk is unmapped. 0: none.
   std::uintptr_t linked_chunk = 0;
+  // The two runs linked() accepted last (newest first): runs of this bin
+  // until release_small_run, which forgets them, so a link to one of them
+  // is safe to follow without reading its header again. Both containers'
+  // operations touch the same few neighbours over and over. Null: none.
+  const Run* linked_runs[2] = {nullptr, nullptr};
   // The most recently emptied run, kept outside the container (see bin.cpp);
   // counted in run_count and free_regions like any run of the bin.
   Run* empty_run = nullptr;
@@ -402,6 +407,8 @@ inline bool linked_chunk_is_arenas(Bin* bin, std::uintptr_t chunk) {
 // miss per link on the trees' paths.
 inline bool RunTraits::linked(const Run* member, const Run* neighbour) {
   if (neighbour == nullptr) return true;
+  Bin* bin = member->bin;
+  if (neighbour == bin->linked_runs[0] || neighbour == bin->linked_runs[1]) return true;
   const std::uintptr_t address = reinterpret_cast<std::uintptr_t>(neighbour);
   // Page-aligned and at least kFirstUsablePage pages into its chunk, in one
   // test: below that page the offset wraps around and sets bits above the
@@ -409,12 +416,15 @@ inline bool RunTraits::linked(const Run* member, const Run* neighbour) {
   constexpr std::uintptr_t kFirstUsableOffset = kFirstUsablePage << kPageShift;
   if ((((address & kChunkMask) - kFirstUsableOffset) & (kPageMask | ~kChunkMask)) != 0)
     return false;
-  Bin* bin = member->bin;
   const std::uintptr_t chunk = address & ~kChunkMask;
   if (((address ^ reinterpret_cast<std::uintptr_t>(member)) & ~kChunkMask) != 0 &&
       chunk != bin->linked_chunk && !linked_chunk_is_arenas(bin, chunk)) [[unlikely]]
     return false;
-  return neighbour->check == keyed_check32_mixed(bin->check_factor, address, bin->check_rotated);
+  if (neighbour->check != keyed_check32_mixed(bin->check_factor, address, bin->check_rotated))
+    return false;
+  bin->linked_runs[1] = bin->linked_runs[0];
+  bin->linked_runs[0] = neighbour;
+  return true;
 }
 
 // Whether the arena chunk at `address` (chunk-aligned) still has its canary
