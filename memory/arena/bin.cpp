@@ -32,6 +32,9 @@ void Arena::release_small_run(Run* run) {
   bin.free_regions -= info.nregs;
   bin.counters.destroyed();
   run->check = ~run->check;  // a stale link to this header no longer passes as a run
+  for (const Run*& accepted : bin.linked_runs) {  // nor through linked()'s memory of it
+    if (accepted == run) accepted = nullptr;
+  }
   Chunk* chunk = Chunk::of(run);
   free_pages(chunk, chunk->page_index(run), info.run_pages,
              class_tag_of_bin(index_of_bin(bin)));
