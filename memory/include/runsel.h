@@ -65,6 +65,9 @@ typedef struct runsel_stats_t {
   size_t huge_dirty;  /* dirty bytes in huge mappings (cached ones, and pages past the
                          usable size of reused ones); part of dirty */
   size_t counting;   /* 1 in a counting build: the bins' pick counters are kept */
+  size_t thread_cached; /* small regions held in thread caches (-Dthread_cache=true), in
+                           bytes: part of allocated and small_allocated (allocated as far
+                           as their runs know); 0 without the cache */
   size_t bin_count;  /* size classes of this library: bins[0 .. bin_count-1] */
   runsel_bin_stats bins[RUNSEL_MAX_BINS];
 } runsel_stats_t;
