@@ -250,6 +250,27 @@ RUNSEL_EXPORT int runsel_check(void) {
   return ok ? 0 : -1;
 }
 
+RUNSEL_EXPORT void runsel_thread_cache_flush(void) {
+#if RUNSEL_THREAD_CACHE
+  thread_cache::flush_own();
+#endif
+}
+
+RUNSEL_EXPORT size_t runsel_thread_cache_slots(size_t bin, void** out, size_t capacity) {
+#if RUNSEL_THREAD_CACHE
+  thread_cache::ThreadCache* cache = thread_cache::t_cache;
+  if (cache == nullptr || bin >= kNumBins) return 0;
+  const thread_cache::CacheClass& c = cache->classes[bin];
+  for (std::size_t i = 0; i < c.count && i < capacity; ++i) out[i] = c.slots[i];
+  return c.count;
+#else
+  (void)bin;
+  (void)out;
+  (void)capacity;
+  return 0;
+#endif
+}
+
 RUNSEL_EXPORT size_t runsel_chunk_maps(runsel_chunk_map* out, size_t capacity) {
   std::size_t total = 0;
   const std::size_t count = arena_count();

@@ -90,6 +90,8 @@ void at_thread_exit();
 void prepare_fork();
 void after_fork_in_parent();
 void after_fork_in_child();
+// Flushes the calling thread's cache, which stays in use.
+void flush_own();
 // The bytes held by every live cache.
 std::size_t cached_bytes();
 // The invariants above and, for the calling thread's cache, that every
@@ -121,14 +123,15 @@ bool check();
 [[gnu::always_inline]] inline bool push(void* p, Arena* owner, std::size_t expected_bin,
                                         const char* function) {
   ThreadCache* cache = t_cache;
-  if (cache == nullptr) [[unlikely]]
-    return false;
   const PointerClass target = owner->classify_live(Chunk::of(p), p, expected_bin);
   if (target.problem != BadPointer::kNone || target.run == nullptr) [[unlikely]]
     return false;
   std::uintptr_t* word = static_cast<std::uintptr_t*>(p);
+  // Also from a thread without a cache: the region may sit in another's.
   if (*word == key_of(p)) [[unlikely]]
     check_not_cached(p, function);
+  if (cache == nullptr) [[unlikely]]
+    return false;
   // Already free in its run: flushed before (the uncached free reports it).
   const std::uint64_t bits =
       __atomic_load_n(&target.run->bitmap()[target.region / 64], __ATOMIC_RELAXED);
