@@ -214,7 +214,10 @@ void* allocate_aligned(std::size_t alignment, std::size_t size) {
   if (!owner.is_arena_chunk()) return deallocate_outside_arenas(p, function, owner);
   Arena* arena = owner.as<Arena>();
 #if RUNSEL_THREAD_CACHE
+  // What the cache does not take goes the uncached way, out of line: the
+  // cached free then keeps fewer registers.
   if (thread_cache::push(p, arena, Arena::kNoExpectedBin, function)) return;
+  return deallocate_any_thread(p, function, arena);
 #endif
   if (!os::single_threaded()) return deallocate_any_thread(p, function, arena);
   Chunk* chunk = Chunk::of(p);
