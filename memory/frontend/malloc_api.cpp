@@ -392,6 +392,12 @@ RUNSEL_EXPORT size_t malloc_usable_size(void* p) noexcept {
   if (problem == BadPointer::kCorruptRunHeader) {
     fatal_bad_pointer("malloc_usable_size", p, chunk, problem);
   }
+#if RUNSEL_THREAD_CACHE
+  // A cached region is free to the program (its key, then the caches).
+  if (size != 0 && is_small(size) && *static_cast<const std::uintptr_t*>(p) == thread_cache::key_of(p) &&
+      thread_cache::is_cached(p))
+    return 0;
+#endif
   return size;
 }
 

@@ -66,6 +66,7 @@ ThreadCache* new_cache() RUNSEL_REQUIRES(g_caches_lock) {
     c.ran_empty = false;
   }
   cache->events_until_gc = kGcEvents;
+  cache->busy = false;
   cache->gc_next_class = 0;
   return cache;
 }
@@ -132,12 +133,16 @@ void* fill_and_pop(std::size_t bin) {
   if (cache == nullptr) cache = create();
   if (cache == nullptr) return nullptr;
   CacheClass& c = cache->classes[bin];
+  enter(*cache);
   RUNSEL_ASSERT(c.count == 0);
   c.ran_empty = true;
   std::uint32_t wanted = c.capacity >> c.fill_shift;
   if (wanted == 0) wanted = 1;
   const std::size_t got = t_arena->fill_batch(bin, c.slots, wanted);
-  if (got == 0) return nullptr;
+  if (got == 0) {
+    leave(*cache);
+    return nullptr;
+  }
   // Taken in malloc's order: the first taken goes on top, to be used first.
   for (std::size_t i = 0, j = got - 1; i < j; ++i, --j) {
     void* swap = c.slots[i];
@@ -147,6 +152,7 @@ void* fill_and_pop(std::size_t bin) {
   void* p = c.slots[got - 1];
   set_count(c, static_cast<std::uint32_t>(got - 1));
   c.low_water = c.count;
+  leave(*cache);
   return p;
 }
 
@@ -170,6 +176,11 @@ void gc_step(ThreadCache& cache) {
 }
 
 void check_not_cached(void* p, const char* function) {
+  // The uncached free's words: the region is free as far as the program is concerned.
+  if (is_cached(p)) fatal_pointer(function, p, "double free of a small region");
+}
+
+bool is_cached(const void* p) {
   ThreadCache* own = t_cache;
   bool cached = false;
   if (own != nullptr) {
@@ -181,8 +192,7 @@ void check_not_cached(void* p, const char* function) {
       for (const CacheClass& c : cache->classes) cached = cached || in_class(c, p);
     }
   }
-  // The uncached free's words: the region is free as far as the program is concerned.
-  if (cached) fatal_pointer(function, p, "double free of a small region");
+  return cached;
 }
 
 void at_thread_exit() {
@@ -190,7 +200,9 @@ void at_thread_exit() {
   ThreadCache* cache = t_cache;
   if (cache == nullptr) return;
   t_cache = nullptr;  // frees from here on (later destructors) are uncached
+  enter(*cache);
   flush_all(*cache);
+  leave(*cache);
   LockGuard guard(g_caches_lock);
   unlink_live(cache);
   cache->next = g_free;
@@ -221,7 +233,11 @@ void after_fork_in_child() RUNSEL_NO_THREAD_SAFETY_ANALYSIS {
 }
 
 void flush_own() {
-  if (t_cache != nullptr) flush_all(*t_cache);
+  ThreadCache* cache = t_cache;
+  if (cache == nullptr) return;
+  enter(*cache);
+  flush_all(*cache);
+  leave(*cache);
 }
 
 std::size_t cached_bytes() {

@@ -31,11 +31,13 @@
 
 #if RUNSEL_THREAD_CACHE
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
 #include "arena/arena.h"
 #include "arena/size_classes.h"
+#include "platform/os.h"
 
 namespace runsel::thread_cache {
 
@@ -67,6 +69,7 @@ struct ThreadCache {
   CacheClass classes[kNumBins];
   std::uint32_t events_until_gc = kGcEvents;
   std::uint32_t gc_next_class = 0;
+  bool busy = false;  // inside a cache operation (enter, leave)
   // The list of live caches (stats, double-free search, fork), or of free ones.
   ThreadCache* next = nullptr;
   ThreadCache* prev = nullptr;
@@ -82,6 +85,8 @@ inline void set_count(CacheClass& c, std::uint32_t n) { __atomic_store_n(&c.coun
 void* fill_and_pop(std::size_t bin);  // null: no cache for this thread, or out of memory
 void flush_full(CacheClass& c, std::size_t bin);
 void gc_step(ThreadCache& cache);
+// Whether `p` is in a thread's cache (the calling thread's, then every live one).
+bool is_cached(const void* p);
 // Aborts if `p` is in a thread's cache; returns if its key was a coincidence.
 void check_not_cached(void* p, const char* function);
 // Flushes the calling thread's cache and stops caching for it (thread exit).
@@ -99,14 +104,32 @@ std::size_t cached_bytes();
 // a line on stderr) when one does not hold.
 bool check();
 
+// Around every change of a cache: a signal handler that interrupted one and
+// calls malloc or free finds `busy` set and aborts, as the uncached paths do
+// when they find their lock held, instead of corrupting the stacks.
+inline void enter(ThreadCache& cache) {
+  if (cache.busy) [[unlikely]]
+    os::fatal_lock_reentered();
+  cache.busy = true;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+}
+inline void leave(ThreadCache& cache) {
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  cache.busy = false;
+}
+
 // A region of class `bin` from the cache, or null on a miss.
 [[gnu::always_inline]] inline void* pop(std::size_t bin) {
   ThreadCache* cache = t_cache;
   if (cache == nullptr) [[unlikely]]
     return nullptr;
   CacheClass& c = cache->classes[bin];
+  enter(*cache);
   std::uint32_t n = c.count;
-  if (n == 0) return nullptr;
+  if (n == 0) {
+    leave(*cache);
+    return nullptr;
+  }
   --n;
   void* p = c.slots[n];
   set_count(c, n);
@@ -114,6 +137,7 @@ bool check();
   *static_cast<std::uintptr_t*>(p) = 0;  // the key: no longer cached
   if (--cache->events_until_gc == 0) [[unlikely]]
     gc_step(*cache);
+  leave(*cache);
   return p;
 }
 
@@ -139,6 +163,7 @@ bool check();
     return false;
   const std::size_t bin = static_cast<std::size_t>(target.info - &bin_info(0));
   CacheClass& c = cache->classes[bin];
+  enter(*cache);
   if (c.count == c.capacity) [[unlikely]]
     flush_full(c, bin);
   *word = key_of(p);
@@ -147,6 +172,7 @@ bool check();
   set_count(c, n + 1);
   if (--cache->events_until_gc == 0) [[unlikely]]
     gc_step(*cache);
+  leave(*cache);
   return true;
 }
 
