@@ -163,6 +163,25 @@ class Arena {
     if (remote_frees_.load(std::memory_order_relaxed) != nullptr) take_queued_remote_frees();
   }
 
+  // The thread cache's batches (frontend/thread_cache.h; cache_batches.cpp),
+  // each under one acquisition of the lock. fill_batch takes up to `wanted`
+  // regions of class `bin` into out[0..n), in the order malloc would have
+  // taken them, and returns n (fewer only when out of memory).
+  // flush_batch frees `count` regions of this arena that a thread cache held
+  // (checked when they entered it); a region that is no longer a live one
+  // aborts, naming it.
+  std::size_t fill_batch(std::size_t bin, void** out, std::size_t wanted) RUNSEL_EXCLUDES(lock);
+  void flush_batch(void* const* regions, std::size_t count) RUNSEL_EXCLUDES(lock);
+  // classify() without the lock, for a pointer the caller claims is live: as
+  // free_remote reads them, the page map entry and run header of a live
+  // region do not change while it is live. `expected_bin` as in classify, or
+  // kNoExpectedBin.
+  static constexpr std::size_t kNoExpectedBin = ~std::size_t{0};
+  PointerClass classify_live(Chunk* chunk, const void* p, std::size_t expected_bin) const
+      RUNSEL_NO_THREAD_SAFETY_ANALYSIS {
+    return classify(chunk, p, expected_bin);
+  }
+
   // Usable size of a live pointer, or 0 with *problem set.
   std::size_t usable_size(Chunk* chunk, const void* p, BadPointer* problem) RUNSEL_EXCLUDES(lock);
   // Resizes a large allocation in place; false if the neighbours do not allow it.
@@ -206,7 +225,7 @@ class Arena {
   // `expected_bin`: the bin the caller knows `p` belongs to (sized delete),
   // or kAnyBin. The class geometry then comes from the size, not from the
   // run header; a run of another bin is classified as without it.
-  static constexpr std::size_t kAnyBin = ~std::size_t{0};
+  static constexpr std::size_t kAnyBin = kNoExpectedBin;
   PointerClass classify(Chunk* chunk, const void* p, std::size_t expected_bin = kAnyBin) const
       RUNSEL_REQUIRES(lock);
   std::size_t index_of_bin(const Bin& bin) const RUNSEL_REQUIRES(lock) {
