@@ -128,7 +128,8 @@ def command_report(args: argparse.Namespace) -> int:
     if not programs:
         raise StepFailed(f"meson defines no {WORKLOAD_PREFIX}* programs: is -Dbenchmarks=disabled?")
     build_libraries(args, extra=programs + report_libraries(args.build_dir)
-                    + trace_tools(args.build_dir))
+                    + trace_tools(args.build_dir)
+                    + (profiling_twins(args.build_dir) if args.instructions != "off" else []))
     return run([sys.executable, "-m", HARNESS, *harness_arguments(args)], check=False,
                env_changes=PACKAGE_PATH)
 
@@ -144,6 +145,9 @@ def command_render(args: argparse.Namespace) -> int:
                env_changes=PACKAGE_PATH)
 
 
+# The profiling twins' targets (meson.build, tools/meson.build; experiments/harness/cost.py).
+PROFILE_TARGET_PREFIX, PROFILE_REPLAYER_PREFIX = "profile-malloc-", "runsel-profile-replay-"
+
 # The firefox workload's recorder and reference replayer (tools/firefox/), and the
 # converter its logalloc logs go through.
 FIREFOX_TARGETS = ("runsel-firefox-audit", "runsel-firefox-replay", "runsel-trace-convert")
@@ -156,6 +160,17 @@ def trace_tools(build_dir: Path) -> list[Path]:
     return [root_relative(Path(target["filename"][0])) for target in build_targets(build_dir)
             if target["name"] in (RECORDER_TARGET, *FIREFOX_TARGETS)
             or target["name"].startswith((REPLAYER_PREFIX, CACHED_REPLAYER_PREFIX))]
+
+
+def profiling_twins(build_dir: Path) -> list[Path]:
+    """The profiling twins (build/libprofile-malloc-<container>.so and
+    build/tools/runsel-profile-replay-<container>, with the thread cache's "cached-" ones):
+    meson builds them only when asked, and the report's callgrind counts need them all, so
+    the report builds them before its runs rather than in the middle of its timed ones."""
+    targets = build_targets(build_dir)
+    return [root_relative(path) for prefix, kind in ((PROFILE_TARGET_PREFIX, "shared library"),
+                                                     (PROFILE_REPLAYER_PREFIX, "executable"))
+            for path in targets_named(targets, prefix, kind).values()]
 
 
 def report_libraries(build_dir: Path) -> list[Path]:

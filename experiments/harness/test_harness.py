@@ -382,6 +382,32 @@ def check_phase_cpu(results: dict, failures) -> None:
                     f"the steps count {counted:.1f} s of tasks, the kinds {every:.1f} s")
 
 
+def check_behind_cache(results: dict, out: Path, build_dir: Path, failures: Failures) -> None:
+    """With the cached replayers built (the anchors by default), the corpus was replayed
+    behind the thread cache on the ones --quick replays, each judged without and with the
+    cache over the same traces, and the report has the table."""
+    from .replays import cached_replayers
+    built = cached_replayers(build_dir)
+    if "rb_first" not in built:
+        return
+    found = (results.get("corpus") or {}).get("behind_cache") or {}
+    failures.expect(found and "error" not in found, f"no replays behind the cache: {found}")
+    if not found or "error" in found:
+        return
+    webkit = results["corpus"]["groups"]["webkit"]["entries"]
+    failures.expect(set(found["traces"]) == {name for name, entry in webkit.items()
+                                             if "error" not in entry},
+                    f"behind the cache on {found['traces']}, the corpus has {list(webkit)}")
+    failures.expect(len(found["containers"]) >= 2 and "rb_first" in found["containers"],
+                    f"behind the cache: {found['containers']}")
+    costed = [entry["allocators"]["rb_first"].get("cost") for entry in found["entries"].values()]
+    failures.expect(any(cost and cost.get("allocator_instructions") for cost in costed),
+                    "no callgrind windows behind the cache")
+    markdown = (out / "report.md").read_text() if (out / "report.md").exists() else ""
+    failures.expect("## Behind a thread cache" in markdown, "report.md has no table behind "
+                    "the thread cache")
+
+
 def container_names(build_dir: Path) -> list[str]:
     """Every container of meson.build's table, as the build wrote it to
     memory/containers/containers.json: a plain build builds each one's variant."""
@@ -419,6 +445,7 @@ def main() -> int:
             check_render(out, failures)
             check_targets(results, out, failures)
             check_phase_cpu(results, failures)
+            check_behind_cache(results, out, args.build_dir, failures)
     for failure in failures:
         print(f"FAILED: {failure}")
     print(f"harness test: {len(failures)} failure(s); allocators expected: {', '.join(expected)}")
