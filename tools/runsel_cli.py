@@ -147,6 +147,7 @@ def command_render(args: argparse.Namespace) -> int:
 
 # The profiling twins' targets (meson.build, tools/meson.build; experiments/harness/cost.py).
 PROFILE_TARGET_PREFIX, PROFILE_REPLAYER_PREFIX = "profile-malloc-", "runsel-profile-replay-"
+COUNTING_REPLAYER_PREFIX = "runsel-counting-replay-"  # experiments/harness/replays.py
 
 # The firefox workload's recorder and reference replayer (tools/firefox/), and the
 # converter its logalloc logs go through.
@@ -164,12 +165,14 @@ def trace_tools(build_dir: Path) -> list[Path]:
 
 def profiling_twins(build_dir: Path) -> list[Path]:
     """The profiling twins (build/libprofile-malloc-<container>.so and
-    build/tools/runsel-profile-replay-<container>, with the thread cache's "cached-" ones):
-    meson builds them only when asked, and the report's callgrind counts need them all, so
-    the report builds them before its runs rather than in the middle of its timed ones."""
+    build/tools/runsel-profile-replay-<container>, with the thread cache's "cached-" ones)
+    and the counting replayers: meson builds them only when asked, and the report's
+    callgrind counts and pick counters need them, so the report builds them before its
+    runs rather than in the middle of its timed ones."""
     targets = build_targets(build_dir)
     return [root_relative(path) for prefix, kind in ((PROFILE_TARGET_PREFIX, "shared library"),
-                                                     (PROFILE_REPLAYER_PREFIX, "executable"))
+                                                     (PROFILE_REPLAYER_PREFIX, "executable"),
+                                                     (COUNTING_REPLAYER_PREFIX, "executable"))
             for path in targets_named(targets, prefix, kind).values()]
 
 
