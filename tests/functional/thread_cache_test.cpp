@@ -8,8 +8,8 @@
 #include <signal.h>
 #include <sys/resource.h>
 
-#include <cstdio>
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -228,7 +228,8 @@ TEST_F(ThreadCache, DifferentialAgainstAModel) {
         m.shrink_to(b, n);
         for (size_t i = 0; i < n; ++i) {
           if (m.stack[b][i] != nullptr)
-            ASSERT_EQ(m.real[i], m.stack[b][i]) << "class " << b << " slot " << i << ", step " << step;
+            ASSERT_EQ(m.real[i], m.stack[b][i])
+                << "class " << b << " slot " << i << ", step " << step;
           ASSERT_FALSE(m.is_live(m.real[i])) << "a live block is cached, step " << step;
         }
       }
