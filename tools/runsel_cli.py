@@ -217,9 +217,9 @@ class TestBuild:
 #            operation inside the allocator, plus the tests' runsel_check() calls.
 #   fuzz     clang and libFuzzer: the API fuzzer driven by coverage of the
 #            allocator, in a checked build (a smoke run per container).
-#   tcache   -Dthread_cache=true: the thread cache's own test and the API tests
-#            that hold behind a cache (the thread_cache suite), for moz_tree,
-#            lifo, rb_first and age_address only.
+#   tcache   -Dthread_cache=true: the thread cache's own test and every API
+#            test but redis (the thread_cache suite), for moz_tree, lifo,
+#            rb_first and age_address only.
 NO_BENCHMARKS = {"benchmarks": "disabled"}
 TEST_BUILDS = {
     "main": TestBuild("main", {}),
@@ -532,7 +532,7 @@ def add_test(commands, shared_options: list[argparse.ArgumentParser]) -> None:
                     f"({BUILD_DIR}/), then ThreadSanitizer, UndefinedBehaviorSanitizer, "
                     "-Dchecked=true, libFuzzer (clang) and -Dthread_cache=true builds beside "
                     "it (build-tsan/, build-ubsan/, build-checked/, build-fuzz/, "
-                    "build-tcache/: four containers' tests that hold behind the cache). "
+                    "build-tcache/: four containers' API tests behind the cache). "
                     "About 45 minutes on 2 cores from a fresh clone, building included "
                     "(the README gives each build's minutes); --builds main about 15. "
                     "Exit code 0 when "

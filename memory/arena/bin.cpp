@@ -3,6 +3,7 @@
 #include "arena/small_paths.h"
 
 #include "platform/fatal.h"
+#include "structures/chunk_registry.h"
 
 namespace runsel {
 
@@ -171,6 +172,16 @@ void Arena::take_queued_remote_frees() {
   void* p = remote_frees_.exchange(nullptr, std::memory_order_acquire);
   while (p != nullptr) {
     void* next = *static_cast<void**>(p);
+    // A queued region's first word is its link, and still the program's to
+    // overwrite: a write after the free, or the region freed again into a
+    // thread cache (whose key takes that word), leaves a link that must not be
+    // followed. Every queued region is in one of this arena's chunks.
+    if (next != nullptr) {
+      const ChunkOwner owner = ChunkRegistry::lookup(next);
+      if (!owner.is_arena_chunk() || owner.as<Arena>() != this) [[unlikely]]
+        remote_free_rejected(p, "freed again, or written after its free (its queue link is not "
+                                "a region of this arena)");
+    }
     const PointerClass target = classify(Chunk::of(p), p);
     const BadPointer problem =
         target.problem != BadPointer::kNone ? target.problem : free_small_locked(target);

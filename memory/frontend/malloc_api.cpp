@@ -394,7 +394,8 @@ RUNSEL_EXPORT size_t malloc_usable_size(void* p) noexcept {
   }
 #if RUNSEL_THREAD_CACHE
   // A cached region is free to the program (its key, then the caches).
-  if (size != 0 && is_small(size) && *static_cast<const std::uintptr_t*>(p) == thread_cache::key_of(p) &&
+  if (size != 0 && is_small(size) &&
+      *static_cast<const std::uintptr_t*>(p) == thread_cache::key_of(p) &&
       thread_cache::is_cached(p))
     return 0;
 #endif

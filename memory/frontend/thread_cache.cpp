@@ -36,8 +36,10 @@ void link_live(ThreadCache* cache) RUNSEL_REQUIRES(g_caches_lock) {
 }
 
 void unlink_live(ThreadCache* cache) RUNSEL_REQUIRES(g_caches_lock) {
-  if (cache->prev != nullptr) cache->prev->next = cache->next;
-  else g_live = cache->next;
+  if (cache->prev != nullptr)
+    cache->prev->next = cache->next;
+  else
+    g_live = cache->next;
   if (cache->next != nullptr) cache->next->prev = cache->prev;
 }
 
@@ -96,7 +98,8 @@ void give_back(void** regions, std::size_t count) {
     }
     const BadPointer problem = owner->free_remote(Chunk::of(p), p);
     if (problem != BadPointer::kNone) {
-      fatal("free(", p, "): not a live small region any more (found when the thread cache gave "
+      fatal("free(", p,
+            "): not a live small region any more (found when the thread cache gave "
             "it back to its arena)");
     }
   }
@@ -261,8 +264,8 @@ bool check() {
         const CacheClass& c = cache->classes[b];
         const std::uint32_t n = __atomic_load_n(&c.count, __ATOMIC_RELAXED);
         if (n > c.capacity || c.capacity != slots_of(b)) {
-          message("check: thread cache ", cache, " class ", b, ": ", n, " regions in ",
-                  c.capacity, " slots");
+          message("check: thread cache ", cache, " class ", b, ": ", n, " regions in ", c.capacity,
+                  " slots");
           ok = false;
         }
       }

@@ -79,7 +79,9 @@ extern constinit thread_local ThreadCache* t_cache;
 extern constinit std::uintptr_t g_key;
 
 inline std::uintptr_t key_of(const void* p) { return g_key ^ reinterpret_cast<std::uintptr_t>(p); }
-inline void set_count(CacheClass& c, std::uint32_t n) { __atomic_store_n(&c.count, n, __ATOMIC_RELAXED); }
+inline void set_count(CacheClass& c, std::uint32_t n) {
+  __atomic_store_n(&c.count, n, __ATOMIC_RELAXED);
+}
 
 // Out of line (thread_cache.cpp).
 void* fill_and_pop(std::size_t bin);  // null: no cache for this thread, or out of memory

@@ -8,8 +8,8 @@
 #include <signal.h>
 #include <sys/resource.h>
 
-#include <cstdio>
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -19,6 +19,9 @@
 #include "support/blocks.h"
 #include "support/heap.h"
 #include "support/seeds.h"
+
+// The double frees below are the point.
+#pragma GCC diagnostic ignored "-Wuse-after-free"
 
 namespace {
 
@@ -199,7 +202,9 @@ TEST_F(ThreadCache, DifferentialAgainstAModel) {
         ASSERT_FALSE(m.is_live(p)) << "handed out twice at step " << step;
         if (m.depth[bin] > 0) {
           void* top = m.stack[bin][--m.depth[bin]];
-          if (top != nullptr) ASSERT_EQ(p, top) << "not the newest cached region, step " << step;
+          if (top != nullptr) {
+            ASSERT_EQ(p, top) << "not the newest cached region, step " << step;
+          }
         } else {
           m.depth[bin] = m.real_of(bin);  // the fill's other regions, unknown
           for (size_t i = 0; i < m.depth[bin]; ++i) m.stack[bin][i] = nullptr;
@@ -227,12 +232,16 @@ TEST_F(ThreadCache, DifferentialAgainstAModel) {
         ASSERT_LE(n, m.depth[b]) << "class " << b << " grew without a fill, step " << step;
         m.shrink_to(b, n);
         for (size_t i = 0; i < n; ++i) {
-          if (m.stack[b][i] != nullptr)
-            ASSERT_EQ(m.real[i], m.stack[b][i]) << "class " << b << " slot " << i << ", step " << step;
+          if (m.stack[b][i] != nullptr) {
+            ASSERT_EQ(m.real[i], m.stack[b][i])
+                << "class " << b << " slot " << i << ", step " << step;
+          }
           ASSERT_FALSE(m.is_live(m.real[i])) << "a live block is cached, step " << step;
         }
       }
-      if (step % 5000 == 0) ASSERT_EQ(runsel_check(), 0) << "at step " << step;
+      if (step % 5000 == 0) {
+        ASSERT_EQ(runsel_check(), 0) << "at step " << step;
+      }
     }
     while (m.live_count > 0) free(m.live[--m.live_count].p);
     ASSERT_EQ(runsel_check(), 0);
