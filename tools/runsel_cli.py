@@ -217,6 +217,9 @@ class TestBuild:
 #            operation inside the allocator, plus the tests' runsel_check() calls.
 #   fuzz     clang and libFuzzer: the API fuzzer driven by coverage of the
 #            allocator, in a checked build (a smoke run per container).
+#   tcache   -Dthread_cache=true: the thread cache's own test and every API
+#            test but redis (the thread_cache suite), for moz_tree, lifo,
+#            rb_first and age_address only.
 NO_BENCHMARKS = {"benchmarks": "disabled"}
 TEST_BUILDS = {
     "main": TestBuild("main", {}),
@@ -227,6 +230,8 @@ TEST_BUILDS = {
     "checked": TestBuild("checked", {**NO_BENCHMARKS, "checked": "true"}),
     "fuzz": TestBuild("fuzz", {**NO_BENCHMARKS, "checked": "true", "fuzzing": "true"},
                       setup_env={"CXX": "clang++"}, suites=("fuzz",)),
+    "tcache": TestBuild("tcache", {**NO_BENCHMARKS, "thread_cache": "true"},
+                        suites=("thread_cache",)),
 }
 
 
@@ -524,11 +529,12 @@ def add_render(commands) -> None:
 def add_test(commands, shared_options: list[argparse.ArgumentParser]) -> None:
     test = commands.add_parser(
         "test", parents=shared_options,
-        help="build, then run every test: main build, TSan, UBSan, checked, fuzz (meson test)",
+        help="build, then run every test: main build, TSan, UBSan, checked, fuzz, tcache (meson test)",
         description="Builds and runs meson test --print-errorlogs in each build: the main one "
                     f"({BUILD_DIR}/), then ThreadSanitizer, UndefinedBehaviorSanitizer, "
-                    "-Dchecked=true and libFuzzer (clang) builds beside it (build-tsan/, "
-                    "build-ubsan/, build-checked/, build-fuzz/). "
+                    "-Dchecked=true, libFuzzer (clang) and -Dthread_cache=true builds beside "
+                    "it (build-tsan/, build-ubsan/, build-checked/, build-fuzz/, "
+                    "build-tcache/: four containers' API tests behind the cache). "
                     "About 45 minutes on 2 cores from a fresh clone, building included "
                     "(the README gives each build's minutes); --builds main about 15. "
                     "Exit code 0 when "

@@ -38,7 +38,9 @@ Arena* Arena::create(unsigned index,
   arena->budget_pages_ = settings.budget_pages;
   for (std::size_t i = 0; i < kNumBins; ++i) {
     arena->bins_[i].info = &bin_info(i);
-    arena->bins_[i].run_key = arena->run_key_;
+    Bin& bin = arena->bins_[i];
+    bin.check_factor = reinterpret_cast<std::uintptr_t>(&bin) ^ arena->run_key_.key;
+    bin.check_rotated = arena->run_key_.rotated;
   }
   // Created under the frontend's init lock, so one writer at a time.
   arena->next_arena_ = g_arena_list.load(std::memory_order_relaxed);
@@ -135,6 +137,10 @@ void Arena::destroy_chunk(Chunk* chunk) {
   committed_pages_ -= kChunkHeaderPages + chunk->ndirty;
   chunks_.erase(chunk);
   --chunk_count_;
+  // No container link check may take it for mapped once it is unmapped.
+  for (Bin& bin : bins_) {
+    if (bin.linked_chunk == reinterpret_cast<std::uintptr_t>(chunk)) bin.linked_chunk = 0;
+  }
   ChunkRegistry::set_range(chunk, kChunkSize, ChunkOwner::none());
   os::unmap(chunk, kChunkSize);
 }

@@ -37,8 +37,22 @@ struct Bin {
   // The class's geometry (bin_info's entry; set when the arena is created), so
   // a free reaches it from the run header's bin pointer in one load.
   const BinInfo* info = nullptr;
-  // The arena's run key (run.h's check), for checking container links.
-  RunKey run_key;
+  // The keyed check of this bin's runs (run.h), for checking container
+  // links: the first factor premixed (this bin's address ^ the arena's run
+  // key) and the key's swapped halves (keyed_check32_mixed).
+  std::uint64_t check_factor = 0;
+  std::uint64_t check_rotated = 0;
+  // A chunk of this bin's arena, other than the member's, that linked()
+  // found in the chunk registry: a link into it needs no registry lookup
+  // (two dependent loads and a dozen instructions) to be safe to read. It
+  // stays mapped while it is the arena's: Arena::destroy_chunk clears it
+  // before the chunk is unmapped. 0: none.
+  std::uintptr_t linked_chunk = 0;
+  // The two runs linked() accepted last (newest first): runs of this bin
+  // until release_small_run, which forgets them, so a link to one of them
+  // is safe to follow without reading its header again. Both containers'
+  // operations touch the same few neighbours over and over. Null: none.
+  const Run* linked_runs[2] = {nullptr, nullptr};
   // The most recently emptied run, kept outside the container (see bin.cpp);
   // counted in run_count and free_regions like any run of the bin.
   Run* empty_run = nullptr;
@@ -64,32 +78,6 @@ struct Bin {
 };
 
 inline std::uint32_t RunTraits::regions(const Run* run) { return run->bin->regions_per_run; }
-
-// Judged without trusting `neighbour`: it must be the start of a usable page
-// (run headers are page-aligned, past the chunk header and guard page) in
-// `member`'s chunk or in a registered arena chunk, so that reading it is
-// safe; then its header must carry the keyed check of member's bin at its
-// address, which a header written by the program (in a large block, a freed
-// run's old header: release_small_run wipes its check) cannot carry without
-// the key, and a run of another bin or arena carries only by a 1 in 2^32
-// chance (the check mixes the bin pointer in nonlinearly), so its bin field
-// needs no comparison of its own. The page map is not read: it is a cache
-// miss per link on the trees' paths.
-inline bool RunTraits::linked(const Run* member, const Run* neighbour) {
-  if (neighbour == nullptr) return true;
-  const std::uintptr_t address = reinterpret_cast<std::uintptr_t>(neighbour);
-  // Page-aligned and at least kFirstUsablePage pages into its chunk, in one
-  // test: below that page the offset wraps around and sets bits above the
-  // chunk's.
-  constexpr std::uintptr_t kFirstUsableOffset = kFirstUsablePage << kPageShift;
-  if ((((address & kChunkMask) - kFirstUsableOffset) & (kPageMask | ~kChunkMask)) != 0)
-    return false;
-  if (((address ^ reinterpret_cast<std::uintptr_t>(member)) & ~kChunkMask) != 0 &&
-      !ChunkRegistry::lookup(neighbour).is_arena_chunk()) [[unlikely]]
-    return false;
-  const Bin* bin = member->bin;
-  return neighbour->check == Run::header_check(bin, neighbour, bin->run_key);
-}
 
 // Orders free page runs of one class tag by (size, address) for best fit with
 // the lowest address.
@@ -175,6 +163,25 @@ class Arena {
     if (remote_frees_.load(std::memory_order_relaxed) != nullptr) take_queued_remote_frees();
   }
 
+  // The thread cache's batches (frontend/thread_cache.h; cache_batches.cpp),
+  // each under one acquisition of the lock. fill_batch takes up to `wanted`
+  // regions of class `bin` into out[0..n), in the order malloc would have
+  // taken them, and returns n (fewer only when out of memory).
+  // flush_batch frees `count` regions of this arena that a thread cache held
+  // (checked when they entered it); a region that is no longer a live one
+  // aborts, naming it.
+  std::size_t fill_batch(std::size_t bin, void** out, std::size_t wanted) RUNSEL_EXCLUDES(lock);
+  void flush_batch(void* const* regions, std::size_t count) RUNSEL_EXCLUDES(lock);
+  // classify() without the lock, for a pointer the caller claims is live: as
+  // free_remote reads them, the page map entry and run header of a live
+  // region do not change while it is live. `expected_bin` as in classify, or
+  // kNoExpectedBin.
+  static constexpr std::size_t kNoExpectedBin = ~std::size_t{0};
+  PointerClass classify_live(Chunk* chunk, const void* p, std::size_t expected_bin) const
+      RUNSEL_NO_THREAD_SAFETY_ANALYSIS {
+    return classify(chunk, p, expected_bin);
+  }
+
   // Usable size of a live pointer, or 0 with *problem set.
   std::size_t usable_size(Chunk* chunk, const void* p, BadPointer* problem) RUNSEL_EXCLUDES(lock);
   // Resizes a large allocation in place; false if the neighbours do not allow it.
@@ -218,7 +225,7 @@ class Arena {
   // `expected_bin`: the bin the caller knows `p` belongs to (sized delete),
   // or kAnyBin. The class geometry then comes from the size, not from the
   // run header; a run of another bin is classified as without it.
-  static constexpr std::size_t kAnyBin = ~std::size_t{0};
+  static constexpr std::size_t kAnyBin = kNoExpectedBin;
   PointerClass classify(Chunk* chunk, const void* p, std::size_t expected_bin = kAnyBin) const
       RUNSEL_REQUIRES(lock);
   std::size_t index_of_bin(const Bin& bin) const RUNSEL_REQUIRES(lock) {
@@ -391,6 +398,55 @@ class Arena {
   // which only remote frees and the lock holder's check touch.
   alignas(64) std::atomic<void*> remote_frees_{nullptr};
 };
+
+// Whether `chunk` (chunk-aligned) is a chunk of the arena `bin` belongs to,
+// by the chunk registry; if so, remembered as the bin's linked_chunk. The
+// links of a bin's runs mostly stay within one or two chunks, so the lookup
+// is rare. Inline all the same: a call here would make malloc and free save
+// four more registers on every call (the values live across it).
+inline bool linked_chunk_is_arenas(Bin* bin, std::uintptr_t chunk) {
+  const ChunkOwner owner = ChunkRegistry::lookup(reinterpret_cast<const void*>(chunk));
+  if (!owner.is_arena_chunk()) return false;
+  // The bin lies inside the Arena object that owns the chunk: one of its bins.
+  const std::uintptr_t arena = reinterpret_cast<std::uintptr_t>(owner.as<Arena>());
+  if (reinterpret_cast<std::uintptr_t>(bin) - arena >= sizeof(Arena)) return false;
+  bin->linked_chunk = chunk;
+  return true;
+}
+
+// Judged without trusting `neighbour`: one of the two runs of member's bin
+// this check accepted last (Bin::linked_runs, forgotten when a run is
+// released), or else the start of a usable page (run headers are
+// page-aligned, past the chunk header and guard page) in `member`'s chunk,
+// in the bin's linked_chunk, or in another chunk the registry gives to
+// member's arena, so that reading it is safe; then its header must carry the
+// keyed check of member's bin at its address, which a header written by the
+// program (in a large block, a freed run's old header: release_small_run
+// wipes its check) cannot carry without the key, and a run of another bin or
+// arena carries only by a 1 in 2^32 chance (the check mixes the bin pointer
+// in nonlinearly), so its bin field needs no comparison of its own. The page
+// map is not read: it is a cache miss per link on the trees' paths.
+inline bool RunTraits::linked(const Run* member, const Run* neighbour) {
+  if (neighbour == nullptr) return true;
+  Bin* bin = member->bin;
+  if (neighbour == bin->linked_runs[0] || neighbour == bin->linked_runs[1]) return true;
+  const std::uintptr_t address = reinterpret_cast<std::uintptr_t>(neighbour);
+  // Page-aligned and at least kFirstUsablePage pages into its chunk, in one
+  // test: below that page the offset wraps around and sets bits above the
+  // chunk's.
+  constexpr std::uintptr_t kFirstUsableOffset = kFirstUsablePage << kPageShift;
+  if ((((address & kChunkMask) - kFirstUsableOffset) & (kPageMask | ~kChunkMask)) != 0)
+    return false;
+  const std::uintptr_t chunk = address & ~kChunkMask;
+  if (((address ^ reinterpret_cast<std::uintptr_t>(member)) & ~kChunkMask) != 0 &&
+      chunk != bin->linked_chunk && !linked_chunk_is_arenas(bin, chunk)) [[unlikely]]
+    return false;
+  if (neighbour->check != keyed_check32_mixed(bin->check_factor, address, bin->check_rotated))
+    return false;
+  bin->linked_runs[1] = bin->linked_runs[0];
+  bin->linked_runs[0] = neighbour;
+  return true;
+}
 
 // Whether the arena chunk at `address` (chunk-aligned) still has its canary
 // (chunk.h); true when no arena chunk is there. Takes that arena's lock.

@@ -3,6 +3,7 @@
 #include "arena/small_paths.h"
 
 #include "platform/fatal.h"
+#include "structures/chunk_registry.h"
 
 namespace runsel {
 
@@ -32,6 +33,9 @@ void Arena::release_small_run(Run* run) {
   bin.free_regions -= info.nregs;
   bin.counters.destroyed();
   run->check = ~run->check;  // a stale link to this header no longer passes as a run
+  for (const Run*& accepted : bin.linked_runs) {  // nor through linked()'s memory of it
+    if (accepted == run) accepted = nullptr;
+  }
   Chunk* chunk = Chunk::of(run);
   free_pages(chunk, chunk->page_index(run), info.run_pages,
              class_tag_of_bin(index_of_bin(bin)));
@@ -168,6 +172,16 @@ void Arena::take_queued_remote_frees() {
   void* p = remote_frees_.exchange(nullptr, std::memory_order_acquire);
   while (p != nullptr) {
     void* next = *static_cast<void**>(p);
+    // A queued region's first word is its link, and still the program's to
+    // overwrite: a write after the free, or the region freed again into a
+    // thread cache (whose key takes that word), leaves a link that must not be
+    // followed. Every queued region is in one of this arena's chunks.
+    if (next != nullptr) {
+      const ChunkOwner owner = ChunkRegistry::lookup(next);
+      if (!owner.is_arena_chunk() || owner.as<Arena>() != this) [[unlikely]]
+        remote_free_rejected(p, "freed again, or written after its free (its queue link is not "
+                                "a region of this arena)");
+    }
     const PointerClass target = classify(Chunk::of(p), p);
     const BadPointer problem =
         target.problem != BadPointer::kNone ? target.problem : free_small_locked(target);

@@ -36,10 +36,17 @@ struct RunKey {
 // The run header's check, on every free: one multiplication of two
 // key-dependent factors (the product's high half), so it stays off the
 // critical path's length while keeping the check nonlinear in the bin pointer.
-inline std::uint32_t keyed_check32(std::uint64_t a, std::uint64_t b, const RunKey& key) {
+// keyed_check32_mixed takes the first factor with the key already mixed in
+// (a ^ key.key): a bin computes its own once (arena.h's Bin::check_factor),
+// so the containers' link checks skip that step.
+inline std::uint32_t keyed_check32_mixed(std::uint64_t a_mixed, std::uint64_t b,
+                                         std::uint64_t rotated) {
   const unsigned __int128 product =
-      static_cast<unsigned __int128>(a ^ key.key) * ((b ^ key.rotated) | 1);
+      static_cast<unsigned __int128>(a_mixed) * ((b ^ rotated) | 1);
   return static_cast<std::uint32_t>((product >> 64) ^ (product >> 32));
+}
+inline std::uint32_t keyed_check32(std::uint64_t a, std::uint64_t b, const RunKey& key) {
+  return keyed_check32_mixed(a ^ key.key, b, key.rotated);
 }
 
 }  // namespace runsel

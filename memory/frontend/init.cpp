@@ -17,6 +17,7 @@
 #include "arena/huge.h"
 #include "arena/size_classes.h"
 #include "frontend/frontend.h"
+#include "frontend/thread_cache.h"
 #include "platform/fatal.h"
 #include "platform/os.h"
 #include "structures/chunk_registry.h"
@@ -53,6 +54,9 @@ Arena* published_arena(std::size_t index) RUNSEL_NO_THREAD_SAFETY_ANALYSIS {
 // The fork handlers take every lock before fork() and release them after it,
 // from one function to another: beyond what the thread-safety analysis can follow.
 void prepare_fork() RUNSEL_NO_THREAD_SAFETY_ANALYSIS {
+#if RUNSEL_THREAD_CACHE
+  thread_cache::prepare_fork();  // its lock comes before every other
+#endif
   g_init_lock.lock();
   for (std::size_t i = 0; i < g_arena_count.load(std::memory_order_relaxed); ++i) {
     published_arena(i)->lock.lock();
@@ -70,6 +74,9 @@ void after_fork_in_parent() RUNSEL_NO_THREAD_SAFETY_ANALYSIS {
     published_arena(i)->lock.unlock();
   }
   g_init_lock.unlock();
+#if RUNSEL_THREAD_CACHE
+  thread_cache::after_fork_in_parent();
+#endif
 }
 
 // In the child every lock is still held (prepare_fork took them) until it is
@@ -84,11 +91,17 @@ void after_fork_in_child() RUNSEL_NO_THREAD_SAFETY_ANALYSIS {
   }
   if (t_arena != nullptr) g_arena_threads[t_arena->index()] = 1;
   g_init_lock.reset_in_child();
+#if RUNSEL_THREAD_CACHE
+  thread_cache::after_fork_in_child();
+#endif
 }
 
 // The key's destructor, at a thread's exit: its arena has one thread fewer.
 // The thread may still allocate in later destructors: t_arena stays set.
 void detach_thread(void* arena) {
+#if RUNSEL_THREAD_CACHE
+  thread_cache::at_thread_exit();  // before the lock: it takes arena locks
+#endif
   LockGuard guard(g_init_lock);
   unsigned& threads = g_arena_threads[static_cast<Arena*>(arena)->index()];
   if (threads > 0) --threads;

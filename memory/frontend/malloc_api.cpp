@@ -9,6 +9,7 @@
 #include "arena/huge.h"
 #include "arena/small_paths.h"
 #include "frontend/frontend.h"
+#include "frontend/thread_cache.h"
 #include "runsel.h"
 #include "structures/chunk_registry.h"
 
@@ -97,6 +98,17 @@ const char* describe(BadPointer problem) {
   return p;
 }
 
+#if RUNSEL_THREAD_CACHE
+// A small allocation the thread cache missed: a fill, or (no cache for this
+// thread: an exiting one, or out of metadata memory) the uncached path.
+[[gnu::noinline]] void* allocate_small_cache_miss(std::size_t size, bool zero) {
+  void* p = thread_cache::fill_and_pop(bin_index(size));
+  if (p == nullptr) return allocate_small_any_thread(size, zero);
+  if (zero) std::memset(p, 0, bin_size(bin_index(size)));
+  return p;
+}
+#endif
+
 [[gnu::noinline]] void* allocate_beyond_small(std::size_t size, bool zero) {
   void* p;
   if (size <= kMaxLargeSize) {
@@ -115,6 +127,13 @@ const char* describe(BadPointer problem) {
 // the thread's arena, while the process has one thread) then calls nothing.
 [[gnu::always_inline]] inline void* allocate(std::size_t size, bool zero) {
   if (!is_small(size)) return allocate_beyond_small(size, zero);
+#if RUNSEL_THREAD_CACHE
+  if (void* p = thread_cache::pop(bin_index(size))) {
+    if (zero) std::memset(p, 0, bin_size(bin_index(size)));
+    return p;
+  }
+  return allocate_small_cache_miss(size, zero);
+#endif
   Arena* arena = t_arena;
   if (arena == nullptr || !os::single_threaded()) return allocate_small_any_thread(size, zero);
   void* p = arena->malloc_small_one_thread(bin_index(size));
@@ -194,6 +213,12 @@ void* allocate_aligned(std::size_t alignment, std::size_t size) {
   const ChunkOwner owner = ChunkRegistry::lookup(p);
   if (!owner.is_arena_chunk()) return deallocate_outside_arenas(p, function, owner);
   Arena* arena = owner.as<Arena>();
+#if RUNSEL_THREAD_CACHE
+  // What the cache does not take goes the uncached way, out of line: the
+  // cached free then keeps fewer registers.
+  if (thread_cache::push(p, arena, Arena::kNoExpectedBin, function)) return;
+  return deallocate_any_thread(p, function, arena);
+#endif
   if (!os::single_threaded()) return deallocate_any_thread(p, function, arena);
   Chunk* chunk = Chunk::of(p);
   BadPointer problem = arena->free_one_thread(chunk, p);
@@ -211,6 +236,9 @@ void* allocate_aligned(std::size_t alignment, std::size_t size) {
   const ChunkOwner owner = ChunkRegistry::lookup(p);
   if (!owner.is_arena_chunk()) return deallocate_outside_arenas(p, "free", owner);
   Arena* arena = owner.as<Arena>();
+#if RUNSEL_THREAD_CACHE
+  if (thread_cache::push(p, arena, bin_index(size), "free")) return;
+#endif
   Chunk* chunk = Chunk::of(p);
   BadPointer problem;
   if (os::single_threaded()) {
@@ -262,6 +290,11 @@ void* reallocate(void* p, std::size_t size) {
   }
   bool is_huge;
   const std::size_t old_size = usable_size_checked(p, "realloc", &is_huge);
+#if RUNSEL_THREAD_CACHE
+  // A live small region has no key; a cached (freed) one has.
+  if (is_small(old_size) && !is_huge && *static_cast<std::uintptr_t*>(p) == thread_cache::key_of(p))
+    thread_cache::check_not_cached(p, "realloc");
+#endif
   if (resize_in_place(p, is_huge, old_size, size)) return p;
   void* q = allocate(size, false);
   if (q == nullptr) return nullptr;
@@ -359,6 +392,13 @@ RUNSEL_EXPORT size_t malloc_usable_size(void* p) noexcept {
   if (problem == BadPointer::kCorruptRunHeader) {
     fatal_bad_pointer("malloc_usable_size", p, chunk, problem);
   }
+#if RUNSEL_THREAD_CACHE
+  // A cached region is free to the program (its key, then the caches).
+  if (size != 0 && is_small(size) &&
+      *static_cast<const std::uintptr_t*>(p) == thread_cache::key_of(p) &&
+      thread_cache::is_cached(p))
+    return 0;
+#endif
   return size;
 }
 

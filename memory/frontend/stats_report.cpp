@@ -11,6 +11,7 @@
 #include "arena/base.h"
 #include "arena/huge.h"
 #include "frontend/frontend.h"
+#include "frontend/thread_cache.h"
 #include "platform/fatal.h"
 #include "runsel.h"
 #include "structures/chunk_registry.h"
@@ -63,6 +64,9 @@ void collect(runsel_stats_t* s) {
   s->bookkeeping += metadata.committed + registry;
 
   s->allocated = s->small_allocated + s->large_allocated + s->huge_allocated;
+#if RUNSEL_THREAD_CACHE
+  s->thread_cached = thread_cache::cached_bytes();
+#endif
 }
 
 // Appends to `out` (bounded) with printf formatting.
@@ -127,6 +131,7 @@ void write_json(int fd, const runsel_stats_t& s) {
       {"nfree", s.nfree},
       {"purges", s.purges},
       {"huge_cached", s.huge_cached},
+      {"thread_cached", s.thread_cached},
       {"huge_dirty", s.huge_dirty},
       {"counting", s.counting},
   };
@@ -231,6 +236,9 @@ RUNSEL_EXPORT int runsel_check(void) {
     ok = arena->walk_and_compare() && ok;
   }
   ok = huge::walk_and_compare() && ok;
+#if RUNSEL_THREAD_CACHE
+  ok = thread_cache::check() && ok;
+#endif
   runsel_stats_t s;
   collect(&s);
   if (s.committed != s.allocated + s.waste + s.dirty + s.bookkeeping + s.bin_unused) {
@@ -240,6 +248,27 @@ RUNSEL_EXPORT int runsel_check(void) {
     ok = false;
   }
   return ok ? 0 : -1;
+}
+
+RUNSEL_EXPORT void runsel_thread_cache_flush(void) {
+#if RUNSEL_THREAD_CACHE
+  thread_cache::flush_own();
+#endif
+}
+
+RUNSEL_EXPORT size_t runsel_thread_cache_slots(size_t bin, void** out, size_t capacity) {
+#if RUNSEL_THREAD_CACHE
+  thread_cache::ThreadCache* cache = thread_cache::t_cache;
+  if (cache == nullptr || bin >= kNumBins) return 0;
+  const thread_cache::CacheClass& c = cache->classes[bin];
+  for (std::size_t i = 0; i < c.count && i < capacity; ++i) out[i] = c.slots[i];
+  return c.count;
+#else
+  (void)bin;
+  (void)out;
+  (void)capacity;
+  return 0;
+#endif
 }
 
 RUNSEL_EXPORT size_t runsel_chunk_maps(runsel_chunk_map* out, size_t capacity) {

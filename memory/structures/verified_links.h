@@ -7,9 +7,10 @@
 //   static bool linked(const Node* member, const Node* neighbour)
 // true when `neighbour`, read from `member`'s links, is null or a node of the
 // same structure (for runs, RunTraits::linked in arena/arena.h: the header
-// of a run of the same bin, judged first by its address (page-aligned, past
-// the chunk header, in member's chunk or an arena chunk) and only then by
-// the check word read from `neighbour`). A Rep without linked() (the
+// of a run of the same bin, judged first by its address (one of the two runs
+// the bin accepted last; else page-aligned, past the chunk header, in
+// member's chunk or another chunk of its arena) and only then by the check
+// word read from `neighbour`). A Rep without linked() (the
 // arena's own trees, whose nodes live in allocator metadata) is trusted and
 // pays nothing.
 #pragma once

@@ -21,6 +21,7 @@ using runsel_test::fill_pattern;
 using runsel_test::kChunk;
 using runsel_test::kNoMismatch;
 using runsel_test::kPage;
+using runsel_test::mallocs_between;
 using runsel_test::opaque;
 using runsel_test::snapshot;
 
@@ -79,7 +80,7 @@ TEST(Api, ThisProcessMallocIsRunsel) {
   runsel_stats_t after = snapshot();
   ASSERT_NE(p, nullptr);
   EXPECT_EQ(after.allocated - before.allocated, 112u);
-  EXPECT_EQ(after.nmalloc - before.nmalloc, 1u);
+  EXPECT_EQ(mallocs_between(before, after), 1u);
   free(p);
   runsel_stats_t freed = snapshot();
   EXPECT_EQ(freed.allocated, before.allocated);
@@ -449,7 +450,7 @@ TEST(Api, CxxNewAndDeleteAreServedByRunsel) {
   runsel_stats_t before = snapshot();
   int* one = opaque(new int(5));
   runsel_stats_t after = snapshot();
-  EXPECT_EQ(after.nmalloc - before.nmalloc, 1u);
+  EXPECT_EQ(mallocs_between(before, after), 1u);
   EXPECT_EQ(malloc_usable_size(one), 16u);
   delete one;
   EXPECT_EQ(snapshot().nfree - after.nfree, 1u);
@@ -458,7 +459,7 @@ TEST(Api, CxxNewAndDeleteAreServedByRunsel) {
     before = snapshot();
     char* array = opaque(new char[n]);
     after = snapshot();
-    EXPECT_EQ(after.nmalloc - before.nmalloc, 1u) << n;
+    EXPECT_EQ(mallocs_between(before, after), 1u) << n;
     EXPECT_EQ(malloc_usable_size(array), runsel_good_size(n));
     array[n - 1] = 1;
     delete[] array;
@@ -467,7 +468,7 @@ TEST(Api, CxxNewAndDeleteAreServedByRunsel) {
   before = snapshot();
   Overaligned* over = opaque(new Overaligned[3]);
   after = snapshot();
-  EXPECT_EQ(after.nmalloc - before.nmalloc, 1u);
+  EXPECT_EQ(mallocs_between(before, after), 1u);
   EXPECT_TRUE(aligned(over, alignof(Overaligned)));
   delete[] over;
 
@@ -475,7 +476,7 @@ TEST(Api, CxxNewAndDeleteAreServedByRunsel) {
     before = snapshot();
     void* p = opaque(::operator new(100, std::align_val_t(alignment)));
     after = snapshot();
-    EXPECT_EQ(after.nmalloc - before.nmalloc, 1u);
+    EXPECT_EQ(mallocs_between(before, after), 1u);
     EXPECT_TRUE(aligned(p, alignment)) << alignment;
     ::operator delete(p, std::align_val_t(alignment));
   }

@@ -15,6 +15,15 @@ objects differ in size (each of an arena's 45 bins holds one: two to ten
 words) may make the arena object span one page more or less, again by the
 same amount in committed and bookkeeping.
 
+With --thread-cache (a -Dthread_cache=true build) the bins see the cache's
+batches, not the program's calls: a --different program may then make the
+reference's choices (moz_tree's current run, filled by a batch, is then
+mostly the lowest one), which is noted, as long as one --different program
+still differs; and metadata may differ by two pages where it differs by one
+without the cache (the thread's cache is taken from metadata memory after
+the arena object; observed: pairing_heap, 8 KiB less bookkeeping than
+rb_first).
+
 The allocator's choices depend on where the kernel puts its mappings (the
 lowest-address policy compares addresses across chunks), so each program runs
 with address-space randomisation off (setarch -R) and twice, to show that it
@@ -114,7 +123,10 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--same", nargs="+", required=True)
     parser.add_argument("--different", nargs="*", default=[])
+    parser.add_argument("--thread-cache", action="store_true",
+                        help="the programs run behind a thread cache (-Dthread_cache=true)")
     args = parser.parse_args()
+    page_slack = 2 * PAGE if args.thread_cache else PAGE
 
     prefix = setarch_prefix()
     if prefix is None:
@@ -138,10 +150,10 @@ def main():
         ref_meta, meta = figures(reference["metadata"]), figures(report["metadata"])
         extra = meta["bookkeeping"] - ref_meta["bookkeeping"]
         if report["variant"] in SIDE_ARRAY_CONTAINERS:
-            allowed = -PAGE <= extra <= MAX_SIDE_ARRAY_BYTES + PAGE
+            allowed = -page_slack <= extra <= MAX_SIDE_ARRAY_BYTES + page_slack
             why = "side arrays and container objects"
         else:
-            allowed = abs(extra) <= PAGE
+            allowed = abs(extra) <= page_slack
             why = "container objects in the arena"
         ok = (meta["mapped"] == ref_meta["mapped"] and
               meta["committed"] - ref_meta["committed"] == extra and allowed)
@@ -150,8 +162,13 @@ def main():
         if not ok:
             failures.append(f"{report['variant']} metadata {report['metadata']} does not match "
                             f"{reference['variant']} {reference['metadata']}")
-    for exe in args.different:
-        if reports[exe]["addresses"] == reference["addresses"]:
+    alike = [exe for exe in args.different
+             if reports[exe]["addresses"] == reference["addresses"]]
+    for exe in alike:
+        if args.thread_cache and len(alike) < len(args.different):
+            print(f"note: behind the thread cache {reports[exe]['variant']} made the same "
+                  f"choices as {reference['variant']}")
+        else:
             failures.append(f"{reports[exe]['variant']} made the same choices as "
                             f"{reference['variant']}: the sequence cannot tell policies apart")
 
@@ -159,8 +176,8 @@ def main():
         print("FAIL:\n  " + "\n  ".join(failures))
         return 1
     print(f"OK: {', '.join(reports[e]['variant'] for e in args.same)} made the same choices"
-          + (f"; {', '.join(reports[e]['variant'] for e in args.different)} did not"
-             if args.different else ""))
+          + (f"; {', '.join(reports[e]['variant'] for e in args.different if e not in alike)}"
+             " did not" if len(alike) < len(args.different) else ""))
     return 0
 
 

@@ -192,7 +192,15 @@ TEST_P(Threads, CrossThreadFreesKeepEveryByte) {
   EXPECT_TRUE(IdentityHolds(after));
   EXPECT_EQ(runsel_check(), 0);
   EXPECT_EQ(after.huge_count, before.huge_count);
+#if RUNSEL_THREAD_CACHE_BUILD
+  // nfree counts the regions the caches gave back, not the program's frees
+  // (a region freed into a cache and handed out again never reaches its
+  // run): what stays exact is that the program's bytes are all given back.
+  EXPECT_EQ(runsel_test::live_bytes(after), runsel_test::live_bytes(before));
+  EXPECT_GT(after.nfree, before.nfree);
+#else
   EXPECT_GE(after.nfree - before.nfree, count * per_thread);
+#endif
 }
 
 INSTANTIATE_TEST_SUITE_P(Runsel, Threads, testing::Values(4u, 8u));

@@ -34,9 +34,12 @@ char* alone_in_a_run() {
 // Before emptied runs stayed in their bin, the run's pages went straight back
 // to the arena, a run of 16-byte regions took them, and the second free freed
 // whichever live 16-byte block sat at p.
+// (A thread cache would keep p: runsel_thread_cache_flush gives it back to
+// its run first, a no-op without the cache.)
 void double_free_after_run_emptied() {
   char* p = alone_in_a_run();
   free(p);
+  runsel_thread_cache_flush();
   for (int i = 0; i < 20000 && opaque(malloc(16)) != p; ++i) {
   }
   free(announce(p));
@@ -44,6 +47,7 @@ void double_free_after_run_emptied() {
 void double_free_after_trim() {
   char* p = alone_in_a_run();
   free(p);
+  runsel_thread_cache_flush();  // p back to its run, which empties
   malloc_trim(0);  // the emptied run goes back to the arena
   free(announce(p));
 }
@@ -55,6 +59,7 @@ void double_free_after_trim() {
 void double_free_after_reuse() {
   char* p = alone_in_a_run();
   free(p);
+  runsel_thread_cache_flush();  // p back to its run, which empties
   malloc_trim(0);
   const uintptr_t page = reinterpret_cast<uintptr_t>(p) & ~uintptr_t{4095};
   for (size_t size : {32, 112, 144, 176, 208}) {

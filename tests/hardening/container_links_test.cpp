@@ -110,6 +110,9 @@ struct Heap {
         blocks.erase(std::find(blocks.begin(), blocks.end(), p));
       }
     }
+    // A thread cache would keep the freed regions: they go back to their runs,
+    // so that the bin's container holds runs 1..6 (a no-op without the cache).
+    runsel_thread_cache_flush();
     victim = whole[3];
     victim_blocks = by_run[victim];
   }
@@ -149,6 +152,7 @@ void damage_then_empty(const Heap& heap, const Case& c) {
   }
   memcpy(opaque(hook_of(heap.victim)), payload, c.bytes);
   for (char* p : heap.victim_blocks) free(opaque(p));
+  runsel_thread_cache_flush();  // a thread cache's regions reach the victim
   if (target_changed()) _exit(kTargetChanged);
   std::vector<void*> churn;
   for (int i = 0; i < 2000; ++i) churn.push_back(opaque(malloc(kBlock)));

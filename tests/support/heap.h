@@ -20,10 +20,34 @@ inline constexpr size_t kPage = 4096;
 inline constexpr size_t kMiB = size_t{1} << 20;
 inline constexpr size_t kChunk = kMiB;  // runsel's chunk size
 
+// With a thread cache (-Dthread_cache), the calling thread's cache is given
+// back first, so that the figures show the bins as the program left them (a
+// no-op without the cache).
 inline runsel_stats_t snapshot() {
+  runsel_thread_cache_flush();
   runsel_stats_t s;
   runsel_stats(&s);
   return s;
+}
+
+// The bytes the program holds: allocated less what the thread caches hold
+// (thread_cached, part of allocated; 0 without the cache). Without the cache,
+// allocated itself.
+inline size_t live_bytes(const runsel_stats_t& s) { return s.allocated - s.thread_cached; }
+
+// The allocation calls the arenas served between two snapshots taken by one
+// thread that freed nothing in between. Without a thread cache, nmalloc counts
+// the program's calls. With one (RUNSEL_THREAD_CACHE_BUILD), nmalloc and nfree
+// count the regions batches took in and gave back, and snapshot() flushes the
+// calling thread's cache: a small malloc took in a batch and the flush gave
+// back all of it but the region handed out, so only nmalloc less nfree counts
+// the program's calls.
+inline size_t mallocs_between(const runsel_stats_t& before, const runsel_stats_t& after) {
+#if RUNSEL_THREAD_CACHE_BUILD
+  return (after.nmalloc - after.nfree) - (before.nmalloc - before.nfree);
+#else
+  return after.nmalloc - before.nmalloc;
+#endif
 }
 
 // The right-hand side of the identity below.

@@ -1,0 +1,313 @@
+// The per-thread cache's slow paths (thread_cache.h): creation, fills,
+// flushes, the incremental GC, the double-free search, thread exit and fork.
+#include "frontend/thread_cache.h"
+
+#if RUNSEL_THREAD_CACHE
+
+#include <cstring>
+#include <new>
+
+#include "arena/base.h"
+#include "frontend/frontend.h"
+#include "platform/fatal.h"
+#include "platform/os.h"
+#include "structures/chunk_registry.h"
+
+namespace runsel::thread_cache {
+
+constinit thread_local ThreadCache* t_cache = nullptr;
+constinit std::uintptr_t g_key = 0;
+
+namespace {
+
+// Guards the two lists and g_key's creation. Taken before any arena's lock
+// is (never while one is held), and first in fork preparation.
+constinit Lock g_caches_lock;
+constinit ThreadCache* g_live RUNSEL_GUARDED_BY(g_caches_lock) = nullptr;
+constinit ThreadCache* g_free RUNSEL_GUARDED_BY(g_caches_lock) = nullptr;
+// The calling thread will never cache again (it is exiting).
+constinit thread_local bool t_retired = false;
+
+void link_live(ThreadCache* cache) RUNSEL_REQUIRES(g_caches_lock) {
+  cache->prev = nullptr;
+  cache->next = g_live;
+  if (g_live != nullptr) g_live->prev = cache;
+  g_live = cache;
+}
+
+void unlink_live(ThreadCache* cache) RUNSEL_REQUIRES(g_caches_lock) {
+  if (cache->prev != nullptr)
+    cache->prev->next = cache->next;
+  else
+    g_live = cache->next;
+  if (cache->next != nullptr) cache->next->prev = cache->prev;
+}
+
+// A cache from the free list, or a new one in metadata memory (its slots
+// with it: one block); every class empty. Null when out of memory.
+ThreadCache* new_cache() RUNSEL_REQUIRES(g_caches_lock) {
+  ThreadCache* cache = g_free;
+  if (cache != nullptr) {
+    g_free = cache->next;
+  } else {
+    std::size_t slots = 0;
+    for (std::size_t b = 0; b < kNumBins; ++b) slots += slots_of(b);
+    char* block = static_cast<char*>(base::allocate(sizeof(ThreadCache) + slots * sizeof(void*)));
+    if (block == nullptr) return nullptr;
+    cache = new (block) ThreadCache;
+    void** next_slot = reinterpret_cast<void**>(block + sizeof(ThreadCache));
+    for (std::size_t b = 0; b < kNumBins; ++b) {
+      cache->classes[b].slots = next_slot;
+      cache->classes[b].capacity = slots_of(b);
+      next_slot += slots_of(b);
+    }
+  }
+  for (CacheClass& c : cache->classes) {
+    c.count = c.low_water = 0;
+    c.fill_shift = 1;
+    c.ran_empty = false;
+  }
+  cache->events_until_gc = kGcEvents;
+  cache->busy = false;
+  cache->gc_next_class = 0;
+  return cache;
+}
+
+ThreadCache* create() {
+  if (t_retired || thread_arena() == nullptr) return nullptr;
+  LockGuard guard(g_caches_lock);
+  while (g_key == 0) g_key = os::random_word();
+  ThreadCache* cache = new_cache();
+  if (cache == nullptr) return nullptr;
+  link_live(cache);
+  t_cache = cache;
+  return cache;
+}
+
+// Frees `count` cached regions: those of the calling thread's arena in one
+// batch under its lock, the others through their arenas' remote-free queues.
+void give_back(void** regions, std::size_t count) {
+  Arena* own = t_arena;
+  std::size_t own_count = 0;
+  for (std::size_t i = 0; i < count; ++i) {
+    void* p = regions[i];
+    Arena* owner = ChunkRegistry::lookup(p).as<Arena>();
+    if (owner == own) {
+      regions[own_count++] = p;
+      continue;
+    }
+    const BadPointer problem = owner->free_remote(Chunk::of(p), p);
+    if (problem != BadPointer::kNone) {
+      fatal("free(", p,
+            "): not a live small region any more (found when the thread cache gave "
+            "it back to its arena)");
+    }
+  }
+  if (own_count > 0) own->flush_batch(regions, own_count);
+}
+
+// Flushes the `k` oldest regions of class `c`.
+void flush_oldest(CacheClass& c, std::uint32_t k) {
+  if (k == 0) return;
+  void* batch[kMaxSlots];
+  std::memcpy(batch, c.slots, k * sizeof(void*));
+  std::memmove(c.slots, c.slots + k, (c.count - k) * sizeof(void*));
+  set_count(c, c.count - k);
+  if (c.low_water > c.count) c.low_water = c.count;
+  give_back(batch, k);
+}
+
+void flush_all(ThreadCache& cache) {
+  for (CacheClass& c : cache.classes) flush_oldest(c, c.count);
+}
+
+bool in_class(const CacheClass& c, const void* p) {
+  const std::uint32_t n = __atomic_load_n(&c.count, __ATOMIC_RELAXED);
+  for (std::uint32_t i = 0; i < n; ++i) {
+    if (__atomic_load_n(&c.slots[i], __ATOMIC_RELAXED) == p) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+void* fill_and_pop(std::size_t bin) {
+  ThreadCache* cache = t_cache;
+  if (cache == nullptr) cache = create();
+  if (cache == nullptr) return nullptr;
+  CacheClass& c = cache->classes[bin];
+  enter(*cache);
+  RUNSEL_ASSERT(c.count == 0);
+  c.ran_empty = true;
+  std::uint32_t wanted = c.capacity >> c.fill_shift;
+  if (wanted == 0) wanted = 1;
+  const std::size_t got = t_arena->fill_batch(bin, c.slots, wanted);
+  if (got == 0) {
+    leave(*cache);
+    return nullptr;
+  }
+  // Taken in malloc's order: the first taken goes on top, to be used first.
+  for (std::size_t i = 0, j = got - 1; i < j; ++i, --j) {
+    void* swap = c.slots[i];
+    c.slots[i] = c.slots[j];
+    c.slots[j] = swap;
+  }
+  void* p = c.slots[got - 1];
+  set_count(c, static_cast<std::uint32_t>(got - 1));
+  c.low_water = c.count;
+  leave(*cache);
+  return p;
+}
+
+void flush_full(CacheClass& c, std::size_t bin) {
+  (void)bin;
+  flush_oldest(c, c.capacity / 2);
+}
+
+void gc_step(ThreadCache& cache) {
+  cache.events_until_gc = kGcEvents;
+  CacheClass& c = cache.classes[cache.gc_next_class];
+  cache.gc_next_class = (cache.gc_next_class + 1) % kNumBins;
+  if (c.low_water > 0) {
+    flush_oldest(c, c.low_water - c.low_water / 4);
+    if ((c.capacity >> (c.fill_shift + 1)) >= 1) ++c.fill_shift;
+  } else if (c.ran_empty && c.fill_shift > 1) {
+    --c.fill_shift;
+  }
+  c.ran_empty = false;
+  c.low_water = c.count;
+}
+
+void check_not_cached(void* p, const char* function) {
+  // The uncached free's words: the region is free as far as the program is concerned.
+  if (is_cached(p)) fatal_pointer(function, p, "double free of a small region");
+}
+
+bool is_cached(const void* p) {
+  ThreadCache* own = t_cache;
+  bool cached = false;
+  if (own != nullptr) {
+    for (const CacheClass& c : own->classes) cached = cached || in_class(c, p);
+  }
+  if (!cached) {
+    LockGuard guard(g_caches_lock);
+    for (ThreadCache* cache = g_live; cache != nullptr && !cached; cache = cache->next) {
+      for (const CacheClass& c : cache->classes) cached = cached || in_class(c, p);
+    }
+  }
+  return cached;
+}
+
+void at_thread_exit() {
+  t_retired = true;
+  ThreadCache* cache = t_cache;
+  if (cache == nullptr) return;
+  t_cache = nullptr;  // frees from here on (later destructors) are uncached
+  enter(*cache);
+  flush_all(*cache);
+  leave(*cache);
+  LockGuard guard(g_caches_lock);
+  unlink_live(cache);
+  cache->next = g_free;
+  g_free = cache;
+}
+
+void prepare_fork() RUNSEL_NO_THREAD_SAFETY_ANALYSIS { g_caches_lock.lock(); }
+
+void after_fork_in_parent() RUNSEL_NO_THREAD_SAFETY_ANALYSIS { g_caches_lock.unlock(); }
+
+// The other threads' caches go with their threads: their regions stay
+// allocated (as a dead thread's blocks would), their caches are reused.
+void after_fork_in_child() RUNSEL_NO_THREAD_SAFETY_ANALYSIS {
+  g_caches_lock.reset_in_child();
+  ThreadCache* own = t_cache;
+  ThreadCache* cache = g_live;
+  g_live = nullptr;
+  while (cache != nullptr) {
+    ThreadCache* next = cache->next;
+    if (cache == own) {
+      link_live(cache);
+    } else {
+      cache->next = g_free;
+      g_free = cache;
+    }
+    cache = next;
+  }
+}
+
+void flush_own() {
+  ThreadCache* cache = t_cache;
+  if (cache == nullptr) return;
+  enter(*cache);
+  flush_all(*cache);
+  leave(*cache);
+}
+
+std::size_t cached_bytes() {
+  std::size_t bytes = 0;
+  LockGuard guard(g_caches_lock);
+  for (ThreadCache* cache = g_live; cache != nullptr; cache = cache->next) {
+    for (std::size_t b = 0; b < kNumBins; ++b) {
+      bytes += std::size_t{__atomic_load_n(&cache->classes[b].count, __ATOMIC_RELAXED)} *
+               bin_info(b).size;
+    }
+  }
+  return bytes;
+}
+
+bool check() {
+  bool ok = true;
+  {
+    LockGuard guard(g_caches_lock);
+    for (ThreadCache* cache = g_live; cache != nullptr; cache = cache->next) {
+      for (std::size_t b = 0; b < kNumBins; ++b) {
+        const CacheClass& c = cache->classes[b];
+        const std::uint32_t n = __atomic_load_n(&c.count, __ATOMIC_RELAXED);
+        if (n > c.capacity || c.capacity != slots_of(b)) {
+          message("check: thread cache ", cache, " class ", b, ": ", n, " regions in ", c.capacity,
+                  " slots");
+          ok = false;
+        }
+      }
+    }
+  }
+  ThreadCache* own = t_cache;
+  if (own == nullptr) return ok;
+  for (std::size_t b = 0; b < kNumBins; ++b) {
+    const CacheClass& c = own->classes[b];
+    if (c.low_water > c.count) {
+      message("check: thread cache class ", b, ": low water ", c.low_water, " above count ",
+              c.count);
+      ok = false;
+    }
+    for (std::uint32_t i = 0; i < c.count; ++i) {
+      void* p = c.slots[i];
+      const ChunkOwner owner = ChunkRegistry::lookup(p);
+      if (!owner.is_arena_chunk()) {
+        message("check: thread cache class ", b, ": ", p, " is not in an arena chunk");
+        ok = false;
+        continue;
+      }
+      const PointerClass target =
+          owner.as<Arena>()->classify_live(Chunk::of(p), p, Arena::kNoExpectedBin);
+      if (target.problem != BadPointer::kNone || target.run == nullptr ||
+          target.info != &bin_info(b) || target.run->is_free(target.region)) {
+        message("check: thread cache class ", b, ": ", p, " is not an allocated region of it");
+        ok = false;
+      }
+      // (Freed regions carry the key; those a fill took in do not, nobody
+      // having held them: the key cannot be required here.)
+      for (std::uint32_t j = 0; j < i; ++j) {
+        if (c.slots[j] == p) {
+          message("check: thread cache class ", b, ": ", p, " cached twice");
+          ok = false;
+        }
+      }
+    }
+  }
+  return ok;
+}
+
+}  // namespace runsel::thread_cache
+
+#endif  // RUNSEL_THREAD_CACHE

@@ -1,0 +1,183 @@
+// The per-thread cache (-Dthread_cache=true, RUNSEL_THREAD_CACHE; off by
+// default, since mozjemalloc has none): each thread keeps, per small size
+// class, a bounded stack of regions it freed or took in a batch, so most small
+// mallocs and frees touch no arena. jemalloc's tcache is the model:
+// - bound: twice the regions of one run of the class, within [20, 200] slots;
+// - a miss fills capacity >> fill_shift regions from the thread's arena under
+//   one lock (Arena::fill_batch); a full stack flushes its older half, owners
+//   grouped: the thread's arena under one lock (Arena::flush_batch), other
+//   arenas through their remote-free queues (Arena::free_remote);
+// - an incremental GC every kGcEvents cache events visits one class: it
+//   flushes three quarters of the regions that stayed unused since its last
+//   visit (the low-water mark) and halves the class's next fill; a class
+//   that ran empty doubles it;
+// - a thread's exit flushes its whole cache; fork keeps only the forking
+//   thread's cache (the others' regions are lost with their threads).
+// To the arenas, a cached region is allocated: the heap walker and the stats
+// stay exact, and runsel_stats reports the cached bytes apart (thread_cached).
+//
+// What a free into the cache checks, before the region enters it: the chunk
+// registry (a foreign pointer never gets here), the page map entry, the run
+// header's keyed check, the region's start (Arena::classify, as free does
+// under the lock) and the region's bitmap bit (free: a double free of a
+// region already given back). A cached region's first word holds a key
+// (a process-random value mixed with its address); a free that finds the key
+// looks for the pointer in the caches and aborts if it is there (a double
+// free of a region still cached); popping a region clears it. The key is
+// what a write into freed memory (a use after free) can wipe: a double free
+// after such a write is not caught while the region is cached (as with
+// glibc's tcache), and the region is then handed out twice.
+#pragma once
+
+#if RUNSEL_THREAD_CACHE
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "arena/arena.h"
+#include "arena/size_classes.h"
+#include "platform/os.h"
+
+namespace runsel::thread_cache {
+
+inline constexpr std::uint32_t kMinSlots = 20;
+inline constexpr std::uint32_t kMaxSlots = 200;
+// Cache events (mallocs and frees served by the cache) between two GC
+// steps: every class is visited once per about 8,192 events.
+inline constexpr std::uint32_t kGcEvents = 8192 / kNumBins;
+
+// Slots of class `bin`: twice its regions per run, within [kMinSlots, kMaxSlots].
+inline std::uint32_t slots_of(std::size_t bin) {
+  const std::uint32_t twice = 2 * bin_info(bin).nregs;
+  return twice < kMinSlots ? kMinSlots : twice > kMaxSlots ? kMaxSlots : twice;
+}
+
+// One class's stack: slots[0 .. count), the oldest at the bottom. count is
+// written only by the owning thread, and read by others (stats, the double
+// free search) with relaxed loads. Invariant: low_water <= count <= capacity.
+struct CacheClass {
+  void** slots = nullptr;
+  std::uint32_t count = 0;
+  std::uint32_t capacity = 0;
+  std::uint32_t low_water = 0;  // least count since the GC's last visit
+  std::uint8_t fill_shift = 1;  // a fill takes capacity >> fill_shift regions
+  bool ran_empty = false;       // a miss since the GC's last visit
+};
+
+struct ThreadCache {
+  CacheClass classes[kNumBins];
+  std::uint32_t events_until_gc = kGcEvents;
+  std::uint32_t gc_next_class = 0;
+  bool busy = false;  // inside a cache operation (enter, leave)
+  // The list of live caches (stats, double-free search, fork), or of free ones.
+  ThreadCache* next = nullptr;
+  ThreadCache* prev = nullptr;
+};
+
+extern constinit thread_local ThreadCache* t_cache;
+extern constinit std::uintptr_t g_key;
+
+inline std::uintptr_t key_of(const void* p) { return g_key ^ reinterpret_cast<std::uintptr_t>(p); }
+inline void set_count(CacheClass& c, std::uint32_t n) {
+  __atomic_store_n(&c.count, n, __ATOMIC_RELAXED);
+}
+
+// Out of line (thread_cache.cpp).
+void* fill_and_pop(std::size_t bin);  // null: no cache for this thread, or out of memory
+void flush_full(CacheClass& c, std::size_t bin);
+void gc_step(ThreadCache& cache);
+// Whether `p` is in a thread's cache (the calling thread's, then every live one).
+bool is_cached(const void* p);
+// Aborts if `p` is in a thread's cache; returns if its key was a coincidence.
+void check_not_cached(void* p, const char* function);
+// Flushes the calling thread's cache and stops caching for it (thread exit).
+void at_thread_exit();
+// Fork: the list lock around fork(); in the child only the caller's cache stays.
+void prepare_fork();
+void after_fork_in_parent();
+void after_fork_in_child();
+// Flushes the calling thread's cache, which stays in use.
+void flush_own();
+// The bytes held by every live cache.
+std::size_t cached_bytes();
+// The invariants above and, for the calling thread's cache, that every
+// region is a live region of its class, keyed, and cached once. False (with
+// a line on stderr) when one does not hold.
+bool check();
+
+// Around every change of a cache: a signal handler that interrupted one and
+// calls malloc or free finds `busy` set and aborts, as the uncached paths do
+// when they find their lock held, instead of corrupting the stacks.
+inline void enter(ThreadCache& cache) {
+  if (cache.busy) [[unlikely]]
+    os::fatal_lock_reentered();
+  cache.busy = true;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+}
+inline void leave(ThreadCache& cache) {
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  cache.busy = false;
+}
+
+// A region of class `bin` from the cache, or null on a miss.
+[[gnu::always_inline]] inline void* pop(std::size_t bin) {
+  ThreadCache* cache = t_cache;
+  if (cache == nullptr) [[unlikely]]
+    return nullptr;
+  CacheClass& c = cache->classes[bin];
+  enter(*cache);
+  std::uint32_t n = c.count;
+  if (n == 0) {
+    leave(*cache);
+    return nullptr;
+  }
+  --n;
+  void* p = c.slots[n];
+  set_count(c, n);
+  if (n < c.low_water) c.low_water = n;
+  *static_cast<std::uintptr_t*>(p) = 0;  // the key: no longer cached
+  if (--cache->events_until_gc == 0) [[unlikely]]
+    gc_step(*cache);
+  leave(*cache);
+  return p;
+}
+
+// Caches the free of `p` in `owner`'s chunk; false when the caller must free
+// it the uncached way (no cache, a large allocation, or anything the checks
+// refuse: the uncached free then reports it with its usual message).
+[[gnu::always_inline]] inline bool push(void* p, Arena* owner, std::size_t expected_bin,
+                                        const char* function) {
+  ThreadCache* cache = t_cache;
+  const PointerClass target = owner->classify_live(Chunk::of(p), p, expected_bin);
+  if (target.problem != BadPointer::kNone || target.run == nullptr) [[unlikely]]
+    return false;
+  std::uintptr_t* word = static_cast<std::uintptr_t*>(p);
+  // Also from a thread without a cache: the region may sit in another's.
+  if (*word == key_of(p)) [[unlikely]]
+    check_not_cached(p, function);
+  if (cache == nullptr) [[unlikely]]
+    return false;
+  // Already free in its run: flushed before (the uncached free reports it).
+  const std::uint64_t bits =
+      __atomic_load_n(&target.run->bitmap()[target.region / 64], __ATOMIC_RELAXED);
+  if (bits & (std::uint64_t{1} << (target.region % 64))) [[unlikely]]
+    return false;
+  const std::size_t bin = static_cast<std::size_t>(target.info - &bin_info(0));
+  CacheClass& c = cache->classes[bin];
+  enter(*cache);
+  if (c.count == c.capacity) [[unlikely]]
+    flush_full(c, bin);
+  *word = key_of(p);
+  const std::uint32_t n = c.count;
+  c.slots[n] = p;
+  set_count(c, n + 1);
+  if (--cache->events_until_gc == 0) [[unlikely]]
+    gc_step(*cache);
+  leave(*cache);
+  return true;
+}
+
+}  // namespace runsel::thread_cache
+
+#endif  // RUNSEL_THREAD_CACHE

@@ -1,0 +1,253 @@
+// The thread cache (-Dthread_cache=true; the setting-tcache-<container>
+// libraries): run against a library that has it. Double frees of cached and
+// of flushed regions abort naming the pointer, a foreign pointer is refused
+// before it enters the cache, a thread's exit gives its cache back, idle
+// classes are given back by the GC, and a seeded differential test against a
+// model of the cache's stacks and of the live blocks.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "runsel.h"
+#include "support/blocks.h"
+#include "support/heap.h"
+#include "support/seeds.h"
+
+// The double frees below are the point.
+#pragma GCC diagnostic ignored "-Wuse-after-free"
+
+namespace {
+
+using runsel_test::opaque;
+
+constexpr size_t kMaxSlots = 200;
+
+// The class index of `size` (a small size), from the library's own table.
+size_t class_of(size_t size) {
+  static runsel_stats_t s;
+  runsel_stats(&s);
+  for (size_t b = 0; b < s.bin_count; ++b)
+    if (s.bins[b].size >= size) return b;
+  return s.bin_count;
+}
+
+std::vector<void*> cached(size_t bin) {
+  std::vector<void*> slots(kMaxSlots);
+  const size_t n = runsel_thread_cache_slots(bin, slots.data(), slots.size());
+  slots.resize(n);
+  return slots;
+}
+
+size_t thread_cached() {
+  runsel_stats_t s;
+  runsel_stats(&s);
+  return s.thread_cached;
+}
+
+std::string pointer_text(const void* p) {
+  char text[32];
+  snprintf(text, sizeof text, "%p", p);
+  return text;
+}
+
+void no_core_dump() {
+  struct rlimit none = {0, 0};
+  setrlimit(RLIMIT_CORE, &none);
+}
+
+class ThreadCache : public testing::Test {
+ protected:
+  void SetUp() override {
+    GTEST_FLAG_SET(death_test_style, "fast");  // the child has this cache
+    void* p = opaque(malloc(64));
+    free(p);
+    ASSERT_EQ(cached(class_of(64)).empty(), false) << "this library has no thread cache";
+  }
+};
+
+TEST_F(ThreadCache, DoubleFreeOfACachedRegionAborts) {
+  void* p = opaque(malloc(64));
+  free(p);
+  ASSERT_EQ(cached(class_of(64)).back(), p);
+  EXPECT_EXIT((no_core_dump(), free(opaque(p))), testing::KilledBySignal(SIGABRT),
+              "runsel: free\\(" + pointer_text(p) + "\\): double free of a small region\n");
+  EXPECT_EXIT((no_core_dump(), opaque(realloc(opaque(p), 70))), testing::KilledBySignal(SIGABRT),
+              "runsel: realloc\\(" + pointer_text(p) + "\\): double free of a small region\n");
+}
+
+TEST_F(ThreadCache, DoubleFreeFromAnotherThreadOfARegionCachedHereAborts) {
+  void* p = opaque(malloc(64));
+  free(p);
+  EXPECT_EXIT((no_core_dump(), std::thread([p] { free(opaque(p)); }).join()),
+              testing::KilledBySignal(SIGABRT),
+              "runsel: free\\(" + pointer_text(p) + "\\): double free of a small region\n");
+}
+
+TEST_F(ThreadCache, DoubleFreeOfAFlushedRegionAborts) {
+  void* p = opaque(malloc(64));
+  free(p);
+  runsel_thread_cache_flush();
+  EXPECT_TRUE(cached(class_of(64)).empty());
+  EXPECT_EXIT((no_core_dump(), free(opaque(p))), testing::KilledBySignal(SIGABRT),
+              "runsel: free\\(" + pointer_text(p) + "\\): double free of a small region\n");
+}
+
+TEST_F(ThreadCache, ForeignAndInteriorPointersNeverEnterTheCache) {
+  static char outside[64];
+  EXPECT_EXIT((no_core_dump(), free(opaque(outside + 16))), testing::KilledBySignal(SIGABRT),
+              "not allocated by runsel");
+  char* p = static_cast<char*>(opaque(malloc(64)));
+  EXPECT_EXIT((no_core_dump(), free(opaque(p + 16))), testing::KilledBySignal(SIGABRT),
+              "not the start of a small region");
+  const std::vector<void*> before = cached(class_of(64));
+  EXPECT_EQ(std::count(before.begin(), before.end(), p + 16), 0);
+  free(p);
+}
+
+TEST_F(ThreadCache, AThreadsExitGivesItsCacheBack) {
+  size_t inside = 0;
+  std::thread worker([&] {
+    std::vector<void*> blocks;
+    for (int i = 0; i < 1000; ++i) blocks.push_back(opaque(malloc(16 + 16 * (i % 20))));
+    for (void* p : blocks) free(p);
+    inside = thread_cached();
+  });
+  worker.join();
+  EXPECT_GT(inside, 0u);
+  // Only this thread's cache is left (std::thread allocated through it).
+  runsel_thread_cache_flush();
+  EXPECT_EQ(thread_cached(), 0u);
+  EXPECT_EQ(runsel_check(), 0);
+}
+
+TEST_F(ThreadCache, IdleClassesAreGivenBack) {
+  runsel_thread_cache_flush();
+  std::vector<void*> blocks;
+  for (int i = 0; i < 100; ++i) blocks.push_back(opaque(malloc(256)));
+  for (void* p : blocks) free(p);
+  const size_t idle = class_of(256);
+  ASSERT_GE(cached(idle).size(), 100u);
+  // Only another class is used: the GC visits the idle one again and again.
+  size_t events = 0;
+  while (!cached(idle).empty() && events < 2'000'000) {
+    free(opaque(malloc(32)));
+    events += 2;
+  }
+  EXPECT_TRUE(cached(idle).empty()) << "after " << events << " cache events";
+  EXPECT_LT(events, 200'000u);
+  EXPECT_EQ(runsel_check(), 0);
+}
+
+// The model: per class, the stack the cache must hold, bottom first, where a
+// null entry stands for a region a fill took in (not known in advance), and
+// the live blocks with their sizes and fill bytes. After every step the
+// library's stacks must equal the model's where the model knows the entry;
+// what the cache gave up (a flush or the GC: always its oldest entries) is
+// dropped from the model's bottom, and what a fill added, which happens only
+// on an empty stack, is added as unknown entries. The test's own bookkeeping
+// lives in fixed arrays: it must not allocate while the model runs.
+constexpr size_t kClasses = 8;
+constexpr size_t kMaxLive = 600;
+
+struct Model {
+  void* stack[kClasses][kMaxSlots + 1];
+  size_t depth[kClasses];
+  void* real[kMaxSlots];
+  struct Block {
+    unsigned char* p;
+    size_t size;
+    unsigned char fill;
+    size_t bin;
+  } live[kMaxLive];
+  size_t live_count;
+
+  size_t real_of(size_t bin) { return runsel_thread_cache_slots(bin, real, kMaxSlots); }
+  bool is_live(const void* p) const {
+    for (size_t i = 0; i < live_count; ++i)
+      if (live[i].p == p) return true;
+    return false;
+  }
+  // Drops the oldest entries until `bin` holds `n`.
+  void shrink_to(size_t bin, size_t n) {
+    const size_t drop = depth[bin] - n;
+    std::memmove(stack[bin], stack[bin] + drop, n * sizeof(void*));
+    depth[bin] = n;
+  }
+};
+
+TEST_F(ThreadCache, DifferentialAgainstAModel) {
+  static Model m;
+  runsel_stats_t s;
+  runsel_stats(&s);
+  size_t sizes[kClasses];
+  for (size_t b = 0; b < kClasses; ++b) sizes[b] = s.bins[b].size;
+  for (uint64_t seed : runsel_test::test_seeds(3)) {
+    SCOPED_TRACE(runsel_test::replay_hint(seed));
+    runsel_test::Random random(seed);
+    runsel_thread_cache_flush();
+    std::memset(&m, 0, sizeof m);
+    for (int step = 0; step < 40000; ++step) {
+      const size_t bin = random.below(kClasses);
+      if (m.live_count < kMaxLive && (m.live_count == 0 || random.below(100) < 52)) {
+        const size_t size = sizes[bin] - random.below(16);
+        auto* p = static_cast<unsigned char*>(opaque(malloc(size)));
+        ASSERT_NE(p, nullptr);
+        ASSERT_FALSE(m.is_live(p)) << "handed out twice at step " << step;
+        if (m.depth[bin] > 0) {
+          void* top = m.stack[bin][--m.depth[bin]];
+          if (top != nullptr) {
+            ASSERT_EQ(p, top) << "not the newest cached region, step " << step;
+          }
+        } else {
+          m.depth[bin] = m.real_of(bin);  // the fill's other regions, unknown
+          for (size_t i = 0; i < m.depth[bin]; ++i) m.stack[bin][i] = nullptr;
+        }
+        const auto fill = static_cast<unsigned char>(random.next());
+        std::memset(p, fill, size);
+        m.live[m.live_count++] = {p, size, fill, bin};
+      } else {
+        const size_t at = random.below(m.live_count);
+        const Model::Block block = m.live[at];
+        m.live[at] = m.live[--m.live_count];
+        for (size_t i = 0; i < block.size; ++i)
+          ASSERT_EQ(block.p[i], block.fill) << "contents lost at step " << step;
+        free(block.p);
+        const size_t n = m.real_of(block.bin);
+        ASSERT_GT(n, 0u);
+        ASSERT_EQ(m.real[n - 1], block.p) << "a free is cached on top, step " << step;
+        // A full stack first flushed its older half.
+        if (n <= m.depth[block.bin]) m.shrink_to(block.bin, n - 1);
+        m.stack[block.bin][m.depth[block.bin]++] = block.p;
+      }
+      // What the GC gave up (the oldest entries); then every known entry.
+      for (size_t b = 0; b < kClasses; ++b) {
+        const size_t n = m.real_of(b);
+        ASSERT_LE(n, m.depth[b]) << "class " << b << " grew without a fill, step " << step;
+        m.shrink_to(b, n);
+        for (size_t i = 0; i < n; ++i) {
+          if (m.stack[b][i] != nullptr) {
+            ASSERT_EQ(m.real[i], m.stack[b][i])
+                << "class " << b << " slot " << i << ", step " << step;
+          }
+          ASSERT_FALSE(m.is_live(m.real[i])) << "a live block is cached, step " << step;
+        }
+      }
+      if (step % 5000 == 0) {
+        ASSERT_EQ(runsel_check(), 0) << "at step " << step;
+      }
+    }
+    while (m.live_count > 0) free(m.live[--m.live_count].p);
+    ASSERT_EQ(runsel_check(), 0);
+    runsel_stats(&s);
+    EXPECT_LE(s.thread_cached, s.small_allocated);
+  }
+}
+
+}  // namespace
