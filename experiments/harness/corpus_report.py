@@ -137,6 +137,12 @@ def answer_paragraph(results: dict) -> str:
         f"each of {costed['n_traces']} traces; the share covered is in the corpus table). "
         + column_sentence(judged, ("cost", "instructions_per_call"), reference),
     ]
+    webkit = group_judgement(results, "webkit")
+    if webkit is not judged and webkit:
+        sentences.append(
+            f"**The WebKit traces alone** ({len(webkit['traces'])} traces; pooled with the "
+            "Firefox logs, any difference between the two browsers widens the interval): "
+            + column_sentence(webkit, ("closed", "purged_resident"), reference))
     resident = ranked(judged, ("closed", "resident"))
     unresolved = len(resident["not resolvable"])
     total = sum(len(values) for values in resident.values())

@@ -239,6 +239,9 @@ class FirefoxLogsJoinTheCorpus(unittest.TestCase):
         cost = judged["containers"]["planted"]["cost"]["instructions_per_call"]
         self.assertEqual(cost["n_traces"], 4)  # the logs have no callgrind windows
         self.assertIn("2 Firefox 153.7.0esr logs", corpus_report.corpus_words(document))
+        document["corpus"]["cost"] = {"windows": 4, "window_records": 10}
+        answer = corpus_report.answer_paragraph(document)
+        self.assertIn("The WebKit traces alone** (4 traces", answer)  # beside the pooled answer
         self.assertEqual(verdict.corpus_published(document["corpus"]), [])  # no such containers
 
     def test_without_a_replayed_session_the_answer_stays_on_webkit(self):
