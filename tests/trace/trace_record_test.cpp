@@ -24,19 +24,21 @@ TEST_F(TraceTest, ReplaysPythonWithTheRecordedOperationCount) {
                       first_json.string(), trace.string()},
                      {}, dir_);
   ASSERT_TRUE(WIFEXITED(replay.status) && WEXITSTATUS(replay.status) == 0) << replay.err;
-  // A replay is deterministic (one thread, no address randomization): a second
-  // one agrees to the byte, resident memory included.
-  Child again = run({replayer(container()).string(), "--every", "500000", "--json",
-                     second_json.string(), trace.string()},
-                    {}, dir_);
-  ASSERT_TRUE(WIFEXITED(again.status) && WEXITSTATUS(again.status) == 0) << again.err;
-  EXPECT_EQ(replay.out, again.out);
-  // Writing JSON changes no figure: the replayer's own buffers are not heap.
-  Child plain = run({replayer(container()).string(), "--every", "500000", trace.string()}, {}, dir_);
-  ASSERT_TRUE(WIFEXITED(plain.status) && WEXITSTATUS(plain.status) == 0) << plain.err;
-  EXPECT_EQ(replay.out, plain.out);
   std::string figures = slurp(first_json);
-  EXPECT_EQ(figures, slurp(second_json));
+  if (!replay_once()) {
+    // A replay is deterministic (one thread, no address randomization): a
+    // second one agrees to the byte, resident memory included.
+    Child again = run({replayer(container()).string(), "--every", "500000", "--json",
+                       second_json.string(), trace.string()},
+                      {}, dir_);
+    ASSERT_TRUE(WIFEXITED(again.status) && WEXITSTATUS(again.status) == 0) << again.err;
+    EXPECT_EQ(replay.out, again.out);
+    EXPECT_EQ(figures, slurp(second_json));
+    // Writing JSON changes no figure: the replayer's own buffers are not heap.
+    Child plain = run({replayer(container()).string(), "--every", "500000", trace.string()}, {}, dir_);
+    ASSERT_TRUE(WIFEXITED(plain.status) && WEXITSTATUS(plain.status) == 0) << plain.err;
+    EXPECT_EQ(replay.out, plain.out);
+  }
   EXPECT_NE(figures.find("\"name\": \"peak\""), std::string::npos) << figures.substr(0, 2000);
   EXPECT_EQ(field(replay.out, "replay", "ops"), summary.records);
   EXPECT_EQ(field(replay.out, "end", "ops"), summary.records);

@@ -53,6 +53,14 @@ inline std::vector<std::string> same_choices() {
   return names;
 }
 
+// Whether the build is instrumented (checked, or a sanitizer): meson sets
+// RUNSEL_TRACE_REPLAY_ONCE=1 there, and a test then replays its trace once,
+// leaving the repeats that prove a replay deterministic to the main build.
+inline bool replay_once() {
+  const char* once = std::getenv("RUNSEL_TRACE_REPLAY_ONCE");
+  return once && std::string(once) == "1";
+}
+
 inline fs::path replayer(const std::string& name) {
   return fs::path(RUNSEL_REPLAY_DIR) / ("runsel-replay-" + name);
 }
