@@ -220,7 +220,7 @@ class TestBuild:
 #   tcache   -Dthread_cache=true: the thread cache's own test and every API
 #            test but redis (the thread_cache suite), for moz_tree, lifo,
 #            rb_first and age_address only.
-# The ubsan, checked and tcache builds compile every variant again; as unity
+# The ubsan, checked, fuzz and tcache builds compile every variant again; as unity
 # builds (meson's -Dunity=on: a target's sources compiled a few at a time, as
 # one file each) they take about 30 % less compiler time (a checked build of
 # every target: 245 CPU-s against 348). The main build stays one file at a time,
@@ -234,7 +234,7 @@ TEST_BUILDS = {
                                  "cpp_args": "-fno-sanitize-recover=undefined",
                                  "hook_placement": "page_map"}),
     "checked": TestBuild("checked", {**NO_BENCHMARKS, **UNITY, "checked": "true"}),
-    "fuzz": TestBuild("fuzz", {**NO_BENCHMARKS, "checked": "true", "fuzzing": "true"},
+    "fuzz": TestBuild("fuzz", {**NO_BENCHMARKS, **UNITY, "checked": "true", "fuzzing": "true"},
                       setup_env={"CXX": "clang++"}, suites=("fuzz",)),
     "tcache": TestBuild("tcache", {**NO_BENCHMARKS, **UNITY, "thread_cache": "true"},
                         suites=("thread_cache",)),
