@@ -120,63 +120,78 @@ inline void leave(ThreadCache& cache) {
   cache.busy = false;
 }
 
-// A region of class `bin` from the cache, or null on a miss.
-[[gnu::always_inline]] inline void* pop(std::size_t bin) {
+// The common cases of malloc and free below are inline and call nothing, so
+// the entry points that inline them keep their few values in scratch
+// registers (no saves and restores); everything rare goes out of line, to
+// pop_or_fill and push, which do the whole operation with every case.
+
+// A region of class `bin` from the cache, or null: then the caller calls
+// pop_or_fill (no cache yet, an empty stack, the GC's turn, or a signal
+// handler inside a cache operation, which pop_or_fill reports).
+[[gnu::always_inline]] inline void* pop_fast(std::size_t bin) {
   ThreadCache* cache = t_cache;
   if (cache == nullptr) [[unlikely]]
     return nullptr;
   CacheClass& c = cache->classes[bin];
-  enter(*cache);
   std::uint32_t n = c.count;
-  if (n == 0) {
-    leave(*cache);
+  if (n == 0 || cache->busy || cache->events_until_gc == 1) [[unlikely]]
     return nullptr;
-  }
+  cache->busy = true;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
   --n;
   void* p = c.slots[n];
   set_count(c, n);
   if (n < c.low_water) c.low_water = n;
   *static_cast<std::uintptr_t*>(p) = 0;  // the key: no longer cached
-  if (--cache->events_until_gc == 0) [[unlikely]]
-    gc_step(*cache);
+  --cache->events_until_gc;
   leave(*cache);
   return p;
 }
 
-// Caches the free of `p` in `owner`'s chunk; false when the caller must free
-// it the uncached way (no cache, a large allocation, or anything the checks
-// refuse: the uncached free then reports it with its usual message).
-[[gnu::always_inline]] inline bool push(void* p, Arena* owner, std::size_t expected_bin,
-                                        const char* function) {
+// Out of line: pop_fast's whole operation (the GC step when due), then a
+// fill when the stack is empty; null only without a cache for this thread
+// or out of memory.
+void* pop_or_fill(std::size_t bin);
+
+// Caches the free of `p` in `owner`'s chunk when nothing is unusual: true.
+// False sends the caller to push, which decides (no cache yet, a full stack,
+// the GC's turn, a key found in the region, a signal handler inside a cache
+// operation, or anything the checks refuse). The same checks as push.
+[[gnu::always_inline]] inline bool push_fast(void* p, Arena* owner, std::size_t expected_bin) {
   ThreadCache* cache = t_cache;
+  if (cache == nullptr) [[unlikely]]
+    return false;
   const PointerClass target = owner->classify_live(Chunk::of(p), p, expected_bin);
   if (target.problem != BadPointer::kNone || target.run == nullptr) [[unlikely]]
     return false;
   std::uintptr_t* word = static_cast<std::uintptr_t*>(p);
-  // Also from a thread without a cache: the region may sit in another's.
-  if (*word == key_of(p)) [[unlikely]]
-    check_not_cached(p, function);
-  if (cache == nullptr) [[unlikely]]
+  const std::uintptr_t key = key_of(p);
+  if (*word == key) [[unlikely]]
     return false;
-  // Already free in its run: flushed before (the uncached free reports it).
   const std::uint64_t bits =
       __atomic_load_n(&target.run->bitmap()[target.region / 64], __ATOMIC_RELAXED);
   if (bits & (std::uint64_t{1} << (target.region % 64))) [[unlikely]]
     return false;
   const std::size_t bin = static_cast<std::size_t>(target.info - &bin_info(0));
   CacheClass& c = cache->classes[bin];
-  enter(*cache);
-  if (c.count == c.capacity) [[unlikely]]
-    flush_full(c, bin);
-  *word = key_of(p);
   const std::uint32_t n = c.count;
+  if (n == c.capacity || cache->busy || cache->events_until_gc == 1) [[unlikely]]
+    return false;
+  cache->busy = true;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  *word = key;
   c.slots[n] = p;
   set_count(c, n + 1);
-  if (--cache->events_until_gc == 0) [[unlikely]]
-    gc_step(*cache);
+  --cache->events_until_gc;
   leave(*cache);
   return true;
 }
+
+// Out of line: caches the free of `p` in `owner`'s chunk, with every case
+// push_fast leaves to it; false when the caller must free it the uncached
+// way (no cache, or anything the checks refuse: the uncached free then
+// reports it with its usual message).
+bool push(void* p, Arena* owner, std::size_t expected_bin, const char* function);
 
 }  // namespace runsel::thread_cache
 
