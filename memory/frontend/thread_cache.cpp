@@ -52,8 +52,14 @@ ThreadCache* new_cache() RUNSEL_REQUIRES(g_caches_lock) {
   } else {
     std::size_t slots = 0;
     for (std::size_t b = 0; b < kNumBins; ++b) slots += slots_of(b);
-    char* block = static_cast<char*>(base::allocate(sizeof(ThreadCache) + slots * sizeof(void*)));
+    // Metadata memory is 16-byte aligned; the classes want their own
+    // alignment (a cache is never given back: nothing needs the block's start).
+    constexpr std::size_t kAlign = alignof(ThreadCache);
+    static_assert(kAlign >= 16 && kAlign % 16 == 0);
+    char* block = static_cast<char*>(
+        base::allocate(sizeof(ThreadCache) + slots * sizeof(void*) + kAlign - 16));
     if (block == nullptr) return nullptr;
+    block += (kAlign - reinterpret_cast<std::uintptr_t>(block) % kAlign) % kAlign;
     cache = new (block) ThreadCache;
     void** next_slot = reinterpret_cast<void**>(block + sizeof(ThreadCache));
     for (std::size_t b = 0; b < kNumBins; ++b) {

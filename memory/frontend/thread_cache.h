@@ -56,7 +56,9 @@ inline std::uint32_t slots_of(std::size_t bin) {
 // One class's stack: slots[0 .. count), the oldest at the bottom. count is
 // written only by the owning thread, and read by others (stats, the double
 // free search) with relaxed loads. Invariant: low_water <= count <= capacity.
-struct CacheClass {
+// As large as a BinInfo: a free finds its class's stack at the byte offset of
+// its class's BinInfo in the table, with no multiplication.
+struct alignas(sizeof(BinInfo)) CacheClass {
   void** slots = nullptr;
   std::uint32_t count = 0;
   std::uint32_t capacity = 0;
