@@ -73,8 +73,7 @@ ThreadCache* new_cache() RUNSEL_REQUIRES(g_caches_lock) {
     c.fill_shift = 1;
     c.ran_empty = false;
   }
-  cache->events_until_gc = kGcEvents;
-  cache->busy = false;
+  cache->gate = kGcEvents;  // not busy
   cache->gc_next_class = 0;
   return cache;
 }
@@ -175,7 +174,7 @@ void* pop_or_fill(std::size_t bin) {
     set_count(c, n);
     if (n < c.low_water) c.low_water = n;
     *static_cast<std::uintptr_t*>(p) = 0;  // the key: no longer cached
-    if (--cache->events_until_gc == 0) gc_step(*cache);
+    if (count_event(*cache)) gc_step(*cache);
     leave(*cache);
     return p;
   }
@@ -202,7 +201,7 @@ bool push(void* p, Arena* owner, std::size_t expected_bin, const char* function)
   const std::uint32_t n = c.count;
   c.slots[n] = p;
   set_count(c, n + 1);
-  if (--cache->events_until_gc == 0) gc_step(*cache);
+  if (count_event(*cache)) gc_step(*cache);
   leave(*cache);
   return true;
 }
@@ -213,7 +212,7 @@ void flush_full(CacheClass& c, std::size_t bin) {
 }
 
 void gc_step(ThreadCache& cache) {
-  cache.events_until_gc = kGcEvents;
+  cache.gate = (cache.gate & kBusy) | kGcEvents;
   CacheClass& c = cache.classes[cache.gc_next_class];
   cache.gc_next_class = (cache.gc_next_class + 1) % kNumBins;
   if (c.low_water > 0) {

@@ -67,11 +67,17 @@ struct alignas(sizeof(BinInfo)) CacheClass {
   bool ran_empty = false;       // a miss since the GC's last visit
 };
 
+// The busy bit of ThreadCache::gate: inside a cache operation (enter, leave).
+inline constexpr std::uint32_t kBusy = 0x8000'0000;
+
 struct ThreadCache {
   CacheClass classes[kNumBins];
-  std::uint32_t events_until_gc = kGcEvents;
+  // Cache events left before the next GC step (>= 1 outside gc_step), with
+  // kBusy on top: one word, so the inline paths test both (not busy, not the
+  // GC's turn: as a signed number, above 1) with one comparison and update
+  // both (one event fewer, not busy) with one store.
+  std::uint32_t gate = kGcEvents;
   std::uint32_t gc_next_class = 0;
-  bool busy = false;  // inside a cache operation (enter, leave)
   // The list of live caches (stats, double-free search, fork), or of free ones.
   ThreadCache* next = nullptr;
   ThreadCache* prev = nullptr;
@@ -109,18 +115,23 @@ std::size_t cached_bytes();
 bool check();
 
 // Around every change of a cache: a signal handler that interrupted one and
-// calls malloc or free finds `busy` set and aborts, as the uncached paths do
-// when they find their lock held, instead of corrupting the stacks.
+// calls malloc or free finds kBusy set and aborts, as the uncached paths do
+// when they find their lock held, instead of corrupting the stacks. A cache's
+// stacks are read only after kBusy is set.
 inline void enter(ThreadCache& cache) {
-  if (cache.busy) [[unlikely]]
+  if (cache.gate & kBusy) [[unlikely]]
     os::fatal_lock_reentered();
-  cache.busy = true;
+  cache.gate |= kBusy;
   std::atomic_signal_fence(std::memory_order_seq_cst);
 }
 inline void leave(ThreadCache& cache) {
   std::atomic_signal_fence(std::memory_order_seq_cst);
-  cache.busy = false;
+  cache.gate &= ~kBusy;
 }
+// One cache event, between enter and leave: true when the GC's step is due.
+inline bool count_event(ThreadCache& cache) { return ((--cache.gate) & ~kBusy) == 0; }
+// Whether the inline paths may go on: not busy, and not the GC's turn.
+inline bool gate_open(std::uint32_t gate) { return static_cast<std::int32_t>(gate) > 1; }
 
 // The common cases of malloc and free below are inline and call nothing, so
 // the entry points that inline them keep their few values in scratch
@@ -134,19 +145,25 @@ inline void leave(ThreadCache& cache) {
   ThreadCache* cache = t_cache;
   if (cache == nullptr) [[unlikely]]
     return nullptr;
+  const std::uint32_t gate = cache->gate;
+  if (!gate_open(gate)) [[unlikely]]
+    return nullptr;
+  cache->gate = gate | kBusy;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
   CacheClass& c = cache->classes[bin];
   std::uint32_t n = c.count;
-  if (n == 0 || cache->busy || cache->events_until_gc == 1) [[unlikely]]
+  if (n == 0) [[unlikely]] {
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    cache->gate = gate;
     return nullptr;
-  cache->busy = true;
-  std::atomic_signal_fence(std::memory_order_seq_cst);
+  }
   --n;
   void* p = c.slots[n];
   set_count(c, n);
   if (n < c.low_water) c.low_water = n;
   *static_cast<std::uintptr_t*>(p) = 0;  // the key: no longer cached
-  --cache->events_until_gc;
-  leave(*cache);
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  cache->gate = gate - 1;  // one event, and not busy
   return p;
 }
 
@@ -175,17 +192,23 @@ void* pop_or_fill(std::size_t bin);
   if (bits & (std::uint64_t{1} << (target.region % 64))) [[unlikely]]
     return false;
   const std::size_t bin = static_cast<std::size_t>(target.info - &bin_info(0));
+  const std::uint32_t gate = cache->gate;
+  if (!gate_open(gate)) [[unlikely]]
+    return false;
+  cache->gate = gate | kBusy;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
   CacheClass& c = cache->classes[bin];
   const std::uint32_t n = c.count;
-  if (n == c.capacity || cache->busy || cache->events_until_gc == 1) [[unlikely]]
+  if (n == c.capacity) [[unlikely]] {
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    cache->gate = gate;
     return false;
-  cache->busy = true;
-  std::atomic_signal_fence(std::memory_order_seq_cst);
+  }
   *word = key;
   c.slots[n] = p;
   set_count(c, n + 1);
-  --cache->events_until_gc;
-  leave(*cache);
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  cache->gate = gate - 1;  // one event, and not busy
   return true;
 }
 
