@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "frontend/thread_cache.h"
 #include "platform/fatal.h"
 #include "platform/os.h"
 #include "runsel.h"
@@ -75,11 +76,16 @@ RUNSEL_EXPORT struct mallinfo mallinfo(void) noexcept {
   return info;
 }
 
-// Gives back what runsel holds for reuse: every bin's kept empty run, every
-// dirty page, the huge mapping cache. 1 if committed memory went down.
+// Gives back what runsel holds for reuse: the calling thread's cache (with
+// -Dthread_cache=true; a program that trims expects the memory it freed
+// back), every bin's kept empty run, every dirty page, the huge mapping
+// cache. 1 if committed memory went down.
 RUNSEL_EXPORT int malloc_trim(size_t) noexcept {
   runsel_stats_t before, after;
   runsel_stats(&before);
+#if RUNSEL_THREAD_CACHE
+  thread_cache::flush_own();  // first: the runs it empties are then purged too
+#endif
   runsel_free_dirty_pages();
   runsel_stats(&after);
   return after.committed < before.committed ? 1 : 0;

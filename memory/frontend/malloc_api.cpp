@@ -99,10 +99,11 @@ const char* describe(BadPointer problem) {
 }
 
 #if RUNSEL_THREAD_CACHE
-// A small allocation the thread cache missed: a fill, or (no cache for this
-// thread: an exiting one, or out of metadata memory) the uncached path.
+// A small allocation the thread cache's inline path left: the whole pop or a
+// fill, or (no cache for this thread: an exiting one, or out of metadata
+// memory) the uncached path.
 [[gnu::noinline]] void* allocate_small_cache_miss(std::size_t size, bool zero) {
-  void* p = thread_cache::fill_and_pop(bin_index(size));
+  void* p = thread_cache::pop_or_fill(bin_index(size));
   if (p == nullptr) return allocate_small_any_thread(size, zero);
   if (zero) std::memset(p, 0, bin_size(bin_index(size)));
   return p;
@@ -128,7 +129,7 @@ const char* describe(BadPointer problem) {
 [[gnu::always_inline]] inline void* allocate(std::size_t size, bool zero) {
   if (!is_small(size)) return allocate_beyond_small(size, zero);
 #if RUNSEL_THREAD_CACHE
-  if (void* p = thread_cache::pop(bin_index(size))) {
+  if (void* p = thread_cache::pop_fast(bin_index(size))) {
     if (zero) std::memset(p, 0, bin_size(bin_index(size)));
     return p;
   }
@@ -196,6 +197,12 @@ void* allocate_aligned(std::size_t alignment, std::size_t size) {
   if (problem != huge::Problem::kNone) fatal_huge(function, p, problem);
 }
 
+#if RUNSEL_THREAD_CACHE
+// deallocate() of a small region the thread cache's inline path left: the
+// whole push, else the uncached free. A tail call from deallocate.
+[[gnu::noinline]] void deallocate_cache_slow(void* p, const char* function, Arena* arena);
+#endif
+
 // deallocate() of a pointer in an arena chunk while the process has threads:
 // with the arena's lock from a thread of that arena, else (a remote free)
 // queued for it without its lock (Arena::free_remote).
@@ -204,6 +211,13 @@ void* allocate_aligned(std::size_t alignment, std::size_t size) {
   BadPointer problem = arena == t_arena ? arena->free(chunk, p) : arena->free_remote(chunk, p);
   if (problem != BadPointer::kNone) fatal_bad_pointer(function, p, chunk, problem);
 }
+
+#if RUNSEL_THREAD_CACHE
+void deallocate_cache_slow(void* p, const char* function, Arena* arena) {
+  if (thread_cache::push(p, arena, Arena::kNoExpectedBin, function)) return;
+  deallocate_any_thread(p, function, arena);
+}
+#endif
 
 // Inline in free and realloc: the common case of free (a small region while
 // the process has one thread) then calls nothing. The arena comes from the
@@ -214,10 +228,10 @@ void* allocate_aligned(std::size_t alignment, std::size_t size) {
   if (!owner.is_arena_chunk()) return deallocate_outside_arenas(p, function, owner);
   Arena* arena = owner.as<Arena>();
 #if RUNSEL_THREAD_CACHE
-  // What the cache does not take goes the uncached way, out of line: the
-  // cached free then keeps fewer registers.
-  if (thread_cache::push(p, arena, Arena::kNoExpectedBin, function)) return;
-  return deallocate_any_thread(p, function, arena);
+  // What the inline path does not take goes out of line (a tail call): the
+  // cached free then saves no registers.
+  if (thread_cache::push_fast(p, arena, Arena::kNoExpectedBin)) return;
+  return deallocate_cache_slow(p, function, arena);
 #endif
   if (!os::single_threaded()) return deallocate_any_thread(p, function, arena);
   Chunk* chunk = Chunk::of(p);
@@ -237,7 +251,9 @@ void* allocate_aligned(std::size_t alignment, std::size_t size) {
   if (!owner.is_arena_chunk()) return deallocate_outside_arenas(p, "free", owner);
   Arena* arena = owner.as<Arena>();
 #if RUNSEL_THREAD_CACHE
-  if (thread_cache::push(p, arena, bin_index(size), "free")) return;
+  if (thread_cache::push_fast(p, arena, bin_index(size)) ||
+      thread_cache::push(p, arena, bin_index(size), "free"))
+    return;
 #endif
   Chunk* chunk = Chunk::of(p);
   BadPointer problem;

@@ -52,8 +52,14 @@ ThreadCache* new_cache() RUNSEL_REQUIRES(g_caches_lock) {
   } else {
     std::size_t slots = 0;
     for (std::size_t b = 0; b < kNumBins; ++b) slots += slots_of(b);
-    char* block = static_cast<char*>(base::allocate(sizeof(ThreadCache) + slots * sizeof(void*)));
+    // Metadata memory is 16-byte aligned; the classes want their own
+    // alignment (a cache is never given back: nothing needs the block's start).
+    constexpr std::size_t kAlign = alignof(ThreadCache);
+    static_assert(kAlign >= 16 && kAlign % 16 == 0);
+    char* block = static_cast<char*>(
+        base::allocate(sizeof(ThreadCache) + slots * sizeof(void*) + kAlign - 16));
     if (block == nullptr) return nullptr;
+    block += (kAlign - reinterpret_cast<std::uintptr_t>(block) % kAlign) % kAlign;
     cache = new (block) ThreadCache;
     void** next_slot = reinterpret_cast<void**>(block + sizeof(ThreadCache));
     for (std::size_t b = 0; b < kNumBins; ++b) {
@@ -67,8 +73,7 @@ ThreadCache* new_cache() RUNSEL_REQUIRES(g_caches_lock) {
     c.fill_shift = 1;
     c.ran_empty = false;
   }
-  cache->events_until_gc = kGcEvents;
-  cache->busy = false;
+  cache->gate = kGcEvents;  // not busy
   cache->gc_next_class = 0;
   return cache;
 }
@@ -159,13 +164,55 @@ void* fill_and_pop(std::size_t bin) {
   return p;
 }
 
+void* pop_or_fill(std::size_t bin) {
+  ThreadCache* cache = t_cache;
+  if (cache != nullptr && cache->classes[bin].count > 0) {
+    CacheClass& c = cache->classes[bin];
+    enter(*cache);
+    const std::uint32_t n = c.count - 1;
+    void* p = c.slots[n];
+    set_count(c, n);
+    if (n < c.low_water) c.low_water = n;
+    *static_cast<std::uintptr_t*>(p) = 0;  // the key: no longer cached
+    if (count_event(*cache)) gc_step(*cache);
+    leave(*cache);
+    return p;
+  }
+  return fill_and_pop(bin);
+}
+
+bool push(void* p, Arena* owner, std::size_t expected_bin, const char* function) {
+  ThreadCache* cache = t_cache;
+  const PointerClass target = owner->classify_live(Chunk::of(p), p, expected_bin);
+  if (target.problem != BadPointer::kNone || target.run == nullptr) return false;
+  std::uintptr_t* word = static_cast<std::uintptr_t*>(p);
+  // Also from a thread without a cache: the region may sit in another's.
+  if (*word == key_of(p)) check_not_cached(p, function);
+  if (cache == nullptr) return false;
+  // Already free in its run: flushed before (the uncached free reports it).
+  const std::uint64_t bits =
+      __atomic_load_n(&target.run->bitmap()[target.region / 64], __ATOMIC_RELAXED);
+  if (bits & (std::uint64_t{1} << (target.region % 64))) return false;
+  const std::size_t bin = static_cast<std::size_t>(target.info - &bin_info(0));
+  CacheClass& c = cache->classes[bin];
+  enter(*cache);
+  if (c.count == c.capacity) flush_full(c, bin);
+  *word = key_of(p);
+  const std::uint32_t n = c.count;
+  c.slots[n] = p;
+  set_count(c, n + 1);
+  if (count_event(*cache)) gc_step(*cache);
+  leave(*cache);
+  return true;
+}
+
 void flush_full(CacheClass& c, std::size_t bin) {
   (void)bin;
   flush_oldest(c, c.capacity / 2);
 }
 
 void gc_step(ThreadCache& cache) {
-  cache.events_until_gc = kGcEvents;
+  cache.gate = (cache.gate & kBusy) | kGcEvents;
   CacheClass& c = cache.classes[cache.gc_next_class];
   cache.gc_next_class = (cache.gc_next_class + 1) % kNumBins;
   if (c.low_water > 0) {

@@ -56,7 +56,9 @@ inline std::uint32_t slots_of(std::size_t bin) {
 // One class's stack: slots[0 .. count), the oldest at the bottom. count is
 // written only by the owning thread, and read by others (stats, the double
 // free search) with relaxed loads. Invariant: low_water <= count <= capacity.
-struct CacheClass {
+// As large as a BinInfo: a free finds its class's stack at the byte offset of
+// its class's BinInfo in the table, with no multiplication.
+struct alignas(sizeof(BinInfo)) CacheClass {
   void** slots = nullptr;
   std::uint32_t count = 0;
   std::uint32_t capacity = 0;
@@ -65,11 +67,17 @@ struct CacheClass {
   bool ran_empty = false;       // a miss since the GC's last visit
 };
 
+// The busy bit of ThreadCache::gate: inside a cache operation (enter, leave).
+inline constexpr std::uint32_t kBusy = 0x8000'0000;
+
 struct ThreadCache {
   CacheClass classes[kNumBins];
-  std::uint32_t events_until_gc = kGcEvents;
+  // Cache events left before the next GC step (>= 1 outside gc_step), with
+  // kBusy on top: one word, so the inline paths test both (not busy, not the
+  // GC's turn: as a signed number, above 1) with one comparison and update
+  // both (one event fewer, not busy) with one store.
+  std::uint32_t gate = kGcEvents;
   std::uint32_t gc_next_class = 0;
-  bool busy = false;  // inside a cache operation (enter, leave)
   // The list of live caches (stats, double-free search, fork), or of free ones.
   ThreadCache* next = nullptr;
   ThreadCache* prev = nullptr;
@@ -107,29 +115,46 @@ std::size_t cached_bytes();
 bool check();
 
 // Around every change of a cache: a signal handler that interrupted one and
-// calls malloc or free finds `busy` set and aborts, as the uncached paths do
-// when they find their lock held, instead of corrupting the stacks.
+// calls malloc or free finds kBusy set and aborts, as the uncached paths do
+// when they find their lock held, instead of corrupting the stacks. A cache's
+// stacks are read only after kBusy is set.
 inline void enter(ThreadCache& cache) {
-  if (cache.busy) [[unlikely]]
+  if (cache.gate & kBusy) [[unlikely]]
     os::fatal_lock_reentered();
-  cache.busy = true;
+  cache.gate |= kBusy;
   std::atomic_signal_fence(std::memory_order_seq_cst);
 }
 inline void leave(ThreadCache& cache) {
   std::atomic_signal_fence(std::memory_order_seq_cst);
-  cache.busy = false;
+  cache.gate &= ~kBusy;
 }
+// One cache event, between enter and leave: true when the GC's step is due.
+inline bool count_event(ThreadCache& cache) { return ((--cache.gate) & ~kBusy) == 0; }
+// Whether the inline paths may go on: not busy, and not the GC's turn.
+inline bool gate_open(std::uint32_t gate) { return static_cast<std::int32_t>(gate) > 1; }
 
-// A region of class `bin` from the cache, or null on a miss.
-[[gnu::always_inline]] inline void* pop(std::size_t bin) {
+// The common cases of malloc and free below are inline and call nothing, so
+// the entry points that inline them keep their few values in scratch
+// registers (no saves and restores); everything rare goes out of line, to
+// pop_or_fill and push, which do the whole operation with every case.
+
+// A region of class `bin` from the cache, or null: then the caller calls
+// pop_or_fill (no cache yet, an empty stack, the GC's turn, or a signal
+// handler inside a cache operation, which pop_or_fill reports).
+[[gnu::always_inline]] inline void* pop_fast(std::size_t bin) {
   ThreadCache* cache = t_cache;
   if (cache == nullptr) [[unlikely]]
     return nullptr;
+  const std::uint32_t gate = cache->gate;
+  if (!gate_open(gate)) [[unlikely]]
+    return nullptr;
+  cache->gate = gate | kBusy;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
   CacheClass& c = cache->classes[bin];
-  enter(*cache);
   std::uint32_t n = c.count;
-  if (n == 0) {
-    leave(*cache);
+  if (n == 0) [[unlikely]] {
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    cache->gate = gate;
     return nullptr;
   }
   --n;
@@ -137,46 +162,61 @@ inline void leave(ThreadCache& cache) {
   set_count(c, n);
   if (n < c.low_water) c.low_water = n;
   *static_cast<std::uintptr_t*>(p) = 0;  // the key: no longer cached
-  if (--cache->events_until_gc == 0) [[unlikely]]
-    gc_step(*cache);
-  leave(*cache);
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  cache->gate = gate - 1;  // one event, and not busy
   return p;
 }
 
-// Caches the free of `p` in `owner`'s chunk; false when the caller must free
-// it the uncached way (no cache, a large allocation, or anything the checks
-// refuse: the uncached free then reports it with its usual message).
-[[gnu::always_inline]] inline bool push(void* p, Arena* owner, std::size_t expected_bin,
-                                        const char* function) {
+// Out of line: pop_fast's whole operation (the GC step when due), then a
+// fill when the stack is empty; null only without a cache for this thread
+// or out of memory.
+void* pop_or_fill(std::size_t bin);
+
+// Caches the free of `p` in `owner`'s chunk when nothing is unusual: true.
+// False sends the caller to push, which decides (no cache yet, a full stack,
+// the GC's turn, a key found in the region, a signal handler inside a cache
+// operation, or anything the checks refuse). The same checks as push.
+[[gnu::always_inline]] inline bool push_fast(void* p, Arena* owner, std::size_t expected_bin) {
   ThreadCache* cache = t_cache;
+  if (cache == nullptr) [[unlikely]]
+    return false;
   const PointerClass target = owner->classify_live(Chunk::of(p), p, expected_bin);
   if (target.problem != BadPointer::kNone || target.run == nullptr) [[unlikely]]
     return false;
   std::uintptr_t* word = static_cast<std::uintptr_t*>(p);
-  // Also from a thread without a cache: the region may sit in another's.
-  if (*word == key_of(p)) [[unlikely]]
-    check_not_cached(p, function);
-  if (cache == nullptr) [[unlikely]]
+  const std::uintptr_t key = key_of(p);
+  if (*word == key) [[unlikely]]
     return false;
-  // Already free in its run: flushed before (the uncached free reports it).
   const std::uint64_t bits =
       __atomic_load_n(&target.run->bitmap()[target.region / 64], __ATOMIC_RELAXED);
   if (bits & (std::uint64_t{1} << (target.region % 64))) [[unlikely]]
     return false;
   const std::size_t bin = static_cast<std::size_t>(target.info - &bin_info(0));
+  const std::uint32_t gate = cache->gate;
+  if (!gate_open(gate)) [[unlikely]]
+    return false;
+  cache->gate = gate | kBusy;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
   CacheClass& c = cache->classes[bin];
-  enter(*cache);
-  if (c.count == c.capacity) [[unlikely]]
-    flush_full(c, bin);
-  *word = key_of(p);
   const std::uint32_t n = c.count;
+  if (n == c.capacity) [[unlikely]] {
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    cache->gate = gate;
+    return false;
+  }
+  *word = key;
   c.slots[n] = p;
   set_count(c, n + 1);
-  if (--cache->events_until_gc == 0) [[unlikely]]
-    gc_step(*cache);
-  leave(*cache);
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  cache->gate = gate - 1;  // one event, and not busy
   return true;
 }
+
+// Out of line: caches the free of `p` in `owner`'s chunk, with every case
+// push_fast leaves to it; false when the caller must free it the uncached
+// way (no cache, or anything the checks refuse: the uncached free then
+// reports it with its usual message).
+bool push(void* p, Arena* owner, std::size_t expected_bin, const char* function);
 
 }  // namespace runsel::thread_cache
 

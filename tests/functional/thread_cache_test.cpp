@@ -5,6 +5,7 @@
 // classes are given back by the GC, and a seeded differential test against a
 // model of the cache's stacks and of the live blocks.
 #include <gtest/gtest.h>
+#include <malloc.h>
 #include <signal.h>
 #include <sys/resource.h>
 
@@ -124,6 +125,28 @@ TEST_F(ThreadCache, AThreadsExitGivesItsCacheBack) {
   // Only this thread's cache is left (std::thread allocated through it).
   runsel_thread_cache_flush();
   EXPECT_EQ(thread_cached(), 0u);
+  EXPECT_EQ(runsel_check(), 0);
+}
+
+// A program that frees a batch of blocks and calls malloc_trim expects their
+// memory back: the calling thread's cache is given back first, so the runs
+// it held empty and are purged with the other dirty pages.
+TEST_F(ThreadCache, MallocTrimGivesTheCallersCacheBack) {
+  // The largest small class: few programs' blocks share its runs, and two
+  // runs' worth of regions fit in its cache (twice the regions of a run).
+  constexpr size_t kSize = 3840;
+  runsel_stats_t s;
+  runsel_stats(&s);
+  const size_t regions = s.bins[class_of(kSize)].regions_per_run * 2;
+  std::vector<void*> blocks;
+  for (size_t i = 0; i < regions; ++i) blocks.push_back(opaque(malloc(kSize)));
+  for (void* p : blocks) free(p);
+  ASSERT_FALSE(cached(class_of(kSize)).empty());
+  const int trimmed = malloc_trim(0);
+  // Read before anything else allocates (cached() does).
+  const size_t left = thread_cached();
+  EXPECT_EQ(trimmed, 1) << "committed memory should go down";
+  EXPECT_EQ(left, 0u);
   EXPECT_EQ(runsel_check(), 0);
 }
 

@@ -207,11 +207,10 @@ class Worker {
   size_t operations_ = 0;
 };
 
-runsel_stats_t snapshot() {
-  runsel_stats_t s;
-  runsel_stats(&s);
-  return s;
-}
+// The figures after the calling thread gives its cache back (with a thread
+// cache; runsel_test::snapshot): what stays cached then is in other threads'
+// caches.
+using runsel_test::snapshot;
 
 // Under TSan (about ten times slower) CI runs a quarter of the steps.
 #ifdef RUNSEL_RENAMED_API
@@ -265,6 +264,8 @@ Outcome run_workers(size_t threads, size_t total_steps, uint64_t seed) {
 // hold, thread_cached: the program's bytes are live_bytes.)
 void expect_memory_back(const runsel_stats_t& before, const runsel_stats_t& after) {
   EXPECT_EQ(runsel_test::live_bytes(after), runsel_test::live_bytes(before));
+  // The workers have exited, and their exits gave their caches back.
+  EXPECT_EQ(after.thread_cached, 0u);
   EXPECT_EQ(after.huge_count, before.huge_count);
   // What stays mapped is bounded: each arena may keep up to 8 spare chunks
   // (which hold its dirty pages, bounded by the purge policy), and each bin's
@@ -287,7 +288,9 @@ void expect_memory_back(const runsel_stats_t& before, const runsel_stats_t& afte
   // and bookkeeping grew by no more than the headers of the spare chunks and
   // new chunk-registry leaves (128 KiB each, for chunks mapped in a 16 GiB
   // range not used before; kept for good, like mozjemalloc's radix tree).
-  // Purging gives the kept empty runs back first.
+  // Purging gives the kept empty runs back first (after this thread's cache:
+  // the runs it empties are purged too, and the snapshot flushes nothing).
+  runsel_thread_cache_flush();
   runsel_free_dirty_pages();
   const runsel_stats_t purged = snapshot();
   EXPECT_EQ(purged.dirty, 0u);
