@@ -3,6 +3,7 @@
 // Everything here is constexpr.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 
@@ -49,14 +50,35 @@ constexpr bool is_small(std::size_t size) {
   return size <= kMaxSmallClass;
 }
 
-// Bin index for a small size (is_small(size); 0 is treated as 1).
-constexpr std::size_t bin_index(std::size_t size) {
+// Bin index for a small size by arithmetic (0 is treated as 1): what the
+// table below holds, and the definition the size-class test checks it by.
+constexpr std::size_t bin_index_by_formula(std::size_t size) {
   if (size <= kMaxQuantumClass) return size == 0 ? 0 : (size + kQuantum - 1) / kQuantum - 1;
   if (size <= kMinSubPageClass) return kNumQuantumBins;
   if (kClasses48 && size > kPageSize) {
     return kNumQuantumBins + kNumSubPageBins + (size - kPageSize - 1) / kPageClassStep;
   }
   return kNumQuantumBins + (size - kMinSubPageClass + kSubPageStep - 1) / kSubPageStep;
+}
+
+// Every class boundary is a multiple of kQuantum, so a size's bin is that of
+// the size rounded up to one: a byte per 16 bytes of small sizes (241 bytes,
+// 449 with -Dclasses48). On every malloc: a shift and one load instead of
+// the formula's compares and branches (five instructions fewer in the ring
+// pair loop, callgrind).
+inline constexpr std::size_t kBinIndexEntries = kMaxSmallClass / kQuantum + 1;
+inline constexpr auto kBinIndexBySixteenths = [] {
+  std::array<std::uint8_t, kBinIndexEntries> table{};
+  for (std::size_t i = 0; i < kBinIndexEntries; ++i) {
+    table[i] = static_cast<std::uint8_t>(bin_index_by_formula(i * kQuantum));
+  }
+  return table;
+}();
+static_assert(kNumBins <= 255);
+
+// Bin index for a small size (is_small(size); 0 is treated as 1).
+constexpr std::size_t bin_index(std::size_t size) {
+  return kBinIndexBySixteenths[(size + kQuantum - 1) / kQuantum];
 }
 
 constexpr std::size_t bin_size(std::size_t index) {

@@ -47,6 +47,7 @@ TEST(SizeClasses, EverySizeMapsToTheSmallestClassThatHoldsIt) {
     if (!is_small(size)) continue;
     ++small_sizes;
     const std::size_t bin = bin_index(size);
+    ASSERT_EQ(bin, bin_index_by_formula(size)) << size;  // the table is the formula
     ASSERT_LT(bin, kNumBins) << size;
     ASSERT_GE(bin_size(bin), size == 0 ? 1 : size) << size;
     if (bin > 0) {
