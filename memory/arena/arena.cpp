@@ -347,7 +347,7 @@ void Arena::purge_peers_to(std::size_t target) {
   }
 }
 
-void Arena::after_pages_dirtied() {
+void Arena::weigh_dirty_pages() {
   switch (purge_.policy) {
     case PurgePolicy::kBudget:
       if (weighed_dirty() > weighed_budget()) purge_at_bound();
@@ -377,7 +377,7 @@ void Arena::after_pages_dirtied() {
   }
 }
 
-void Arena::before_page_allocation() {
+void Arena::before_page_allocation_slow() {
   if (purge_.policy == PurgePolicy::kDeferred) {
     if (!purge_queued_ || allocations_until_purge_-- > 0) return;
     purge_queued_ = false;

@@ -197,6 +197,15 @@ class Arena {
   std::size_t purge_due() RUNSEL_REQUIRES(lock);
   // Scales the dirty budget: `percent` of the configured one (at least 1 page).
   void scale_budget(std::size_t percent) RUNSEL_REQUIRES(lock);
+  // Adds what this arena's dirty pages changed by since it last did to the
+  // process-wide total (g_process_dirty_pages). Called for every arena when
+  // the process's second arena is created, and by every change after that.
+  void publish_dirty() RUNSEL_REQUIRES(lock) {
+    if (dirty_pages_ == published_dirty_) return;
+    // Modular: a decrease adds its two's complement.
+    g_process_dirty_pages.fetch_add(dirty_pages_ - published_dirty_, std::memory_order_relaxed);
+    published_dirty_ = dirty_pages_;
+  }
 
   // Adds this arena's figures (from its counters) to `into`: mapped,
   // committed, allocated, waste, dirty, bookkeeping, bin_unused, the small and
@@ -318,14 +327,27 @@ class Arena {
   void idle_tagged_chunk(Chunk* chunk) RUNSEL_REQUIRES(lock);
   // The purge policy's two hooks: after pages became dirty, and before pages
   // are handed out (the later allocation a deferred purge waits for).
-  void after_pages_dirtied() RUNSEL_REQUIRES(lock);
+  // Inline, the common case of a process with one arena under its own budget
+  // (nothing to weigh); the rest out of line.
+  void after_pages_dirtied() RUNSEL_REQUIRES(lock) {
+    if (purge_.policy != PurgePolicy::kDecay && dirty_pages_ <= budget_pages_ &&
+        !g_several_arenas.load(std::memory_order_relaxed)) {
+      return;
+    }
+    weigh_dirty_pages();
+  }
+  void weigh_dirty_pages() RUNSEL_REQUIRES(lock);
   bool process_budget_applies() const RUNSEL_REQUIRES(lock);
   std::size_t weighed_dirty() const RUNSEL_REQUIRES(lock);
   std::size_t weighed_budget() const RUNSEL_REQUIRES(lock);
   void purge_to_half_budget() RUNSEL_REQUIRES(lock);
   void purge_at_bound() RUNSEL_REQUIRES(lock);
   void purge_peers_to(std::size_t target) RUNSEL_REQUIRES(lock);
-  void before_page_allocation() RUNSEL_REQUIRES(lock);
+  void before_page_allocation() RUNSEL_REQUIRES(lock) {
+    if (!purge_queued_ && purge_.policy != PurgePolicy::kDecay) return;  // nothing waits
+    before_page_allocation_slow();
+  }
+  void before_page_allocation_slow() RUNSEL_REQUIRES(lock);
   void run_decay_step(std::uint64_t now) RUNSEL_REQUIRES(lock);
   void check_container(const Bin& bin) const RUNSEL_REQUIRES(lock);
 
@@ -377,14 +399,20 @@ class Arena {
   // header pages + allocated run pages + dirty pages
   std::size_t committed_pages_ RUNSEL_GUARDED_BY(lock) = 0;
   std::size_t dirty_pages_ RUNSEL_GUARDED_BY(lock) = 0;
-  // dirty_pages_ changes only through these: the process-wide total follows.
+  // The part of dirty_pages_ this arena has added to g_process_dirty_pages,
+  // which is always the sum of every arena's published_dirty_.
+  std::size_t published_dirty_ RUNSEL_GUARDED_BY(lock) = 0;
+  // dirty_pages_ changes only through these. The process-wide total follows
+  // only once the process has several arenas (the only time it is weighed),
+  // so that a process with one arena pays no locked instruction per page
+  // change; publish_dirty() brings it up to date.
   void add_dirty(std::size_t pages) RUNSEL_REQUIRES(lock) {
     dirty_pages_ += pages;
-    g_process_dirty_pages.fetch_add(pages, std::memory_order_relaxed);
+    if (g_several_arenas.load(std::memory_order_relaxed)) publish_dirty();
   }
   void remove_dirty(std::size_t pages) RUNSEL_REQUIRES(lock) {
     dirty_pages_ -= pages;
-    g_process_dirty_pages.fetch_sub(pages, std::memory_order_relaxed);
+    if (g_several_arenas.load(std::memory_order_relaxed)) publish_dirty();
   }
   std::size_t large_allocated_ RUNSEL_GUARDED_BY(lock) = 0;  // bytes
   std::uint64_t large_nmalloc_ RUNSEL_GUARDED_BY(lock) = 0;

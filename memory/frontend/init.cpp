@@ -270,7 +270,18 @@ __attribute__((noinline)) Arena* choose_arena() {
       std::size_t count = g_arena_count.load(std::memory_order_relaxed);
       while (count < kMaxArenas && g_arenas[count] != nullptr) ++count;
       g_arena_count.store(count, std::memory_order_release);
-      if (count > 1) g_several_arenas.store(true, std::memory_order_relaxed);
+      if (count > 1 && !g_several_arenas.load(std::memory_order_relaxed)) {
+        // From now on every arena keeps the process-wide dirty total up to
+        // date as its pages change; the ones that exist add what they hold
+        // now (an arena whose thread is idle would not before it next
+        // changed). The init lock comes before the arenas' locks.
+        g_several_arenas.store(true, std::memory_order_relaxed);
+        for (std::size_t i = 0; i < count; ++i) {
+          if (i == index) continue;
+          LockGuard arena_guard(g_arenas[i]->lock);
+          g_arenas[i]->publish_dirty();
+        }
+      }
     }
     arena = g_arenas[index];
     ++g_arena_threads[index];
