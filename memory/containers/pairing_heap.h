@@ -15,7 +15,8 @@
 // unlink plus the pairing of its own children; touched O(1), a no-op; check
 // O(n) without recursion or allocation. Memory: the three words of the
 // 24-byte ContainerHook (leftmost child, next sibling, previous sibling or
-// parent); two words per bin (root, size). The heap itself is
+// parent); three words per bin (root, size, the lowest run held outside
+// the heap: first_of.h). The heap itself is
 // structures/pairing_heap.h, shared with age_address and pairing_heap_lazy.
 #pragma once
 

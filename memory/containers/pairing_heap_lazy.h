@@ -22,8 +22,8 @@
 // which join the aux list; touched O(1), a no-op; check O(n) without
 // recursion or allocation. Memory: the three words of the 24-byte
 // ContainerHook (leftmost child, next sibling or aux tree, previous sibling
-// or parent); three words per bin (root, size, inserts since the aux list
-// was last empty). The heap is structures/pairing_heap.h.
+// or parent); four words per bin (root, size, inserts since the aux list
+// was last empty, the held lowest run: first_of.h). The heap is structures/pairing_heap.h.
 #pragma once
 
 #include "containers/address_order.h"

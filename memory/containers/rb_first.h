@@ -8,12 +8,16 @@
 //
 // Policy: always allocate from the lowest-addressed non-full run. Filling low
 // runs first packs live regions towards the bottom of the heap so high runs
-// drain and can be returned; the cost is a tree walk on every insert/erase.
-// Complexity: insert O(log n); erase O(log n) (plus one successor step when
-// the lowest run leaves); pick O(1) (cached minimum); touched O(1), a no-op;
+// drain and can be returned; the cost is a tree walk on every insert/erase
+// of a run other than the lowest.
+// Complexity: insert O(log n), O(1) for a new lowest run; erase O(log n),
+// O(1) for the lowest run (held outside the tree, first_of.h); pick O(1), or
+// the tree's erase of its cached minimum after the held run left; touched
+// O(1), a no-op;
 // check O(n). Memory: the three words of the 24-byte ContainerHook every run
 // header carries anyway (left, right, parent+colour), nothing more per run;
-// three words per bin (root, cached first, size).
+// four words per bin (root, cached first, size, and the
+// lowest run held outside the tree: first_of.h).
 #pragma once
 
 #include "containers/address_order.h"

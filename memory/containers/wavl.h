@@ -8,11 +8,14 @@
 // twice per insert or erase (a red-black erase may rotate three times), and
 // most of its repairs only flip bits; built by inserts alone it is an AVL
 // tree, lower than a red-black tree of the same size.
-// Complexity: insert O(log n); erase O(log n) (plus one successor step when
-// the lowest run leaves); pick O(1) (cached minimum); touched O(1), a no-op;
+// Complexity: insert O(log n), O(1) for a new lowest run; erase O(log n),
+// O(1) for the lowest run (held outside the tree, first_of.h); pick O(1), or
+// the tree's erase of its cached minimum after the held run left; touched
+// O(1), a no-op;
 // check O(n) (the rank rule, the order, the links). Memory: the three words
 // of the 24-byte ContainerHook (left, right, parent+rank parity), nothing
-// more per run; three words per bin (root, cached first, size).
+// more per run; four words per bin (root, cached first, size, the held
+// lowest run: first_of.h).
 #pragma once
 
 #include "containers/address_order.h"

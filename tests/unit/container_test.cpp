@@ -70,7 +70,8 @@ void corrupt(typename Case::Set& set, std::vector<Run>& runs, int variant) {
   } else if constexpr (std::is_same_v<Set, PairingHeapCase::Set> ||
                        std::is_same_v<Set, AgeAddressCase::Set> ||
                        std::is_same_v<Set, PairingHeapLazyCase::Set>) {
-    corrupt_below_pairing_root(pick, variant);  // adopting the root also breaks the order
+    // The lowest run is held outside the heap; the heap's root is the next.
+    corrupt_below_pairing_root(set.structure_first(), variant);  // adopting the root also breaks the order
   } else if constexpr (std::is_same_v<Set, WavlCase::Set>) {
     if (variant == 0) {
       RunHook::hook(leftmost_leaf(set.root())).tree.parent_and_bit ^= 1;  // a leaf of rank 1
