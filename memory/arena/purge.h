@@ -47,14 +47,16 @@ struct PurgeSettings {
   // 2.0x), while 8 arenas could keep 128 MiB before.
   std::size_t total_budget_pages = 48 * 256;
   // The growth purge (0: none), while the process-wide budget applies: an
-  // arena that commits fresh pages (a new run or large allocation no dirty
-  // page of its could serve: they belong to other size classes, or are too
-  // few together) first purges as many of its own dirty pages, down to
-  // 1/growth_dirty_share of its committed pages. Several arenas each keep
-  // their own classes' dirty pages, which the process-wide budget alone
-  // leaves until the total crosses it, often after the peak: producer_consumer's
-  // peak RSS was 1.31x glibc's with each arena's dirty pages kept.
-  std::size_t growth_dirty_share = 16;
+  // arena that commits fresh pages (a new run or large allocation that none
+  // of its dirty pages could serve: they belong to other size classes, or
+  // lie in stretches too short) purges as many of its own dirty pages, down
+  // to 1/growth_dirty_share of its committed pages. Each arena keeps its own
+  // classes' dirty pages, which the process-wide budget leaves alone until
+  // the total crosses it, after the peak if ever. 8: on producer_consumer
+  // (peak RSS 1.29x glibc's without it) and stress (minor faults 0.85x),
+  // 16 gave 1.19x and 1.5x to 2.2x faults, 12 1.21x and 1.3x to 1.9x,
+  // 8 1.24x and 1.1x to 1.5x (experiments/bench/README.md, 2026-11-27).
+  std::size_t growth_dirty_share = 8;
   // Spare chunks an arena keeps (chunks whose pages are all free).
   std::size_t spare_chunks = 8;
   // Idle chunks (nothing allocated, class tags kept) an arena lets keep their
