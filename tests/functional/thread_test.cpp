@@ -373,7 +373,7 @@ TEST(Arenas, DirtyPagesBeforeTheSecondArenaCountAcrossArenas) {
 // budget, so kept), then allocates 24 MiB of 1 KiB blocks, whose runs cannot
 // use those pages. Each fresh page it commits purges one of the dirty ones,
 // down to 1/8 of its committed pages (the default share): the dirty pages
-// end near 3.5 MiB of 30 MiB committed, where without the growth purge
+// end near 3.3 MiB of 30 MiB committed, where without the growth purge
 // (growth_dirty_share:0) all 24 MiB stay. Run in a fresh process, as the
 // test above, so that nothing else is dirty.
 TEST(Arenas, AnArenaThatGrowsGivesBackAnotherClasssDirtyPages) {
