@@ -53,10 +53,10 @@ struct PurgeSettings {
   // to 1/growth_dirty_share of its committed pages. Each arena keeps its own
   // classes' dirty pages, which the process-wide budget leaves alone until
   // the total crosses it, after the peak if ever. 8: on producer_consumer
-  // (peak RSS 1.27x to 1.30x glibc's without it) and stress (minor faults
+  // (peak RSS 1.27x to 1.31x glibc's without it) and stress (minor faults
   // 0.8x to 1.1x), over several runs, 16 gave 1.18x to 1.20x and 1.4x to
   // 2.2x faults (purged pages are faulted back when their class returns),
-  // 12 1.20x to 1.22x and 1.3x to 1.9x, 8 1.23x to 1.24x and 1.0x to 1.5x
+  // 12 1.20x to 1.22x and 1.3x to 1.9x, 8 1.23x to 1.25x and 1.0x to 1.5x
   // (experiments/bench/README.md, 2026-11-27).
   std::size_t growth_dirty_share = 8;
   // Spare chunks an arena keeps (chunks whose pages are all free).
