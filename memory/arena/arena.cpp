@@ -198,6 +198,7 @@ void Arena::mark_allocated(Chunk* chunk, std::size_t first, std::size_t pages,
   remove_dirty(was_dirty);
   committed_pages_ += pages - was_dirty;
   if (chunk->ndirty == 0 && chunk->in_dirty_list) unlink_dirty(chunk);
+  after_pages_committed(pages - was_dirty);
 }
 
 PageMapEntry* Arena::best_fit(std::size_t pages, std::uintptr_t class_tag) const {
@@ -386,6 +387,21 @@ void Arena::before_page_allocation_slow() {
     const std::uint64_t now = os::monotonic_ns();
     if (decay_.due(now)) run_decay_step(now);
   }
+}
+
+// The arena grows while it holds dirty pages its new pages could not come
+// from: pages of other size classes (class tags, chunk.h), or stretches too
+// short. Give back as many of them as it just committed, so that its
+// committed pages grow by the new ones less what it purged, but keep
+// 1/growth_dirty_share of its committed pages dirty for its classes to come
+// back to. Purged from the top of the highest chunks down (purge_down_to), so
+// possibly pages of the class that grows; its new run is allocated already.
+void Arena::purge_for_growth(std::size_t fresh_pages) {
+  if (purge_.growth_dirty_share == 0 || !process_budget_applies()) return;
+  const std::size_t floor = committed_pages_ / purge_.growth_dirty_share;
+  if (dirty_pages_ <= floor) return;
+  const std::size_t excess = dirty_pages_ - floor;
+  purge_down_to(dirty_pages_ - (excess < fresh_pages ? excess : fresh_pages));
 }
 
 void Arena::run_decay_step(std::uint64_t now) {

@@ -348,6 +348,15 @@ class Arena {
     before_page_allocation_slow();
   }
   void before_page_allocation_slow() RUNSEL_REQUIRES(lock);
+  // The third hook, after mark_allocated committed `fresh_pages` pages that
+  // were not dirty (PurgeSettings::growth_dirty_share). Inline, the common
+  // case of pages reused from dirty ones (one comparison), and a process
+  // with one arena; the growth purge out of line.
+  void after_pages_committed(std::size_t fresh_pages) RUNSEL_REQUIRES(lock) {
+    if (fresh_pages == 0 || !g_several_arenas.load(std::memory_order_relaxed)) return;
+    purge_for_growth(fresh_pages);
+  }
+  void purge_for_growth(std::size_t fresh_pages) RUNSEL_REQUIRES(lock);
   void run_decay_step(std::uint64_t now) RUNSEL_REQUIRES(lock);
   void check_container(const Bin& bin) const RUNSEL_REQUIRES(lock);
 

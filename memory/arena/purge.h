@@ -46,6 +46,19 @@ struct PurgeSettings {
   // 64 MiB 1.29x and 1.2x; threads: 32 MiB 0.82x and 2.4x, 48 MiB 0.97x and
   // 2.0x), while 8 arenas could keep 128 MiB before.
   std::size_t total_budget_pages = 48 * 256;
+  // The growth purge (0: none), while the process-wide budget applies: an
+  // arena that commits fresh pages (a new run or large allocation that none
+  // of its dirty pages could serve: they belong to other size classes, or
+  // lie in stretches too short) purges as many of its own dirty pages, down
+  // to 1/growth_dirty_share of its committed pages. Each arena keeps its own
+  // classes' dirty pages, which the process-wide budget leaves alone until
+  // the total crosses it, after the peak if ever. 8: on producer_consumer
+  // (peak RSS 1.27x to 1.31x glibc's without it) and stress (minor faults
+  // 0.8x to 1.1x), over several runs, 16 gave 1.18x to 1.20x and 1.4x to
+  // 2.2x faults (purged pages are faulted back when their class returns),
+  // 12 1.20x to 1.22x and 1.3x to 1.9x, 8 1.23x to 1.25x and 1.0x to 1.5x
+  // (experiments/bench/README.md, 2026-11-27).
+  std::size_t growth_dirty_share = 8;
   // Spare chunks an arena keeps (chunks whose pages are all free).
   std::size_t spare_chunks = 8;
   // Idle chunks (nothing allocated, class tags kept) an arena lets keep their

@@ -129,9 +129,9 @@ void complain(const char* setting, const char* text, std::size_t length, const c
 void complain_about_conf(const char* entry, std::size_t length) {
   complain("RUNSEL_CONF", entry, length,
            "keys: purge:budget|deferred|decay, dirty_max_pages:N, deferred_allocations:N, "
-           "decay_ms:N, total_dirty_max_pages:N, spare_chunks:N, idle_dirty_chunks:N, "
-           "huge_cache_mb:N, huge_cache_ms:N, run_pages:P/P/.../P (one run size in pages per "
-           "size class)");
+           "decay_ms:N, total_dirty_max_pages:N, growth_dirty_share:N, spare_chunks:N, "
+           "idle_dirty_chunks:N, huge_cache_mb:N, huge_cache_ms:N, run_pages:P/P/.../P (one run "
+           "size in pages per size class)");
 }
 
 // A decimal number filling [text, text + length); false if it is not one.
@@ -212,6 +212,8 @@ bool apply_conf_entry(const char* entry, std::size_t length, PurgeSettings* sett
     settings->spare_chunks = number;
   } else if (key_is("idle_dirty_chunks")) {
     settings->idle_dirty_chunks = number;
+  } else if (key_is("growth_dirty_share")) {
+    settings->growth_dirty_share = number;
   } else if (key_is("huge_cache_mb")) {
     g_huge_cache.max_bytes = number << 20;
   } else if (key_is("huge_cache_ms")) {

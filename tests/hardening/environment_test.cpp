@@ -97,4 +97,22 @@ TEST(Environment, RunPagesTakesOneSizePerClassOrIsReported) {
   }
 }
 
+// RUNSEL_CONF's growth_dirty_share: any number of 1 to 18 digits, 0 for none.
+TEST(Environment, GrowthDirtyShareTakesANumberOrIsReported) {
+  for (const char* good : {"growth_dirty_share:0", "growth_dirty_share:16"}) {
+    SCOPED_TRACE(good);
+    Outcome child = run_with("RUNSEL_CONF", good);
+    EXPECT_TRUE(exited_zero(child.status)) << child.err;
+    EXPECT_EQ(child.err, "");
+  }
+  for (const std::string bad : {"growth_dirty_share:", "growth_dirty_share:x",
+                                "growth_dirty_share:-1", "growth_dirty_share:16x"}) {
+    SCOPED_TRACE(bad);
+    Outcome child = run_with("RUNSEL_CONF", bad);
+    EXPECT_TRUE(exited_zero(child.status)) << child.err;
+    EXPECT_NE(child.err.find("runsel: RUNSEL_CONF: ignoring \"" + bad + "\""), std::string::npos)
+        << child.err;
+  }
+}
+
 }  // namespace
