@@ -391,17 +391,25 @@ void Arena::before_page_allocation_slow() {
 
 // The arena grows while it holds dirty pages its new pages could not come
 // from: pages of other size classes (class tags, chunk.h), or stretches too
-// short. Give back as many of them as it just committed, so that its
-// committed pages grow by the new ones less what it purged, but keep
+// short. Give back as many of them as it committed, so that its committed
+// pages grow by the new ones less what it purged, but keep
 // 1/growth_dirty_share of its committed pages dirty for its classes to come
-// back to. Purged from the top of the highest chunks down (purge_down_to), so
-// possibly pages of the class that grows; its new run is allocated already.
+// back to. The fresh pages are counted until there are kGrowthPurgeBatch of
+// them and purged for in one go: a run at a time would be an madvise (and a
+// TLB shootdown across the process's threads) for every new run, taken under
+// the arena's lock. Purged from the top of the highest chunks down
+// (purge_down_to), so possibly pages of the class that grows; its new run is
+// allocated already.
 void Arena::purge_for_growth(std::size_t fresh_pages) {
   if (purge_.growth_dirty_share == 0 || !process_budget_applies()) return;
+  growth_pending_ += fresh_pages;
+  if (growth_pending_ < kGrowthPurgeBatch) return;
+  const std::size_t grown = growth_pending_;
+  growth_pending_ = 0;
   const std::size_t floor = committed_pages_ / purge_.growth_dirty_share;
   if (dirty_pages_ <= floor) return;
   const std::size_t excess = dirty_pages_ - floor;
-  purge_down_to(dirty_pages_ - (excess < fresh_pages ? excess : fresh_pages));
+  purge_down_to(dirty_pages_ - (excess < grown ? excess : grown));
 }
 
 void Arena::run_decay_step(std::uint64_t now) {

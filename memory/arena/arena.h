@@ -411,6 +411,10 @@ class Arena {
   // The part of dirty_pages_ this arena has added to g_process_dirty_pages,
   // which is always the sum of every arena's published_dirty_.
   std::size_t published_dirty_ RUNSEL_GUARDED_BY(lock) = 0;
+  // Fresh pages committed since the last growth purge (purge_for_growth),
+  // which purges once they reach kGrowthPurgeBatch: 256 KiB.
+  static constexpr std::size_t kGrowthPurgeBatch = 64;
+  std::size_t growth_pending_ RUNSEL_GUARDED_BY(lock) = 0;
   // dirty_pages_ changes only through these. The process-wide total follows
   // only once the process has several arenas (the only time it is weighed),
   // so that a process with one arena pays no locked instruction per page
