@@ -51,10 +51,10 @@ QUICK = {"repeat": 5, "scale": 0.05, "instruction_scale": 0.01, "extend": 0,
          "webkit_record_pages": 2, "webkit_cost_records": 50_000,
          "counted_allocators": QUICK_ANCHORS, "peer_repeat": None,
          "firefox_pages": 1, "firefox_parent": False, "firefox_replay_allocators": QUICK_REPLAYS,
-         # Callgrind windows on 2 of the 3 traces (the fewest an interval takes): a
-         # trace's windows are about 9 CPU-s per container, nearly all valgrind's way
-         # through the whole trace; with 3, --quick took 119 s on a quiet machine.
-         "corpus_ranges": ((1, 2), (1, 2), (3, 4)),
+         # One-page sessions (pages 1-2 twice and 3-4 took 131 s recorded afresh, 90 s
+         # with these), callgrind windows on 2 of the 3 traces (the fewest an interval
+         # takes): a trace's windows are nearly all valgrind's way through the whole trace.
+         "corpus_ranges": ((1, 1), (1, 1), (2, 2)),
          "corpus_cost_traces": 2, "corpus_windows": 4, "corpus_window_records": 5_000,
          "cache_cost_traces": 1}
 
