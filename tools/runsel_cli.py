@@ -541,7 +541,7 @@ def add_test(commands, shared_options: list[argparse.ArgumentParser]) -> None:
                     "-Dchecked=true, libFuzzer (clang) and -Dthread_cache=true builds beside "
                     "it (build-tsan/, build-ubsan/, build-checked/, build-fuzz/, "
                     "build-tcache/: four containers' API tests behind the cache). "
-                    "About 40-55 minutes on 2 cores from a fresh clone, building included "
+                    "About 40-60 minutes on 2 cores from a fresh clone, building included "
                     "(the README gives each build's minutes); --builds main about 15-17. "
                     "Exit code 0 when "
                     "every test of every build passed.")
