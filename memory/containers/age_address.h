@@ -13,10 +13,11 @@
 // O(1) plus the pairing of its children; touched O(1), a no-op; check O(n).
 // Memory: the three words of the 24-byte ContainerHook (leftmost child, next
 // sibling, previous sibling or parent), nothing more per run; three words per
-// bin (root, size, the held lowest run: first_of.h). The run header has no room for the serial number, and
-// growing it for one container would change the layout (and the addresses)
-// of every variant, so the arena keeps it in the page map entry of the run's
-// first page, idle while the run is allocated (see arena/run.h). Each
+// bin (root, size, the held lowest run: first_of.h). The run header has no
+// room for the serial number, and growing it for one container would change
+// the layout (and the addresses) of every variant, so the arena keeps it in
+// the page map entry of the run's first page, idle while the run is allocated
+// (see arena/run.h). Each
 // comparison reads it there: a second cache line per run, in the chunk
 // header, shared by the runs of a chunk (252 usable pages at most).
 #pragma once

@@ -23,7 +23,8 @@
 // recursion or allocation. Memory: the three words of the 24-byte
 // ContainerHook (leftmost child, next sibling or aux tree, previous sibling
 // or parent); four words per bin (root, size, inserts since the aux list
-// was last empty, the held lowest run: first_of.h). The heap is structures/pairing_heap.h.
+// was last empty, the held lowest run: first_of.h). The heap is
+// structures/pairing_heap.h.
 #pragma once
 
 #include "containers/address_order.h"

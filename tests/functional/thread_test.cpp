@@ -371,8 +371,8 @@ TEST(Arenas, DirtyPagesBeforeTheSecondArenaCountAcrossArenas) {
 // under the process-wide budget, the main thread's arena frees 24 MiB of
 // 256-byte blocks (dirty pages tagged with their class, under the 48 MiB
 // budget, so kept), then allocates 24 MiB of 1 KiB blocks, whose runs cannot
-// use those pages. Each fresh page it commits purges one of the dirty ones,
-// down to 1/8 of its committed pages (the default share): the dirty pages
+// use those pages. Every 256 KiB of fresh pages it commits purges as many of
+// the dirty ones, down to 1/8 of its committed pages (the default share): the dirty pages
 // end near 3.3 MiB of 30 MiB committed, where without the growth purge
 // (growth_dirty_share:0) all 24 MiB stay. Run in a fresh process, as the
 // test above, so that nothing else is dirty.

@@ -70,8 +70,9 @@ void corrupt(typename Case::Set& set, std::vector<Run>& runs, int variant) {
   } else if constexpr (std::is_same_v<Set, PairingHeapCase::Set> ||
                        std::is_same_v<Set, AgeAddressCase::Set> ||
                        std::is_same_v<Set, PairingHeapLazyCase::Set>) {
-    // The lowest run is held outside the heap; the heap's root is the next.
-    corrupt_below_pairing_root(set.structure_first(), variant);  // adopting the root also breaks the order
+    // The lowest run is held outside the heap (first_of.h); the heap's root is
+    // the next. Adopting the root also breaks the order.
+    corrupt_below_pairing_root(set.structure_first(), variant);
   } else if constexpr (std::is_same_v<Set, WavlCase::Set>) {
     if (variant == 0) {
       RunHook::hook(leftmost_leaf(set.root())).tree.parent_and_bit ^= 1;  // a leaf of rank 1
@@ -156,6 +157,32 @@ TYPED_TEST(NonFullRunsTest, CheckDetectsCorruption) {
     ASSERT_NE(why, nullptr);
     EXPECT_STRNE(why, "");
     // The set is broken; it is simply dropped (no destructor to run).
+  }
+}
+
+// The held lowest run (first_of.h) must stay below every member of the
+// structure; check() finds a held run whose key was changed above the
+// structure's first. Only age_address's key (the serial number) can change
+// under a member; the address-ordered containers' cannot.
+TYPED_TEST(NonFullRunsTest, CheckFindsAHeldRunAboveTheStructure) {
+  if constexpr (!std::is_same_v<TypeParam, AgeAddressCase>) {
+    GTEST_SKIP() << "only age_address holds a run whose key can be changed in place";
+  } else {
+    typename TypeParam::Set set;
+    std::vector<Run> runs(3);
+    for (std::size_t i = 0; i < runs.size(); ++i) {
+      runs[i].serial = i + 1;
+      set.insert(&runs[i]);
+    }
+    ASSERT_EQ(set.pick(), &runs[0]);
+    ASSERT_EQ(set.structure_first(), &runs[1]);
+    const char* why = nullptr;
+    ASSERT_TRUE(set.check(&why)) << why;
+    runs[0].serial = 9;  // the held run's key, now above the structure's first
+    why = nullptr;
+    EXPECT_FALSE(set.check(&why));
+    ASSERT_NE(why, nullptr);
+    EXPECT_STREQ(why, "the held run is not below the structure's first member");
   }
 }
 
