@@ -132,7 +132,13 @@ int main(int argc, char** argv) {
     return 1;
   }
   TraceSurvey survey;
-  if (!survey_trace(data, size, trace.partial, survey)) return reject(trace.path, survey.problem);
+  if (!survey_trace(data, size, trace.partial, survey)) {
+    if (survey.problem.what != nullptr) return reject(trace.path, survey.problem);
+    std::fprintf(stderr, "workload_replay: %s: cannot map %zu bytes for the survey's table of "
+                 "live blocks at record %" PRIu64 ": %s\n", trace.path, survey.table_failed_bytes,
+                 survey.records, std::strerror(survey.table_failed_errno));
+    return 2;
+  }
   Header header = survey.header;
   uint64_t records = survey.records, marks = survey.marks;
   size_t peak_live = survey.peak_live_blocks;
@@ -146,6 +152,12 @@ int main(int argc, char** argv) {
   workload::Recorder recorder("replay", options);
   Heap heap;
   Replay replay(peak_live, true, heap, peak_live);  // slots resident before "start"
+  if (replay.slots().failed() || replay.blocks().sizes().failed()) {
+    const AddressTable& failed = replay.slots().failed() ? replay.slots() : replay.blocks().sizes();
+    std::fprintf(stderr, "workload_replay: %s: cannot map %zu bytes for a slot table: %s\n",
+                 trace.path, failed.failed_bytes(), std::strerror(failed.failed_errno()));
+    return 2;
+  }
   Reader reader(data, size, trace.partial);
   reader.read_header(header);
 

@@ -6,10 +6,12 @@
 // so the replay itself goes on unchanged). Under callgrind, --windows K
 // --window-records W counts only K evenly spread windows of W records.
 //
-// Exit codes: 0 replayed; 1 cannot read the file; 2 usage, a malformed trace
-// (the message gives the byte offset), or live blocks that would not fit in the
-// memory available (unless --allow-large-live-set). Unknown pointers are
-// counted, not fatal.
+// Exit codes: 0 replayed; 1 cannot open the file; 2 usage, a malformed trace
+// (the message gives the byte offset), a replay that would hold more than the
+// memory it may use (its slot tables always; its live blocks unless
+// --allow-large-live-set), or a mapping of its own that could not be had (the
+// trace's, a slot table's): one line on stderr. Unknown pointers are counted, not
+// fatal; so are allocations the replay could not have.
 #include <fcntl.h>
 #include <malloc.h>
 #include <sys/mman.h>
@@ -270,17 +272,22 @@ bool parse(int argc, char** argv, Options& options) {
   return options.path != nullptr && (options.windows == 0) == (options.window_records == 0);
 }
 
-// The whole file, mapped read-only (no allocation). size 0 gives nullptr.
-const std::uint8_t* map_file(const char* path, std::size_t& size) {
+// The whole file, mapped read-only (no allocation). size 0 gives nullptr; MAP_FAILED
+// with `opened` false: the file cannot be opened, true: it cannot be mapped (errno).
+const std::uint8_t* map_file(const char* path, std::size_t& size, bool& opened) {
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   struct stat info;
+  opened = false;
   if (fd < 0 || fstat(fd, &info) != 0) {
     if (fd >= 0) close(fd);
     return reinterpret_cast<const std::uint8_t*>(MAP_FAILED);
   }
+  opened = true;
   size = static_cast<std::size_t>(info.st_size);
   void* data = size == 0 ? nullptr : mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  int error = errno;
   close(fd);
+  errno = error;
   return static_cast<const std::uint8_t*>(data);
 }
 
@@ -344,21 +351,56 @@ const char* file_name(const char* path) {
   return slash ? slash + 1 : path;
 }
 
-// Every live block is written: a live set beyond memory would swap or meet the
-// OOM killer (a log can claim any size), so it is refused before any call.
-bool live_set_fits_in_memory(const Options& options, const TraceSurvey& survey) {
-  if (options.allow_large_live_set) return true;
-  MemoryBound bound = replay_memory_bound();
-  if (survey.peak_live_bytes > bound.bytes) {
+// The survey stopped before the end: more live blocks than slot tables can be had
+// for, or its own table could not grow. Always refused (exit 2, one line).
+int refuse_survey(const Options& options, const TraceSurvey& survey, std::size_t trace_bytes,
+                  const MemoryBound& bound) {
+  if (survey.beyond_block_limit) {
+    ReplayHolding holding = replay_holding(trace_bytes, survey.peak_live_blocks, 0);
     std::fprintf(stderr,
-                 "runsel-replay: %s: the trace's live blocks peak at %" PRIu64
-                 " bytes (record %" PRIu64 "), more than the %" PRIu64
-                 " bytes of %s, and a replay writes every live block: refused "
-                 "(--allow-large-live-set replays it anyway)\n",
-                 options.path, survey.peak_live_bytes, survey.peak_ops, bound.bytes, bound.what);
-    return false;
+                 "runsel-replay: %s: the trace's live blocks reach %zu at once at record %" PRIu64
+                 ", and their slot tables alone would make the replay hold %" PRIu64
+                 " bytes (%" PRIu64 " of slot tables, the trace and the replayer), more than "
+                 "the %" PRIu64 " bytes of %s: refused\n",
+                 options.path, survey.peak_live_blocks, survey.records, holding.tables(),
+                 holding.slot_tables, bound.bytes, bound.what);
+  } else {
+    std::fprintf(stderr,
+                 "runsel-replay: %s: cannot map %zu bytes for the survey's table of live "
+                 "blocks at record %" PRIu64 ": %s: refused\n",
+                 options.path, survey.table_failed_bytes, survey.records,
+                 std::strerror(survey.table_failed_errno));
   }
-  return true;
+  return 2;
+}
+
+// Every live block is written: a live set beyond memory would swap or meet the
+// OOM killer (a log can claim any size), so it is refused before any call, and so
+// is one whose slot tables would not fit (the survey stops at those).
+bool live_set_fits_in_memory(const Options& options, const TraceSurvey& survey,
+                             const ReplayHolding& holding, const MemoryBound& bound) {
+  if (options.allow_large_live_set || holding.total() <= bound.bytes) return true;
+  std::uint64_t own = holding.own();
+  std::fprintf(stderr,
+               "runsel-replay: %s: the trace's live blocks peak at %" PRIu64
+               " bytes (record %" PRIu64 "), more than the %" PRIu64
+               " bytes of %s leave beside the replay's own %" PRIu64
+               " (slot tables for up to %zu live blocks, %" PRIu64
+               " bytes a block, the trace and the replayer), and a replay writes every live "
+               "block: refused (--allow-large-live-set replays it anyway)\n",
+               options.path, survey.peak_live_bytes, survey.peak_ops,
+               bound.bytes > own ? bound.bytes - own : 0, bound.what, own,
+               survey.peak_live_blocks, kBytesPerBlock);
+  return false;
+}
+
+// A slot table of the replay could not be mapped: refused (exit 2, one line).
+int refuse_tables(const Options& options, const Replay& replay) {
+  const AddressTable& failed =
+      replay.slots().failed() ? replay.slots() : replay.blocks().sizes();
+  std::fprintf(stderr, "runsel-replay: %s: cannot map %zu bytes for a slot table: %s: refused\n",
+               options.path, failed.failed_bytes(), std::strerror(failed.failed_errno()));
+  return 2;
 }
 
 // Opens the --json file, if one was asked for; false (said on stderr) if it cannot.
@@ -374,9 +416,11 @@ bool open_json_output(const Options& options) {
   return true;
 }
 
-// The text header and the JSON up to its checkpoints: the trace, the variant, the
-// purge policy and how blocks are written and resident bytes measured.
-void print_preamble(const Options& options, const TraceSurvey& survey) {
+// The text header and the JSON up to its checkpoints: the trace, the variant, what
+// the replay holds at most against its bound, the purge policy and how blocks are
+// written and resident bytes measured.
+void print_preamble(const Options& options, const TraceSurvey& survey,
+                    const ReplayHolding& holding, const MemoryBound& bound) {
   const Header& header = survey.header;
   std::printf("# runsel-replay %s: %s (pid %" PRIu64 "%s), %" PRIu64 " records, %" PRIu64
               " marks%s\n",
@@ -386,6 +430,16 @@ void print_preamble(const Options& options, const TraceSurvey& survey) {
   std::printf("# blocks written as the program did: every requested byte at allocation, "
               "realloc keeps the bytes it copied; resident: the heap's anonymous resident "
               "bytes\n");
+  bool within = holding.total() <= bound.bytes;
+  std::printf("# memory: a replay holds at most %" PRIu64 " bytes (slot tables %" PRIu64
+              " for up to %zu live blocks, live blocks %" PRIu64 " and %" PRIu64
+              " bytes a block, the trace %" PRIu64 ", the replayer %" PRIu64 "), %s the %" PRIu64
+              " bytes of %s%s\n",
+              holding.total(), holding.slot_tables, survey.peak_live_blocks, holding.live,
+              kBytesPerBlock, holding.trace, holding.replayer,
+              within ? "within" : "more than", bound.bytes, bound.what,
+              within ? "" : "; --allow-large-live-set: an allocation that cannot be had is "
+                            "counted as failed");
   json.print("{\"tool\": \"runsel-replay\", \"variant\": \"%s\",\n \"trace\": {\"file\": ",
              runsel_variant());
   json.string(file_name(options.path), std::strlen(file_name(options.path)));
@@ -395,6 +449,14 @@ void print_preamble(const Options& options, const TraceSurvey& survey) {
              header.pid, (header.flags & kFlagForkedChild) ? "true" : "false", survey.records,
              survey.marks, survey.complete ? "true" : "false", survey.peak_live_bytes);
   const char* conf = getenv("RUNSEL_CONF");
+  json.print(" \"memory\": {\"holds_at_most\": %" PRIu64 ", \"slot_tables\": %" PRIu64
+             ", \"survey_table\": %" PRIu64 ", \"live_blocks\": %zu, \"bytes_per_block\": %" PRIu64
+             ", \"live_requested\": %" PRIu64 ", \"trace_file\": %" PRIu64
+             ", \"replayer\": %" PRIu64 ", \"bound\": %" PRIu64 ", \"bound_what\": \"%s\""
+             ", \"within\": %s},\n",
+             holding.total(), holding.slot_tables, holding.survey_table, survey.peak_live_blocks,
+             kBytesPerBlock, holding.live, holding.trace, holding.replayer, bound.bytes,
+             bound.what, within ? "true" : "false");
   json.print(" \"purge_policy\": \"%s\", \"runsel_conf\": ", runsel_purge_policy());
   json.string(conf ? conf : "", conf ? std::strlen(conf) : 0);
   json.print(",\n");
@@ -515,25 +577,37 @@ int main(int argc, char** argv) {
   deterministic_process(argv);
   Options options;
   if (!parse(argc, argv, options)) return usage(argv[0]);
+  // Read before the trace is mapped: under a limit on the address space, the room
+  // left then is what the trace, the tables and the blocks share.
+  MemoryBound bound = replay_memory_bound();
   std::size_t size = 0;
-  const std::uint8_t* data = map_file(options.path, size);
+  bool opened = false;
+  const std::uint8_t* data = map_file(options.path, size, opened);
   if (data == MAP_FAILED) {
-    std::fprintf(stderr, "runsel-replay: %s: %s\n", options.path, std::strerror(errno));
-    return 1;
+    std::fprintf(stderr, "runsel-replay: %s: %s%s%s\n", options.path,
+                 opened ? "cannot map the trace: " : "", std::strerror(errno),
+                 opened ? ": refused" : "");
+    return opened ? 2 : 1;
   }
 
-  // Validate the whole trace first, so a bad one replays nothing.
+  // Validate the whole trace first, so a bad one replays nothing; stop at once at
+  // more live blocks than slot tables can be had for.
   TraceSurvey survey;
-  if (!survey_trace(data, size, options.partial, survey))
-    return reject(options.path, survey.problem);
-  if (!live_set_fits_in_memory(options, survey)) return 2;
-  if (!open_json_output(options)) return 1;
-
-  print_preamble(options, survey);
+  if (!survey_trace(data, size, options.partial, survey, blocks_within(size, bound.bytes))) {
+    if (survey.problem.what != nullptr) return reject(options.path, survey.problem);
+    return refuse_survey(options, survey, size, bound);
+  }
+  ReplayHolding holding = replay_holding(size, survey.peak_live_blocks, survey.peak_live_bytes);
+  if (!live_set_fits_in_memory(options, survey, holding, bound)) return 2;
 
   LiveBytes live;
   // Slot tables sized for the trace's peak and touched now, so they never grow.
   Replay replay(survey.peak_live_blocks, true, live, survey.peak_live_blocks);
+  if (replay.slots().failed() || replay.blocks().sizes().failed())
+    return refuse_tables(options, replay);
+  if (!open_json_output(options)) return 1;
+
+  print_preamble(options, survey, holding, bound);
   HeapResident resident(replay);
   std::fflush(stdout);
   touch_stack_and_buffers(output_buffer, sizeof output_buffer);

@@ -35,6 +35,7 @@
 
 #include <fcntl.h>
 #include <malloc.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cstddef>
@@ -274,15 +275,22 @@ struct TraceSurvey {
   Header header;
   Problem problem;  // set when the trace is malformed
   bool complete = false;
-  std::uint64_t records = 0;
+  std::uint64_t records = 0;  // when the survey stopped early: the records read
   std::uint64_t marks = 0;
   std::size_t peak_live_blocks = 0;
   std::uint64_t peak_live_bytes = 0;
   std::uint64_t peak_ops = 0;  // records up to and including the one that reached the peak
+  // The survey stopped early, the trace unread past `records` (problem unset):
+  bool beyond_block_limit = false;  // the next record made more live blocks than allowed
+  std::size_t table_failed_bytes = 0;  // its own table could not grow to this (errno below)
+  int table_failed_errno = 0;
 };
 
+// block_limit: the most live blocks the caller can hold slot tables for. A trace that
+// has more at once stops the survey there (beyond_block_limit), before its own table
+// grows past what the replay's could be.
 inline bool survey_trace(const std::uint8_t* data, std::size_t size, bool partial,
-                         TraceSurvey& survey) {
+                         TraceSurvey& survey, std::size_t block_limit = SIZE_MAX) {
   Reader reader(data, size, partial);
   if (!reader.read_header(survey.header)) {
     survey.problem = reader.problem();
@@ -294,6 +302,10 @@ inline bool survey_trace(const std::uint8_t* data, std::size_t size, bool partia
     void* size = address ? sizes.erase(address) : nullptr;
     if (size != nullptr) live -= reinterpret_cast<std::uint64_t>(size) - 1;
     return size;
+  };
+  auto stopped = [&] {
+    survey.records = reader.records();
+    return false;
   };
   Record r;
   while (reader.next(r)) {
@@ -309,7 +321,17 @@ inline bool survey_trace(const std::uint8_t* data, std::size_t size, bool partia
       if (has_input(r.op)) drop(r.input);
       if (r.result != 0) {
         drop(r.result);  // an address returned again without a free replaces its block
+        if (sizes.size() >= block_limit) {
+          survey.peak_live_blocks = sizes.size() + 1;
+          survey.beyond_block_limit = true;
+          return stopped();
+        }
         sizes.insert(r.result, reinterpret_cast<void*>(bytes + 1));
+        if (sizes.failed()) {
+          survey.table_failed_bytes = sizes.failed_bytes();
+          survey.table_failed_errno = sizes.failed_errno();
+          return stopped();
+        }
         // Claimed sizes may add up past 2^64: the peak then stays at the maximum.
         if (__builtin_add_overflow(live, bytes, &live)) live = UINT64_MAX;
       }
@@ -329,34 +351,132 @@ inline bool survey_trace(const std::uint8_t* data, std::size_t size, bool partia
   return true;
 }
 
-// The memory a replay may fill with the trace's live blocks, which it writes in
-// full: the kernel's MemAvailable (what can be allocated without swapping or the
-// OOM killer), or the physical memory where /proc/meminfo has no such line. A
-// trace whose live requested bytes peak above it is refused before any call
-// (`--allow-large-live-set` replays it anyway). No allocation: the replayer's
-// heap is the trace's.
+// What runsel-replay holds at most (format.md, "Replaying"), checked against the
+// memory it may use before any call: the trace file (mapped and read), the
+// replayer's own code, stack and buffers, and then either the survey's table at its
+// largest (while it grows, the old table and the new) or, once that is gone, the
+// replay's two slot tables (address -> block, address -> size, sized for the trace's
+// peak of live blocks and written at once) with the live blocks: their requested
+// bytes and 32 bytes a block (the smallest region, which malloc(0) takes too, the
+// rounding up to a size class and the allocator's bookkeeping). An estimate of the
+// blocks, exact for the tables. Sums saturate.
+inline constexpr std::uint64_t kReplayerOwnBytes = std::uint64_t{16} << 20;
+inline constexpr std::uint64_t kBytesPerBlock = 32;
+
+inline std::uint64_t saturating_add(std::uint64_t a, std::uint64_t b) {
+  std::uint64_t sum;
+  return __builtin_add_overflow(a, b, &sum) ? UINT64_MAX : sum;
+}
+
+struct ReplayHolding {
+  std::uint64_t trace = 0;         // the trace file's bytes
+  std::uint64_t replayer = kReplayerOwnBytes;
+  std::uint64_t survey_table = 0;  // at its largest, while it grows
+  std::uint64_t slot_tables = 0;   // both of the replay's
+  std::uint64_t per_block = 0;     // kBytesPerBlock for each live block at the peak
+  std::uint64_t live = 0;          // the peak of live requested bytes
+
+  // Without the live blocks: what must fit even when they need not (--allow-large-live-set).
+  std::uint64_t tables() const {
+    return saturating_add(saturating_add(trace, replayer),
+                          survey_table > slot_tables ? survey_table : slot_tables);
+  }
+  // Everything but the live requested bytes themselves.
+  std::uint64_t own() const {
+    std::uint64_t replay = saturating_add(slot_tables, per_block);
+    return saturating_add(saturating_add(trace, replayer),
+                          survey_table > replay ? survey_table : replay);
+  }
+  std::uint64_t total() const { return saturating_add(own(), live); }
+};
+
+inline ReplayHolding replay_holding(std::uint64_t trace_bytes, std::uint64_t live_blocks,
+                                    std::uint64_t live_bytes) {
+  ReplayHolding holding;
+  holding.trace = trace_bytes;
+  std::uint64_t table = AddressTable::bytes_for(live_blocks);
+  holding.survey_table = saturating_add(table, table / 2);
+  holding.slot_tables = saturating_add(table, table);
+  holding.per_block =
+      live_blocks > UINT64_MAX / kBytesPerBlock ? UINT64_MAX : live_blocks * kBytesPerBlock;
+  holding.live = live_bytes;
+  return holding;
+}
+
+// The most live blocks whose slot tables fit within `bound` beside the trace and the
+// replayer (0 when not even the smallest tables do): the survey's block_limit.
+inline std::size_t blocks_within(std::uint64_t trace_bytes, std::uint64_t bound) {
+  std::size_t fitting = 0;
+  for (std::size_t capacity = AddressTable::kMinCapacity;
+       capacity <= SIZE_MAX / (4 * AddressTable::kSlotBytes); capacity *= 2) {
+    std::size_t blocks = capacity / 2 - 1;  // the most a table of this capacity is sized for
+    if (replay_holding(trace_bytes, blocks, 0).tables() > bound) break;
+    fitting = blocks;
+  }
+  return fitting;
+}
+
+// The memory a replay may fill: the kernel's MemAvailable (what can be allocated
+// without swapping or the OOM killer), or the physical memory where /proc/meminfo
+// has no such line; less when the process has limits: the address space left under
+// RLIMIT_AS (ulimit -v: an mmap beyond it fails) and the data left under RLIMIT_DATA
+// (ulimit -d: private writable mappings count). A trace whose replay would hold
+// more (ReplayHolding) is refused before any call; `--allow-large-live-set` replays
+// it anyway when its slot tables fit. No allocation: the replayer's heap is the
+// trace's.
 struct MemoryBound {
   std::uint64_t bytes = 0;
   const char* what = "";  // where the figure comes from, for the message
 };
 
-inline MemoryBound replay_memory_bound() {
-  char text[4096];  // MemAvailable is the third line
+// The number after `key` in a /proc file of "Key: value [kB]" lines (its first
+// `scale` multiplies it), or UINT64_MAX when the file or the line is missing.
+inline std::uint64_t proc_value(const char* path, const char* key, std::uint64_t scale) {
+  static char text[16384];
   std::size_t used = 0;
-  int fd = open("/proc/meminfo", O_RDONLY | O_CLOEXEC);
-  if (fd >= 0) {
-    for (ssize_t n; used + 1 < sizeof text && (n = read(fd, text + used, sizeof text - 1 - used)) > 0;)
-      used += static_cast<std::size_t>(n);
-    close(fd);
-  }
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return UINT64_MAX;
+  for (ssize_t n; used + 1 < sizeof text && (n = read(fd, text + used, sizeof text - 1 - used)) > 0;)
+    used += static_cast<std::size_t>(n);
+  close(fd);
   text[used] = 0;
-  if (const char* line = std::strstr(text, "MemAvailable:"))
-    return {std::strtoull(line + std::strlen("MemAvailable:"), nullptr, 10) * 1024,
-            "memory available (MemAvailable)"};
-  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-  return {pages > 0 && page > 0 ? static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page)
-                                : UINT64_MAX,
-          "physical memory"};
+  for (const char* line = text; line != nullptr && *line != 0;) {
+    if (std::strncmp(line, key, std::strlen(key)) == 0)
+      return std::strtoull(line + std::strlen(key), nullptr, 10) * scale;
+    line = std::strchr(line, '\n');
+    if (line != nullptr) ++line;
+  }
+  return UINT64_MAX;
+}
+
+inline MemoryBound replay_memory_bound() {
+  MemoryBound bound{proc_value("/proc/meminfo", "MemAvailable:", 1024),
+                    "memory available (MemAvailable)"};
+  if (bound.bytes == UINT64_MAX) {
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    bound = {pages > 0 && page > 0
+                 ? static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page)
+                 : UINT64_MAX,
+             "physical memory"};
+  }
+  struct Limit {
+    int resource;
+    const char* used;  // its use now, in /proc/self/status
+    const char* what;
+  };
+  static const Limit limits[] = {
+      {RLIMIT_AS, "VmSize:", "address space left under the limit (ulimit -v)"},
+      {RLIMIT_DATA, "VmData:", "data left under the limit (ulimit -d)"},
+  };
+  for (const Limit& limit : limits) {
+    struct rlimit value;
+    if (getrlimit(limit.resource, &value) != 0 || value.rlim_cur == RLIM_INFINITY) continue;
+    std::uint64_t used = proc_value("/proc/self/status", limit.used, 1024);
+    if (used == UINT64_MAX) used = 0;
+    std::uint64_t left = value.rlim_cur > used ? value.rlim_cur - used : 0;
+    if (left < bound.bytes) bound = {left, limit.what};
+  }
+  return bound;
 }
 
 }  // namespace runsel::trace
