@@ -12,7 +12,8 @@
 //       a runsel trace -> a logalloc log (gzip-compressed when LOG ends in .gz).
 //
 // Exit codes: 0 converted; 1 cannot read or write a file; 2 usage, a malformed
-// line (its number on stderr), a gzip file gzip cannot decompress, a malformed
+// line (its number on stderr; a line longer than any logalloc line, its number and
+// byte offset, read no further), a gzip file gzip cannot decompress, a malformed
 // trace (its byte offset) or no such pid. Every message is one line.
 // Not linked with runsel: this program allocates as it likes.
 #include <fcntl.h>
@@ -133,24 +134,115 @@ int open_log(const char* log, bool gzip, GzipPipe& pipe, FILE*& in) {
   return 0;
 }
 
+// The lines of a log, one at a time, none held beyond kMaxLogallocLine bytes: a
+// line of any length costs no more memory than that.
+class LineReader {
+ public:
+  explicit LineReader(FILE* in) : in_(in) { line_.reserve(kMaxLogallocLine); }
+
+  enum class Got { line, too_long, end };
+  // The next line: its bytes without the newline (text(), length()), whether a newline
+  // ended it (terminated()) and where it starts in the text (offset()). too_long: more
+  // than kMaxLogallocLine bytes before its newline or the end; text() holds the first
+  // kMaxLogallocLine and the rest is unread (skip_rest()).
+  Got next() {
+    line_.clear();
+    terminated_ = false;
+    offset_ = consumed_;
+    for (;;) {
+      if (begin_ == end_ && !fill()) return line_.empty() ? Got::end : Got::line;
+      const char* start = buffer_ + begin_;
+      std::size_t available = end_ - begin_;
+      const void* newline = std::memchr(start, '\n', available);
+      std::size_t take = newline ? static_cast<std::size_t>(static_cast<const char*>(newline) - start)
+                                 : available;
+      if (line_.size() + take > kMaxLogallocLine) {
+        take = kMaxLogallocLine - line_.size();
+        line_.append(start, take);
+        advance(take);
+        return Got::too_long;
+      }
+      line_.append(start, take);
+      advance(take);
+      if (newline) {
+        advance(1);
+        terminated_ = true;
+        return Got::line;
+      }
+    }
+  }
+
+  // After too_long: reads to the end of that line, keeping none of it. Whether a
+  // newline ended it; `skipped`: the bytes passed over, the newline not counted.
+  bool skip_rest(std::uint64_t& skipped) {
+    skipped = 0;
+    for (;;) {
+      if (begin_ == end_ && !fill()) return false;
+      const char* start = buffer_ + begin_;
+      std::size_t available = end_ - begin_;
+      const void* newline = std::memchr(start, '\n', available);
+      std::size_t take = newline ? static_cast<std::size_t>(static_cast<const char*>(newline) - start)
+                                 : available;
+      skipped += take;
+      advance(take);
+      if (newline) {
+        advance(1);
+        return true;
+      }
+    }
+  }
+
+  const char* text() const { return line_.data(); }
+  std::size_t length() const { return line_.size(); }
+  bool terminated() const { return terminated_; }
+  std::uint64_t offset() const { return offset_; }
+
+ private:
+  bool fill() {
+    std::size_t n = std::fread(buffer_, 1, sizeof buffer_, in_);
+    begin_ = 0;
+    end_ = n;
+    return n > 0;
+  }
+  void advance(std::size_t bytes) {
+    begin_ += bytes;
+    consumed_ += bytes;
+  }
+
+  FILE* in_;
+  char buffer_[1 << 16];
+  std::size_t begin_ = 0, end_ = 0;
+  std::string line_;
+  bool terminated_ = false;
+  std::uint64_t offset_ = 0, consumed_ = 0;
+};
+
 // Gives the parser each line of in, up to the first malformed one (--partial: up to
-// a last line without its newline, which is dropped).
+// a last line without its newline, which is dropped). A line longer than any logalloc
+// line is malformed wherever it is, and the log is read no further (--partial: unless
+// it is that cut last line, read to its end without being held).
 void parse_lines(FILE* in, bool partial, LogallocParser& parser, LogReading& reading) {
-  char* line = nullptr;
-  std::size_t room = 0;
-  ssize_t length;
-  while ((length = getline(&line, &room, in)) >= 0) {
-    bool terminated = length > 0 && line[length - 1] == '\n';
-    reading.unterminated = !terminated;
-    if (partial && !terminated) {  // the cut: whatever it says, it is not a whole call
-      reading.cut_bytes = static_cast<std::uint64_t>(length);
+  LineReader lines(in);
+  for (LineReader::Got got; (got = lines.next()) != LineReader::Got::end;) {
+    if (got == LineReader::Got::too_long) {
+      std::uint64_t rest = 0;
+      if (partial && !lines.skip_rest(rest)) {  // the cut: dropped, however long
+        reading.unterminated = true;
+        reading.cut_bytes = lines.length() + rest;
+        break;
+      }
+      reading.unterminated = false;
+      parser.too_long(lines.text(), lines.length(), lines.offset());
       break;
     }
-    reading.used_bytes += static_cast<std::uint64_t>(length);
-    if (terminated) --length;
-    if (!parser.line(line, static_cast<std::size_t>(length))) break;
+    reading.unterminated = !lines.terminated();
+    if (partial && !lines.terminated()) {  // the cut: whatever it says, it is not a whole call
+      reading.cut_bytes = lines.length();
+      break;
+    }
+    reading.used_bytes += lines.length() + (lines.terminated() ? 1 : 0);
+    if (!parser.line(lines.text(), lines.length())) break;
   }
-  std::free(line);
   reading.read_error = std::ferror(in) != 0;
 }
 

@@ -41,6 +41,12 @@ struct ProcessTrace {
   }
 };
 
+// The longest line a log may have, without its newline: logalloc's longest call,
+// posix_memalign with 20-digit numbers and a 16-digit pointer, is about 130 bytes. A
+// longer line is refused by its number and byte offset, and a reader need hold no
+// more of it than this.
+inline constexpr std::size_t kMaxLogallocLine = 4096;
+
 class LogallocParser {
  public:
   // Parses one line (without its newline). False on a malformed line: error()
@@ -56,6 +62,23 @@ class LogallocParser {
     if (!parse_call(call)) return false;
     add_record(call);
     return true;
+  }
+
+  // A line longer than kMaxLogallocLine, given by its first bytes (`length`, at most
+  // that), starting at byte `offset` of the log's text: fails the parser with its
+  // number and offset. Whether its start looks like a logalloc line still decides
+  // not_a_log().
+  void too_long(const char* text, std::size_t length, std::uint64_t offset) {
+    ++number_;
+    if (failed()) return;
+    at_ = start_ = text;
+    end_ = text + length;
+    reached_call_ = false;
+    Call call;
+    parse_call(call);  // only for reached_call_: the prefix ends before the line does
+    error_ = "line " + std::to_string(number_) + " (byte offset " + std::to_string(offset) +
+             "): longer than " + std::to_string(kMaxLogallocLine) +
+             " bytes, which no logalloc line is: " + quote();
   }
 
   bool failed() const { return !error_.empty(); }
@@ -195,20 +218,26 @@ class LogallocParser {
   // "line N, column C: what: the line" (its first 120 bytes, each byte outside
   // printable ASCII as \xNN, so the message is one line of text whatever the log holds).
   bool fail(const char* what) {
-    std::size_t length = static_cast<std::size_t>(end_ - start_);
     error_ = "line " + std::to_string(number_) + ", column " +
-             std::to_string(at_ - start_ + 1) + ": " + what + ": ";
+             std::to_string(at_ - start_ + 1) + ": " + what + ": " + quote();
+    return false;
+  }
+
+  // The line being parsed, its first 120 bytes, as one line of printable text.
+  std::string quote() const {
+    std::size_t length = static_cast<std::size_t>(end_ - start_);
+    std::string quoted;
     for (const char* c = start_; c < start_ + (length < 120 ? length : 120); ++c) {
       auto byte = static_cast<unsigned char>(*c);
       if (byte >= 0x20 && byte <= 0x7E && byte != '\\') {
-        error_ += *c;
+        quoted += *c;
       } else {
         char escaped[5];
         std::snprintf(escaped, sizeof escaped, "\\x%02x", byte);
-        error_ += escaped;
+        quoted += escaped;
       }
     }
-    return false;
+    return quoted;
   }
 
   bool spaces() {
