@@ -80,10 +80,12 @@ def convert(build_dir: Path, log: Path, trace: Path, partial: bool = False) -> s
     return done.stdout
 
 
-def reference_replay(build_dir: Path, trace: Path, scratch: Path, partial: bool = False,
-                     timeout: float = 900) -> dict:
-    """The trace replayed on Firefox's own allocator: the replayer's JSON document, as
-    every container's (tools/trace/format.md, "Replay figures"), variant "firefox"."""
+def reference_replay_file(build_dir: Path, trace: Path, scratch: Path, partial: bool = False,
+                          timeout: float = 900) -> tuple[Path, str]:
+    """The trace replayed on Firefox's own allocator: the file in scratch holding the
+    replayer's JSON document, as every container's (tools/trace/format.md, "Replay
+    figures"), variant "firefox", and Firefox's version line. The document is left in
+    its file (it grows with the trace's checkpoints); so is the replayer's text."""
     if shutil.which(FIREFOX) is None:
         raise FirefoxFailed(MISSING)
     if " " in str(trace) or " " in str(scratch):
@@ -91,15 +93,29 @@ def reference_replay(build_dir: Path, trace: Path, scratch: Path, partial: bool 
     handle, name = tempfile.mkstemp(prefix="firefox.", suffix=".json", dir=scratch)
     os.close(handle)
     arguments = ["--json", name, *(["--partial"] if partial else []), str(trace)]
-    done = subprocess.run([FIREFOX, "--version"], capture_output=True, text=True, timeout=timeout,
-                          errors="backslashreplace",
-                          env=firefox_environment(library(build_dir),
-                                                  RUNSEL_FIREFOX_REPLAY=" ".join(arguments)))
-    if done.returncode != 0 or "runsel-replay firefox" not in done.stdout:
+    with tempfile.TemporaryFile(dir=scratch) as text:
+        done = subprocess.run([FIREFOX, "--version"], stdout=text, stderr=subprocess.PIPE,
+                              text=True, timeout=timeout, errors="backslashreplace",
+                              env=firefox_environment(library(build_dir),
+                                                      RUNSEL_FIREFOX_REPLAY=" ".join(arguments)))
+        text.seek(0)
+        head = text.read(1 << 16).decode("utf-8", "backslashreplace")
+        text.seek(max(0, text.seek(0, os.SEEK_END) - 4096))
+        tail = text.read().decode("utf-8", "backslashreplace")
+    if done.returncode != 0 or "runsel-replay firefox" not in head:
         raise FirefoxFailed(f"the reference replay in {FIREFOX} failed (exit {done.returncode}): "
-                            f"{(done.stderr or done.stdout).strip()[-400:]}")
-    document = json.loads(Path(name).read_text())
-    document["firefox_version"] = firefox_version_line()
+                            f"{(done.stderr or tail).strip()[-400:]}")
+    return Path(name), firefox_version_line()
+
+
+def reference_replay(build_dir: Path, trace: Path, scratch: Path, partial: bool = False,
+                     timeout: float = 900) -> dict:
+    """The trace replayed on Firefox's own allocator: the replayer's JSON document, as
+    every container's (tools/trace/format.md, "Replay figures"), variant "firefox", with
+    "firefox_version" added."""
+    path, version = reference_replay_file(build_dir, trace, scratch, partial, timeout)
+    document = json.loads(path.read_text())
+    document["firefox_version"] = version
     return document
 
 

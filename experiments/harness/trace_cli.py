@@ -15,7 +15,10 @@ import glob
 import json
 import os
 import shlex
+import shutil
+import signal
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -126,16 +129,15 @@ def table(rows: list[list[str]]) -> str:
                      for row in rows)
 
 
-def checkpoint_table(documents: dict[str, dict], index: int, reference: str | None) -> str:
-    """One row per container at checkpoint `index`: the exact figures and their difference
-    to the reference, in bytes and percent."""
+def checkpoint_table(points: dict[str, dict], reference: str | None) -> str:
+    """One row per container at one checkpoint (points: each container's figures there):
+    the exact figures and their difference to the reference, in bytes and percent."""
     header = ["container"]
     for compared in COMPARED:
         header += [compared, f"vs {reference}" if reference else "-"]
     rows = [header]
-    base = documents[reference]["checkpoints"][index] if reference else None
-    for name, document in documents.items():
-        point = document["checkpoints"][index]
+    base = points[reference] if reference else None
+    for name, point in points.items():
         row = [name]
         for compared in COMPARED:
             value, reference_value = figure(point, compared), figure(base, compared) if base else None
@@ -145,19 +147,18 @@ def checkpoint_table(documents: dict[str, dict], index: int, reference: str | No
     return table(rows)
 
 
-def bin_unused_table(documents: dict[str, dict], index: int, reference: str | None) -> str:
-    """bin_unused per size class at checkpoint `index` (classes unused everywhere left out)."""
-    names = list(documents)
+def bin_unused_table(points: dict[str, dict], reference: str | None) -> str:
+    """bin_unused per size class at one checkpoint (classes unused everywhere left out);
+    each point's "bins" as [size, unused_bytes] pairs."""
+    names = list(points)
     rows = [["size"] + [f"{name}" + (f" vs {reference}" if reference and name != reference else "")
                         for name in names]]
-    classes = [bin_["size"] for bin_ in documents[names[0]]["checkpoints"][index]["bins"]]
+    classes = [size for size, _ in points[names[0]]["bins"]]
     for position, size in enumerate(classes):
-        values = [document["checkpoints"][index]["bins"][position]["unused_bytes"]
-                  for document in documents.values()]
+        values = [point["bins"][position][1] for point in points.values()]
         if not any(values):
             continue
-        base = documents[reference]["checkpoints"][index]["bins"][position]["unused_bytes"] \
-            if reference else None
+        base = points[reference]["bins"][position][1] if reference else None
         row = [str(size)]
         for name, value in zip(names, values):
             row.append(str(value) if name == reference or base is None or value == base
@@ -166,19 +167,227 @@ def bin_unused_table(documents: dict[str, dict], index: int, reference: str | No
     return table(rows) if len(rows) > 1 else "(no small runs)"
 
 
-def comparison(documents: dict[str, dict], reference: str | None) -> str:
+def print_comparison(replays: "ReplayFigures", reference: str | None) -> None:
     """Every checkpoint (marks, every N, peak, end), exact, each container against the
-    reference, each followed by its bin_unused per size class."""
-    first = next(iter(documents.values()))
-    parts = []
-    for index, point in enumerate(first["checkpoints"]):
+    reference, each followed by its bin_unused per size class: printed one checkpoint at
+    a time, as read from every replay's figures."""
+    for points in replays.points():
+        point = next(iter(points.values()))
         title = f"{point['kind']} \"{point['name']}\"" if point["kind"] == "mark" else point["name"]
-        parts.append(f"## {title}: after {point['ops']} records, "
-                     f"{size_text(point['live_requested'])} live requested")
-        parts.append(checkpoint_table(documents, index, reference))
-        parts.append("bin_unused per size class (bytes):")
-        parts.append(bin_unused_table(documents, index, reference))
-    return "\n".join(parts)
+        print(f"## {title}: after {point['ops']} records, "
+              f"{size_text(point['live_requested'])} live requested")
+        print(checkpoint_table(points, reference))
+        print("bin_unused per size class (bytes):")
+        print(bin_unused_table(points, reference))
+
+
+# --- replay documents, read and written as streams ----------------------------------------
+#
+# A replayer's document holds a checkpoint for every mark (about 6 KB of JSON each, 18 MB for
+# a log of 3,000 jemalloc_stats() lines), so none is held whole: each is read one checkpoint
+# at a time, as it is written, into a file of the figures the tables show, and copied to the
+# --json output as it is read. What stays in memory is each document without its checkpoints.
+
+JSON_SPACE = " \t\n\r"
+
+
+class DocumentReader:
+    """One JSON document {"key": value, ..., "checkpoints": [...], ...} read from a file
+    one top-level member, and one checkpoint, at a time."""
+
+    def __init__(self, path: Path):
+        self.file = open(path, encoding="utf-8", errors="backslashreplace")
+        self.decoder = json.JSONDecoder(strict=False)
+        self.text, self.at, self.ended = "", 0, False
+
+    def close(self) -> None:
+        self.file.close()
+
+    def more(self) -> bool:
+        chunk = self.file.read(1 << 16)
+        self.text, self.at = self.text[self.at:] + chunk, 0
+        self.ended = not chunk
+        return bool(chunk)
+
+    def next_char(self) -> str:
+        """The next character that is not white space (not consumed; "" at the end)."""
+        while True:
+            while self.at < len(self.text) and self.text[self.at] in JSON_SPACE:
+                self.at += 1
+            if self.at < len(self.text) or not self.more():
+                return self.text[self.at:self.at + 1]
+
+    def expect(self, char: str) -> None:
+        if self.next_char() != char:
+            raise ValueError(f"expected {char!r} in the replay's JSON, at "
+                             f"{self.text[self.at:self.at + 40]!r}")
+        self.at += 1
+
+    def skip(self, char: str) -> bool:
+        """Consumes char if it comes next."""
+        if self.next_char() == char:
+            self.at += 1
+            return True
+        return False
+
+    def value(self):
+        """The next JSON value, whole (a number only once something follows it)."""
+        self.next_char()
+        while True:
+            try:
+                value, end = self.decoder.raw_decode(self.text, self.at)
+                if end < len(self.text) or self.ended:
+                    self.at = end
+                    return value
+            except json.JSONDecodeError:
+                if self.ended:
+                    raise
+            self.more()
+
+    def members(self):
+        """Yields (key, value) for each top-level member; for "checkpoints", the value is
+        an iterator over the checkpoints, which must be consumed before the next member."""
+        self.expect("{")
+        if self.skip("}"):
+            return
+        while True:
+            key = self.value()
+            self.expect(":")
+            if key == "checkpoints":
+                yield key, self.checkpoints()
+            else:
+                yield key, self.value()
+            if self.skip("}"):
+                return
+            self.expect(",")
+
+    def checkpoints(self):
+        self.expect("[")
+        if self.skip("]"):
+            return
+        while True:
+            yield self.value()
+            if self.skip("]"):
+                return
+            self.expect(",")
+
+
+def indented(value, depth: int) -> str:
+    """json.dumps(value, indent=1) as it reads `depth` levels down in a larger document."""
+    return json.dumps(value, indent=1).replace("\n", "\n" + " " * depth)
+
+
+class JsonOutput:
+    """--json FILE: {"reference": ..., "trace": ..., "replays": {name: document, ...}}
+    written byte for byte as json.dumps(..., indent=1) writes it, one replay and one
+    checkpoint at a time, into a temporary file beside FILE that becomes FILE once every
+    replay is in."""
+
+    def __init__(self, out: Path, reference: str | None, trace: Path):
+        self.out = out
+        out.parent.mkdir(parents=True, exist_ok=True)
+        handle, name = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent)
+        self.partial = Path(name)
+        self.file = os.fdopen(handle, "w")
+        self.file.write("{\n \"reference\": " + indented(reference, 1) + ",\n \"trace\": " +
+                        indented(str(trace), 1) + ",\n \"replays\": {")
+        self.replays = 0
+
+    def replay(self, name: str, members) -> None:
+        """One replay's document: members as DocumentReader.members() yields them."""
+        write = self.file.write
+        write(("," if self.replays else "") + "\n  " + json.dumps(name) + ": {")
+        self.replays += 1
+        count = 0
+        for key, value in members:
+            write(("," if count else "") + "\n   " + json.dumps(key) + ": ")
+            count += 1
+            if key != "checkpoints":
+                write(indented(value, 3))
+                continue
+            points = 0
+            write("[")
+            for point in value:
+                write(("," if points else "") + "\n    " + indented(point, 4))
+                points += 1
+            write("\n   ]" if points else "]")
+        write("\n  }" if count else "}")
+
+    def finish(self) -> None:
+        self.file.write("\n }\n}\n" if self.replays else "}\n}\n")
+        self.file.close()
+        os.replace(self.partial, self.out)
+
+    def abandon(self) -> None:
+        """Leaves no file behind (when the replays were refused or failed)."""
+        self.file.close()
+        self.partial.unlink(missing_ok=True)
+
+
+# What the tables show of a checkpoint (figure(), checkpoint_table(), bin_unused_table()).
+SHOWN = ("name", "kind", "ops", "live_requested", "committed", "dirty", "resident",
+         "purged_resident", "bin_unused")
+
+
+class ReplayFigures:
+    """Every replay's figures, taken as each replay ends: its document without the
+    checkpoints (kept), the shown figures of its checkpoints (a file of JSON lines, one a
+    checkpoint) and, with --json, the whole document copied to the output. The replayer's
+    own file is then deleted: memory and scratch space do not grow with the replays'
+    checkpoints beyond those lines."""
+
+    def __init__(self, scratch: Path, output: JsonOutput | None):
+        self.scratch, self.output = scratch, output
+        self.heads: dict[str, dict] = {}
+        self.shown: dict[str, Path] = {}
+
+    def add(self, name: str, document: Path, extra: dict | None = None) -> None:
+        """Takes one replay's document (extra: members added at its end)."""
+        head = {}
+        shown = self.scratch / f"shown.{len(self.shown)}.jsonl"
+        reader = DocumentReader(document)
+        try:
+            with open(shown, "w") as lines:
+                def members():
+                    for key, value in reader.members():
+                        if key == "checkpoints":
+                            head[key] = None
+                            value = self.shown_while_read(value, lines)
+                        else:
+                            head[key] = value
+                        yield key, value
+                        if key == "checkpoints":
+                            for _ in value:  # consumed here when no output read them
+                                pass
+                    yield from (extra or {}).items()
+                if self.output:
+                    self.output.replay(name, members())
+                else:
+                    for _ in members():
+                        pass
+        finally:
+            reader.close()
+        head.update(extra or {})
+        document.unlink()
+        self.heads[name], self.shown[name] = head, shown
+
+    @staticmethod
+    def shown_while_read(points, lines):
+        for point in points:
+            shown = {key: point[key] for key in SHOWN if key in point}
+            shown["bins"] = [[bin_["size"], bin_["unused_bytes"]] for bin_ in point["bins"]]
+            lines.write(json.dumps(shown, separators=(",", ":")) + "\n")
+            yield point
+
+    def points(self):
+        """{name: shown figures} at each checkpoint in turn, every replay read in step."""
+        files = [open(path) for path in self.shown.values()]
+        try:
+            for lines in zip(*files):
+                yield {name: json.loads(line) for name, line in zip(self.shown, lines)}
+        finally:
+            for file in files:
+                file.close()
 
 
 def run_quietly(command: list[str]) -> subprocess.CompletedProcess:
@@ -189,27 +398,38 @@ def run_quietly(command: list[str]) -> subprocess.CompletedProcess:
 
 
 def replay_on(program: Path, trace: Path, args: argparse.Namespace, scratch: Path,
-              conf: str | None = None) -> dict:
-    """Runs one replayer (with RUNSEL_CONF=conf when given); prints its text; returns its
-    JSON document."""
+              conf: str | None = None) -> Path:
+    """Runs one replayer (with RUNSEL_CONF=conf when given), its text into a file in
+    scratch (printed with --verbose); returns the file of its JSON document. Exit code 2,
+    a refusal, is the input's: passed on as one line."""
     figures = scratch / f"{program.name}{'.conf' if conf else ''}.json"
     options = (["--every", str(args.every)] if args.every else []) + (
         ["--partial"] if args.partial else []) + (
         ["--allow-large-live-set"] if args.allow_large_live_set else [])
     command = [str(program), *options, "--json", str(figures), str(trace)]
+    text = scratch / f"{program.name}{'.conf' if conf else ''}.txt"
     if conf:
         steps.show(["env", f"RUNSEL_CONF={conf}", *command])
-        done = subprocess.run(command, capture_output=True, text=True, errors="backslashreplace",
-                              env={**os.environ, "RUNSEL_CONF": conf})
     else:
-        done = run_quietly(command)
+        steps.show(command)
+    with open(text, "wb") as output:
+        done = subprocess.run(command, stdout=output, stderr=subprocess.PIPE, text=True,
+                              errors="backslashreplace",
+                              env={**os.environ, "RUNSEL_CONF": conf} if conf else None)
+    message = " ".join(done.stderr.split("\n")).strip()
     if done.returncode == 2:  # the trace is refused: the same for every container
-        raise steps.InputRejected(done.stderr.strip())
+        raise steps.InputRejected(message)
     if done.returncode != 0:
-        raise steps.StepFailed(f"{program} exited with {done.returncode}: {done.stderr.strip()}")
+        code = done.returncode
+        how = (f"was killed by signal {-code} ({signal.Signals(-code).name})"
+               if code < 0 and -code in signal.valid_signals() else f"exited with {code}")
+        raise steps.StepFailed(f"{program} {how}: {message or '(nothing on stderr)'}")
     if args.verbose:
-        print(done.stdout, end="\n", flush=True)
-    return json.loads(figures.read_bytes().decode("utf-8", "backslashreplace"), strict=False)
+        with open(text, encoding="utf-8", errors="backslashreplace") as output:
+            shutil.copyfileobj(output, sys.stdout)
+        print(flush=True)
+    text.unlink()
+    return figures
 
 
 def converter(args: argparse.Namespace) -> Path:
@@ -302,33 +522,73 @@ def replay_every_container(args: argparse.Namespace, trace: Path) -> int:
         except firefox_replay.FirefoxFailed as failure:
             raise steps.StepFailed(str(failure)) from None
 
-    with tempfile.TemporaryDirectory(prefix="runsel-replay-") as scratch:
-        documents = {}
-        if args.geometry in ("classic", "both"):
-            documents.update({name: replay_on(program, trace, args, Path(scratch))
-                              for name, program in replayers.items()})
-        if conf:  # the same containers with the installed Firefox's run sizes
-            documents.update({f"{name}@firefox": replay_on(program, trace, args, Path(scratch), conf)
-                              for name, program in replayers.items()})
-        if args.reference == "firefox":
-            steps.show(["env", "MALLOC_OPTIONS=r", f"LD_PRELOAD={firefox_library}",
-                        "RUNSEL_FIREFOX_REPLAY=...", "firefox-esr", "--version"])
-            try:
-                documents[firefox_replay.REFERENCE_NAME] = firefox_replay.reference_replay(
-                    args.build_dir, trace, Path(scratch), args.partial)
-            except firefox_replay.FirefoxFailed as failure:
-                raise steps.StepFailed(str(failure)) from None
+    names = []
+    if args.geometry in ("classic", "both"):
+        names += list(replayers)
+    if conf:
+        names += [f"{name}@firefox" for name in replayers]
+    if args.reference == "firefox":
+        names.append(firefox_replay.REFERENCE_NAME)
     reference = (firefox_replay.REFERENCE_NAME if args.reference == "firefox" else
-                 allocators.REFERENCE if allocators.REFERENCE in documents else None)
-    first = next(iter(documents.values()))
+                 allocators.REFERENCE if allocators.REFERENCE in names else None)
+
+    with tempfile.TemporaryDirectory(prefix="runsel-replay-") as scratch:
+        output = JsonOutput(from_caller(args.json), reference, trace) if args.json else None
+        replays = ReplayFigures(Path(scratch), output)
+        try:
+            if args.geometry in ("classic", "both"):
+                for name, program in replayers.items():
+                    replays.add(name, replay_on(program, trace, args, Path(scratch)))
+            if conf:  # the same containers with the installed Firefox's run sizes
+                for name, program in replayers.items():
+                    replays.add(f"{name}@firefox",
+                                replay_on(program, trace, args, Path(scratch), conf))
+            if args.reference == "firefox":
+                steps.show(["env", "MALLOC_OPTIONS=r", f"LD_PRELOAD={firefox_library}",
+                            "RUNSEL_FIREFOX_REPLAY=...", "firefox-esr", "--version"])
+                try:
+                    document, version = firefox_replay.reference_replay_file(
+                        args.build_dir, trace, Path(scratch), args.partial)
+                except firefox_replay.FirefoxFailed as failure:
+                    raise steps.StepFailed(str(failure)) from None
+                replays.add(firefox_replay.REFERENCE_NAME, document, {"firefox_version": version})
+            print_replays(args, trace, replays, reference, conf)
+            if output:
+                output.finish()
+        except BaseException:
+            if output:
+                output.abandon()
+            raise
+    if output:
+        print(f"# figures as JSON: {output.out}")
+    return 0
+
+
+def memory_line(memory: dict) -> str:
+    """What a replay holds at most against its bound (the replayer's "memory")."""
+    return (f"# memory: a replay holds at most {memory['holds_at_most']} bytes (slot tables "
+            f"{memory['slot_tables']} for up to {memory['live_blocks']} live blocks, live blocks "
+            f"{memory['live_requested']} and {memory['bytes_per_block']} bytes a block, the "
+            f"trace {memory['trace_file']}, the replayer {memory['replayer']}), "
+            f"{'within' if memory['within'] else 'more than'} the {memory['bound']} bytes of "
+            f"{memory['bound_what']}"
+            + ("" if memory["within"] else "; --allow-large-live-set: an allocation that cannot "
+               "be had is counted as failed"))
+
+
+def print_replays(args: argparse.Namespace, trace: Path, replays: ReplayFigures,
+                  reference: str | None, conf: str | None) -> None:
+    first = next(iter(replays.heads.values()))
     print(f"# {trace}: {first['trace']['records']} records, {first['trace']['marks']} marks"
           f"{'' if first['trace'].get('complete', True) else ', partial: no end record'}; "
-          f"replayed on {', '.join(documents)}, one thread, no address randomization")
+          f"replayed on {', '.join(replays.heads)}, one thread, no address randomization")
+    if first.get("memory"):
+        print(memory_line(first["memory"]))
     if conf:
         print(f"# NAME@firefox: the container with the installed Firefox's run sizes, read from "
               f"its bin statistics (RUNSEL_CONF={conf}); the others: the classic rule's")
     if args.reference == "firefox":
-        version = documents[firefox_replay.REFERENCE_NAME].get("firefox_version") or "firefox-esr"
+        version = replays.heads[firefox_replay.REFERENCE_NAME].get("firefox_version") or "firefox-esr"
         print(f"# firefox: the same trace on {version}'s "
               "own mozjemalloc (its executable's malloc/free, MALLOC_OPTIONS=r), figures from "
               "its jemalloc_stats_internal")
@@ -343,19 +603,12 @@ def replay_every_container(args: argparse.Namespace, trace: Path) -> int:
     if args.reference == "firefox":
         print("# expect differences: mozjemalloc's run sizes (unless @firefox), its header and "
               "large-run layout; the same one arena and one thread as every replay")
-    print(comparison(documents, reference))
-    for name, document in documents.items():
+    print_comparison(replays, reference)
+    for name, document in replays.heads.items():
         tally = document["replay"]
         if tally["unknown_pointers"] or tally["failed"] or tally["reused_live"]:
             print(f"# {name}: unknown_pointers={tally['unknown_pointers']} "
                   f"failed={tally['failed']} reused_live={tally['reused_live']}")
-    if args.json:
-        out = from_caller(args.json)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps({"reference": reference, "trace": str(trace),
-                                   "replays": documents}, indent=1) + "\n")
-        print(f"# figures as JSON: {out}")
-    return 0
 
 
 # --- registration -------------------------------------------------------------------------
