@@ -14,6 +14,7 @@ import argparse
 import glob
 import json
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -397,11 +398,16 @@ def run_quietly(command: list[str]) -> subprocess.CompletedProcess:
     return subprocess.run(command, capture_output=True, text=True, errors="backslashreplace")
 
 
+# The replayer's line on stderr saying what the replay holds at most and its bound.
+MEMORY_LINE = re.compile(r"^runsel-replay: .*?: memory: (a replay holds at most .*)$", re.M)
+
+
 def replay_on(program: Path, trace: Path, args: argparse.Namespace, scratch: Path,
-              conf: str | None = None) -> Path:
+              conf: str | None = None) -> tuple[Path, str | None]:
     """Runs one replayer (with RUNSEL_CONF=conf when given), its text into a file in
-    scratch (printed with --verbose); returns the file of its JSON document. Exit code 2,
-    a refusal, is the input's: passed on as one line."""
+    scratch (printed with --verbose); returns the file of its JSON document and what it
+    said it holds at most against its bound. Exit code 2, a refusal, is the input's:
+    passed on as one line."""
     figures = scratch / f"{program.name}{'.conf' if conf else ''}.json"
     options = (["--every", str(args.every)] if args.every else []) + (
         ["--partial"] if args.partial else []) + (
@@ -429,7 +435,8 @@ def replay_on(program: Path, trace: Path, args: argparse.Namespace, scratch: Pat
             shutil.copyfileobj(output, sys.stdout)
         print(flush=True)
     text.unlink()
-    return figures
+    memory = MEMORY_LINE.search(done.stderr)
+    return figures, memory.group(1) if memory else None
 
 
 def converter(args: argparse.Namespace) -> Path:
@@ -535,14 +542,18 @@ def replay_every_container(args: argparse.Namespace, trace: Path) -> int:
     with tempfile.TemporaryDirectory(prefix="runsel-replay-") as scratch:
         output = JsonOutput(from_caller(args.json), reference, trace) if args.json else None
         replays = ReplayFigures(Path(scratch), output)
+        memory = []
         try:
             if args.geometry in ("classic", "both"):
                 for name, program in replayers.items():
-                    replays.add(name, replay_on(program, trace, args, Path(scratch)))
+                    document, holds = replay_on(program, trace, args, Path(scratch))
+                    replays.add(name, document)
+                    memory.append(holds)
             if conf:  # the same containers with the installed Firefox's run sizes
                 for name, program in replayers.items():
-                    replays.add(f"{name}@firefox",
-                                replay_on(program, trace, args, Path(scratch), conf))
+                    document, holds = replay_on(program, trace, args, Path(scratch), conf)
+                    replays.add(f"{name}@firefox", document)
+                    memory.append(holds)
             if args.reference == "firefox":
                 steps.show(["env", "MALLOC_OPTIONS=r", f"LD_PRELOAD={firefox_library}",
                             "RUNSEL_FIREFOX_REPLAY=...", "firefox-esr", "--version"])
@@ -552,7 +563,7 @@ def replay_every_container(args: argparse.Namespace, trace: Path) -> int:
                 except firefox_replay.FirefoxFailed as failure:
                     raise steps.StepFailed(str(failure)) from None
                 replays.add(firefox_replay.REFERENCE_NAME, document, {"firefox_version": version})
-            print_replays(args, trace, replays, reference, conf)
+            print_replays(args, trace, replays, reference, conf, next(filter(None, memory), None))
             if output:
                 output.finish()
         except BaseException:
@@ -564,26 +575,14 @@ def replay_every_container(args: argparse.Namespace, trace: Path) -> int:
     return 0
 
 
-def memory_line(memory: dict) -> str:
-    """What a replay holds at most against its bound (the replayer's "memory")."""
-    return (f"# memory: a replay holds at most {memory['holds_at_most']} bytes (slot tables "
-            f"{memory['slot_tables']} for up to {memory['live_blocks']} live blocks, live blocks "
-            f"{memory['live_requested']} and {memory['bytes_per_block']} bytes a block, the "
-            f"trace {memory['trace_file']}, the replayer {memory['replayer']}), "
-            f"{'within' if memory['within'] else 'more than'} the {memory['bound']} bytes of "
-            f"{memory['bound_what']}"
-            + ("" if memory["within"] else "; --allow-large-live-set: an allocation that cannot "
-               "be had is counted as failed"))
-
-
 def print_replays(args: argparse.Namespace, trace: Path, replays: ReplayFigures,
-                  reference: str | None, conf: str | None) -> None:
+                  reference: str | None, conf: str | None, memory: str | None) -> None:
     first = next(iter(replays.heads.values()))
     print(f"# {trace}: {first['trace']['records']} records, {first['trace']['marks']} marks"
           f"{'' if first['trace'].get('complete', True) else ', partial: no end record'}; "
           f"replayed on {', '.join(replays.heads)}, one thread, no address randomization")
-    if first.get("memory"):
-        print(memory_line(first["memory"]))
+    if memory:  # the first replay's: the same figure for every container, its bound then
+        print(f"# memory: {memory}")
     if conf:
         print(f"# NAME@firefox: the container with the installed Firefox's run sizes, read from "
               f"its bin statistics (RUNSEL_CONF={conf}); the others: the classic rule's")
@@ -640,8 +639,10 @@ def add_commands(commands, parents: list[argparse.ArgumentParser]) -> None:
                     "resident, resident after a forced purge and bin_unused "
                     "(and bin_unused per size class) with the difference to rb_first in bytes "
                     "and percent. A malformed trace is rejected with its byte offset, a "
-                    "malformed log with its line, a live set beyond the memory available "
-                    "unless --allow-large-live-set: exit code 2, one line on stderr.")
+                    "malformed log with its line, a replay that would hold more than the "
+                    "memory it may use (MemAvailable, or less under ulimit -v or -d: its slot "
+                    "tables always, its live blocks unless --allow-large-live-set): exit code "
+                    "2, one line on stderr.")
     replay.add_argument("trace", metavar="TRACE",
                         help="a trace written by `runsel trace`, or a logalloc log")
     replay.add_argument("--pid", type=int, metavar="PID",
@@ -658,8 +659,9 @@ def add_commands(commands, parents: list[argparse.ArgumentParser]) -> None:
                              "records or lines are replayed and the output says how many")
     replay.add_argument("--allow-large-live-set", action="store_true",
                         help="replay even when the trace's live blocks peak above the memory "
-                             "available (MemAvailable): a replay writes every live block, so "
-                             "such a trace is refused without it")
+                             "available (MemAvailable, or less under ulimit -v or -d): a replay "
+                             "writes every live block, so such a trace is refused without it "
+                             "(slot tables beyond it are refused all the same)")
     replay.add_argument("--reference", choices=["rb_first", "firefox"], default="rb_first",
                         help="compare with this: rb_first (default), or firefox: the same "
                              "trace replayed on the installed firefox-esr's own allocator "

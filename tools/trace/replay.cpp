@@ -233,8 +233,10 @@ int usage(const char* program) {
                "--windows K --window-records W: under callgrind (--instr-atstart=no\n"
                "--collect-atstart=no), instrument and count only K windows of W records\n"
                "spread evenly over the trace (one window over everything when K*W covers it).\n"
-               "A trace whose live blocks peak above the memory available (MemAvailable)\n"
-               "is refused; --allow-large-live-set replays it anyway.\n",
+               "A trace whose replay would hold more than the memory it may use\n"
+               "(MemAvailable, or less under ulimit -v or -d) is refused: its live blocks,\n"
+               "32 bytes a block, its slot tables, the trace and 16 MiB of its own.\n"
+               "--allow-large-live-set replays it anyway when its slot tables fit.\n",
                program, runsel_variant());
   return 2;
 }
@@ -383,13 +385,13 @@ bool live_set_fits_in_memory(const Options& options, const TraceSurvey& survey,
   std::uint64_t own = holding.own();
   std::fprintf(stderr,
                "runsel-replay: %s: the trace's live blocks peak at %" PRIu64
-               " bytes (record %" PRIu64 "), more than the %" PRIu64
-               " bytes of %s leave beside the replay's own %" PRIu64
+               " bytes (record %" PRIu64 "), more than the %" PRIu64 " bytes left of the %" PRIu64
+               " bytes of %s beside the replay's own %" PRIu64
                " (slot tables for up to %zu live blocks, %" PRIu64
                " bytes a block, the trace and the replayer), and a replay writes every live "
                "block: refused (--allow-large-live-set replays it anyway)\n",
                options.path, survey.peak_live_bytes, survey.peak_ops,
-               bound.bytes > own ? bound.bytes - own : 0, bound.what, own,
+               bound.bytes > own ? bound.bytes - own : 0, bound.bytes, bound.what, own,
                survey.peak_live_blocks, kBytesPerBlock);
   return false;
 }
@@ -416,11 +418,27 @@ bool open_json_output(const Options& options) {
   return true;
 }
 
-// The text header and the JSON up to its checkpoints: the trace, the variant, what
-// the replay holds at most against its bound, the purge policy and how blocks are
-// written and resident bytes measured.
-void print_preamble(const Options& options, const TraceSurvey& survey,
-                    const ReplayHolding& holding, const MemoryBound& bound) {
+// What the replay holds at most and the bound it was held to, as one line on stderr
+// (the bound moves with the machine's load, and two replays of a trace print the same
+// bytes on stdout and in the JSON): once nothing can refuse the replay any more.
+void announce_memory(const Options& options, const TraceSurvey& survey,
+                     const ReplayHolding& holding, const MemoryBound& bound) {
+  bool within = holding.total() <= bound.bytes;
+  std::fprintf(stderr,
+               "runsel-replay: %s: memory: a replay holds at most %" PRIu64
+               " bytes (slot tables %" PRIu64 " for up to %zu live blocks, live blocks %" PRIu64
+               " and %" PRIu64 " bytes a block, the trace %" PRIu64 ", the replayer %" PRIu64
+               "), %s the %" PRIu64 " bytes of %s%s\n",
+               options.path, holding.total(), holding.slot_tables, survey.peak_live_blocks,
+               holding.live, kBytesPerBlock, holding.trace, holding.replayer,
+               within ? "within" : "more than", bound.bytes, bound.what,
+               within ? "" : "; --allow-large-live-set: an allocation that cannot be had is "
+                             "counted as failed");
+}
+
+// The text header and the JSON up to its checkpoints: the trace, the variant, the
+// purge policy and how blocks are written and resident bytes measured.
+void print_preamble(const Options& options, const TraceSurvey& survey) {
   const Header& header = survey.header;
   std::printf("# runsel-replay %s: %s (pid %" PRIu64 "%s), %" PRIu64 " records, %" PRIu64
               " marks%s\n",
@@ -430,16 +448,6 @@ void print_preamble(const Options& options, const TraceSurvey& survey,
   std::printf("# blocks written as the program did: every requested byte at allocation, "
               "realloc keeps the bytes it copied; resident: the heap's anonymous resident "
               "bytes\n");
-  bool within = holding.total() <= bound.bytes;
-  std::printf("# memory: a replay holds at most %" PRIu64 " bytes (slot tables %" PRIu64
-              " for up to %zu live blocks, live blocks %" PRIu64 " and %" PRIu64
-              " bytes a block, the trace %" PRIu64 ", the replayer %" PRIu64 "), %s the %" PRIu64
-              " bytes of %s%s\n",
-              holding.total(), holding.slot_tables, survey.peak_live_blocks, holding.live,
-              kBytesPerBlock, holding.trace, holding.replayer,
-              within ? "within" : "more than", bound.bytes, bound.what,
-              within ? "" : "; --allow-large-live-set: an allocation that cannot be had is "
-                            "counted as failed");
   json.print("{\"tool\": \"runsel-replay\", \"variant\": \"%s\",\n \"trace\": {\"file\": ",
              runsel_variant());
   json.string(file_name(options.path), std::strlen(file_name(options.path)));
@@ -449,14 +457,6 @@ void print_preamble(const Options& options, const TraceSurvey& survey,
              header.pid, (header.flags & kFlagForkedChild) ? "true" : "false", survey.records,
              survey.marks, survey.complete ? "true" : "false", survey.peak_live_bytes);
   const char* conf = getenv("RUNSEL_CONF");
-  json.print(" \"memory\": {\"holds_at_most\": %" PRIu64 ", \"slot_tables\": %" PRIu64
-             ", \"survey_table\": %" PRIu64 ", \"live_blocks\": %zu, \"bytes_per_block\": %" PRIu64
-             ", \"live_requested\": %" PRIu64 ", \"trace_file\": %" PRIu64
-             ", \"replayer\": %" PRIu64 ", \"bound\": %" PRIu64 ", \"bound_what\": \"%s\""
-             ", \"within\": %s},\n",
-             holding.total(), holding.slot_tables, holding.survey_table, survey.peak_live_blocks,
-             kBytesPerBlock, holding.live, holding.trace, holding.replayer, bound.bytes,
-             bound.what, within ? "true" : "false");
   json.print(" \"purge_policy\": \"%s\", \"runsel_conf\": ", runsel_purge_policy());
   json.string(conf ? conf : "", conf ? std::strlen(conf) : 0);
   json.print(",\n");
@@ -606,8 +606,9 @@ int main(int argc, char** argv) {
   if (replay.slots().failed() || replay.blocks().sizes().failed())
     return refuse_tables(options, replay);
   if (!open_json_output(options)) return 1;
+  announce_memory(options, survey, holding, bound);
 
-  print_preamble(options, survey, holding, bound);
+  print_preamble(options, survey);
   HeapResident resident(replay);
   std::fflush(stdout);
   touch_stack_and_buffers(output_buffer, sizeof output_buffer);
