@@ -49,6 +49,11 @@ static void* hold(size_t size) {
   return p;
 }
 
+static void forget(const void* q) {
+  for (int i = 0; i < g_held_count; ++i)
+    if (g_held[i] == q) g_held[i] = NULL;
+}
+
 static int is_held(const void* q) {
   for (int i = 0; i < g_held_count; ++i)
     if (g_held[i] == q) return 1;
@@ -141,7 +146,7 @@ static int remote_then_usable(void) {
 // 16-byte blocks in one fresh run: a and b next to each other, x a block
 // whose address has a low byte other than 0 with y = x & ~0xff a live block
 // (neither a nor b). The thread frees x, then b (b's link: x); the overflow
-// writes 0 into b's first byte.
+// writes 0 into b's first byte (0xff where that byte is 0 already).
 static int overflow_into_queued(void) {
   enum { kBlocks = 512 };
   static void* blocks[kBlocks];
@@ -164,8 +169,16 @@ static int overflow_into_queued(void) {
   }
   void* queued[2] = {x, b};
   if (!free_from_a_thread(queued, 2)) return 3;
+  forget(x);
+  forget(b);
   announce(b);
-  strcpy(opaque(a), "0123456789abcdef");  // 17 bytes into a 16-byte block
+  // 17 bytes into a 16-byte block. The terminating 0 changes b's first byte
+  // unless that byte is 0 already (then the overflow's last byte is 0xff).
+  if (*(volatile unsigned char*)b != 0) {
+    strcpy(opaque(a), "0123456789abcdef");
+  } else {
+    memcpy(opaque(a), "0123456789abcdef\xff", 17);
+  }
   malloc_trim(0);                          // takes every arena's queue in
   return report_unnoticed(16, 2000);
 }
