@@ -475,7 +475,7 @@ def add_report(commands, shared_options: list[argparse.ArgumentParser]) -> None:
                     "tcmalloc (LD_PRELOAD), interleaved and repeated; proves which allocator "
                     "served every run; counts instructions (perf, else callgrind). Writes "
                     f"{REPORT_DIR}/report.html (self-contained), report.md and results.json. "
-                    "How long it takes: README.md, Quick start.")
+                    "Each run ends by printing each step's time.")
     report.add_argument("--quick", action="store_true",
                         help=f"a short run: {quick['repeat']} repetitions at scale "
                              f"{quick['scale']}")
