@@ -50,6 +50,8 @@ BENCH_PROGRAM_PREFIX = "bench_"  # meson's build/experiments/bench_<name>: the b
 BENCH_ANCHORS = ("rb_first", "lifo")
 SELECTED_TARGET = "malloc"  # build/libmalloc.so: the container picked at setup
 CI_TEST_SETUP = "ci"  # meson.build's test setup for CI: the fixed seed list
+QUICK_TEST_SETUP = "quick"  # the same on fewer inputs: runsel test without --all
+DEFAULT_SUITE = "default"  # the tests runsel test runs without --all (tests/README.md)
 
 
 def defines_output(build_dir: Path, output: Path) -> bool:
@@ -195,6 +197,7 @@ class TestBuild:
     options: dict[str, str]  # meson options on top of the command line's
     setup_env: dict[str, str] = field(default_factory=dict)  # for meson setup (CXX)
     suites: tuple[str, ...] = ()  # always these suites (default: every suite, or --suite)
+    setup: str = CI_TEST_SETUP  # meson's test setup
 
     def directory(self, main_dir: Path) -> Path:
         return main_dir if self.name == "main" else main_dir.with_name(f"{main_dir.name}-{self.name}")
@@ -241,14 +244,19 @@ TEST_BUILDS = {
 }
 
 
-def test_log(build_dir: Path) -> Path:
-    """meson test's JSON log under the CI test setup (meson names it after the setup)."""
-    return build_dir / "meson-logs" / f"testlog-{CI_TEST_SETUP}.json"
+# runsel test without --all: the main build, only what the default suite needs,
+# on fewer inputs.
+QUICK_BUILD = TestBuild("main", {}, suites=(DEFAULT_SUITE,), setup=QUICK_TEST_SETUP)
 
 
-def count_test_results(build_dir: Path) -> dict[str, int] | None:
+def test_log(build_dir: Path, setup: str = CI_TEST_SETUP) -> Path:
+    """meson test's JSON log under a test setup (meson names it after the setup)."""
+    return build_dir / "meson-logs" / f"testlog-{setup}.json"
+
+
+def count_test_results(build_dir: Path, setup: str = CI_TEST_SETUP) -> dict[str, int] | None:
     """Counts meson's per-test results from its log (None when there is no log)."""
-    log = test_log(build_dir)
+    log = test_log(build_dir, setup)
     if not log.exists():
         return None
     counts = {"passed": 0, "failed": 0, "skipped": 0}
@@ -273,22 +281,23 @@ def run_test_build(spec: TestBuild, args: argparse.Namespace) -> dict:
     """Configures, builds and tests one build; returns its outcome for the summary."""
     build_dir = spec.directory(args.build_dir)
     started = time.monotonic()
-    print(f"== {spec.name} build: {build_dir}/", flush=True)
+    print(f"== {spec.name} build: {build_dir}/ (meson test --setup {spec.setup})", flush=True)
     outcome = {"build": spec.name, "passed": 0, "failed": 0, "skipped": 0, "error": ""}
+    suites = spec.suites or tuple(args.suite)
     try:
         configure(build_dir, {**requested_options(args), **spec.options}, spec.setup_env)
-        build(build_dir, suite_targets(build_dir, spec.suites) if spec.suites else None)
+        build(build_dir, suite_targets(build_dir, suites) if suites else None)
     except (StepFailed, subprocess.CalledProcessError) as failure:
         outcome["error"] = f"build failed: {failure}"
         outcome["seconds"] = time.monotonic() - started
         return outcome
-    test_log(build_dir).unlink(missing_ok=True)
-    suites = spec.suites or tuple(args.suite)
+    outcome["build_seconds"] = time.monotonic() - started
+    test_log(build_dir, spec.setup).unlink(missing_ok=True)
     code = run(["meson", "test", "-C", build_dir, "--no-rebuild", "--print-errorlogs",
-                "--setup", CI_TEST_SETUP,
+                "--setup", spec.setup,
                 *[part for suite in suites for part in ("--suite", suite)], *args.meson_args],
                check=False)
-    counts = count_test_results(build_dir) or {}
+    counts = count_test_results(build_dir, spec.setup) or {}
     outcome.update(counts)
     if code != 0 and not counts.get("failed"):
         outcome["error"] = f"meson test exited with {code}"
@@ -298,17 +307,32 @@ def run_test_build(spec: TestBuild, args: argparse.Namespace) -> dict:
     return outcome
 
 
-def command_test(args: argparse.Namespace) -> int:
-    names = [name for part in args.builds for name in part.split(",") if name] or list(TEST_BUILDS)
+def test_builds(args: argparse.Namespace) -> list[TestBuild]:
+    """What runsel test runs: --builds (full inputs), --all (every build), else the quick
+    run of the default suite (or of --suite) in the main build."""
+    names = [name for part in args.builds for name in part.split(",") if name]
+    if args.all and not names:
+        names = list(TEST_BUILDS)
     unknown = [name for name in names if name not in TEST_BUILDS]
     if unknown:
         raise StepFailed(f"unknown build {', '.join(unknown)}; choose from {', '.join(TEST_BUILDS)}")
-    outcomes = [run_test_build(TEST_BUILDS[name], args) for name in names]
+    if not names:
+        return [QUICK_BUILD if not args.suite else
+                TestBuild("main", {}, suites=tuple(args.suite), setup=QUICK_TEST_SETUP)]
+    return [TEST_BUILDS[name] for name in names]
+
+
+def command_test(args: argparse.Namespace) -> int:
+    started = time.monotonic()
+    outcomes = [run_test_build(spec, args) for spec in test_builds(args)]
     print("\n== summary")
-    print(f"{'build':<8} {'passed':>6} {'failed':>6} {'skipped':>7} {'minutes':>7}")
+    print(f"{'build':<8} {'passed':>6} {'failed':>6} {'skipped':>7} {'build min':>9} "
+          f"{'minutes':>7}")
     for outcome in outcomes:
         print(f"{outcome['build']:<8} {outcome['passed']:>6} {outcome['failed']:>6} "
-              f"{outcome['skipped']:>7} {outcome['seconds'] / 60:>7.1f}  {outcome['error']}")
+              f"{outcome['skipped']:>7} {outcome.get('build_seconds', 0) / 60:>9.1f} "
+              f"{outcome['seconds'] / 60:>7.1f}  {outcome['error']}")
+    print(f"total: {(time.monotonic() - started) / 60:.1f} minutes")
     totals = {key: sum(outcome[key] for outcome in outcomes)
               for key in ("passed", "failed", "skipped")}
     print(f"tests: {totals['passed']} passed, {totals['failed']} failed, "
@@ -451,7 +475,7 @@ def add_report(commands, shared_options: list[argparse.ArgumentParser]) -> None:
                     "tcmalloc (LD_PRELOAD), interleaved and repeated; proves which allocator "
                     "served every run; counts instructions (perf, else callgrind). Writes "
                     f"{REPORT_DIR}/report.html (self-contained), report.md and results.json. "
-                    "How long it takes: README.md, Quick start.")
+                    "Each run ends by printing each step's time.")
     report.add_argument("--quick", action="store_true",
                         help=f"a short run: {quick['repeat']} repetitions at scale "
                              f"{quick['scale']}")
@@ -535,22 +559,31 @@ def add_render(commands) -> None:
 def add_test(commands, shared_options: list[argparse.ArgumentParser]) -> None:
     test = commands.add_parser(
         "test", parents=shared_options,
-        help="build, then run every test: main build, TSan, UBSan, checked, fuzz, tcache (meson test)",
-        description="Builds and runs meson test --print-errorlogs in each build: the main one "
-                    f"({BUILD_DIR}/), then ThreadSanitizer, UndefinedBehaviorSanitizer, "
-                    "-Dchecked=true, libFuzzer (clang) and -Dthread_cache=true builds beside "
-                    "it (build-tsan/, build-ubsan/, build-checked/, build-fuzz/, "
-                    "build-tcache/: four containers' API tests behind the cache). "
-                    "About 40-60 minutes on 2 cores from a fresh clone, building included "
-                    "(the README gives each build's minutes); --builds main about 15-17. "
-                    "Exit code 0 when "
-                    "every test of every build passed.")
+        help="build, then run every container's correctness tests, on fewer inputs "
+             "(--all: every test in six builds, as CI)",
+        description="Without --all: configures the main build "
+                    f"({BUILD_DIR}/), builds only what the suite '{DEFAULT_SUITE}' needs and "
+                    f"runs it under meson's '{QUICK_TEST_SETUP}' test setup: for every container "
+                    "the unit, functional and hardening tests, the same-choices tests, one "
+                    "trace replay and the thread-cache libraries' tests, on a quarter of the "
+                    "seeds and operations (tests/README.md lists what it leaves to --all). "
+                    "At most 10 minutes on 2 cores, the build included. "
+                    "--all: every test in six builds, full inputs: the main one, then "
+                    "ThreadSanitizer, UndefinedBehaviorSanitizer, -Dchecked=true, libFuzzer "
+                    "(clang) and -Dthread_cache=true builds beside it (build-tsan/, "
+                    "build-ubsan/, build-checked/, build-fuzz/, build-tcache/); what CI runs. "
+                    "Each run ends with a table of every build's tests and minutes. "
+                    "Exit code 0 when every test that ran passed.")
+    test.add_argument("--all", action="store_true",
+                      help="every test in every build, full inputs (what CI runs)")
     test.add_argument("--builds", action="append", default=[], metavar="LIST",
-                      help="comma-separated builds to run, from " + ", ".join(TEST_BUILDS) +
-                           " (default: all of them, in that order)")
+                      help="comma-separated builds to run with full inputs, from " +
+                           ", ".join(TEST_BUILDS) + " (default: without --all, the quick run; "
+                           "with it, all of them, in that order)")
     test.add_argument("--suite", action="append", default=[], metavar="SUITE",
-                      help="only this suite: a container name, unit, functional, hardening, "
-                           "trace or harness (repeatable; the tsan build always runs its own)")
+                      help="only this suite: a container name, default, unit, functional, "
+                           "hardening, trace, thread_cache, harness or firefox (repeatable; the "
+                           "tsan build always runs its own)")
     test.add_argument("meson_args", nargs="*", metavar="ARG",
                       help="more meson test arguments (after --)")
     test.set_defaults(handler=command_test)

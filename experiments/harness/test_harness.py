@@ -23,7 +23,7 @@ from .allocators import REFERENCE, same_choice_groups
 from .interpreter import package_environment
 
 # The allocators every report must hold besides runsel's variants: glibc, and the three
-# that tools/runsel installs (README's package list). Written here, not discovered: the
+# that tools/runsel installs (its REQUIREMENTS list). Written here, not discovered: the
 # test checks the harness's discovery, so it must not share it.
 SYSTEM_ALLOCATORS = ("glibc", "jemalloc", "mimalloc", "tcmalloc")
 SCHEMA_VERSION = 3

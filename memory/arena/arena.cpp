@@ -8,6 +8,7 @@
 #include <new>
 
 #include "arena/base.h"
+#include "arena/freed_key.h"
 #include "platform/os.h"
 #include "structures/chunk_registry.h"
 
@@ -18,6 +19,8 @@ namespace {
 // publication, constant after): the process-wide purge walks them.
 constinit std::atomic<Arena*> g_arena_list{nullptr};
 }  // namespace
+
+constinit std::uintptr_t g_freed_key = 0;
 
 // Every ordinary variant takes the same metadata for an arena (8 KiB),
 // whatever its container adds to each bin: containers that make the same
@@ -31,6 +34,8 @@ Arena* Arena::create(unsigned index,
                      const PurgeSettings& settings) RUNSEL_NO_THREAD_SAFETY_ANALYSIS {
   void* memory = base::allocate(kArenaMetadataBytes);
   if (memory == nullptr) return nullptr;
+  // Under the frontend's init lock, before any region can be freed.
+  while (g_freed_key == 0) g_freed_key = os::random_word();
   Arena* arena = new (memory) Arena();
   arena->index_ = index;
   arena->run_key_ = RunKey::from(os::random_word() ^ reinterpret_cast<std::uintptr_t>(arena));
@@ -557,8 +562,12 @@ void Arena::free_large_then_unlock(Chunk* chunk, std::size_t page, std::size_t s
   lock.unlock();
 }
 
+// Takes the remote frees in first, as every path under the lock does: a
+// region another thread freed is free here, not live (realloc and
+// malloc_usable_size ask through this).
 std::size_t Arena::usable_size(Chunk* chunk, const void* p, BadPointer* problem) {
   LockGuard guard(lock);
+  take_remote_frees();
   const PointerClass target = classify(chunk, p);
   *problem = target.problem;
   if (target.problem != BadPointer::kNone) return 0;

@@ -152,15 +152,23 @@ class Arena {
   // arena, without this arena's lock when `p` is a small region: it is
   // checked as free() checks it (page map, run header) and queued on the
   // arena's remote frees, a lock-free stack linked through the regions'
-  // first words, which whoever next holds the lock takes in
-  // (take_remote_frees). A double free is then caught there, by the region's
-  // bitmap bit (twice in the queue: the second visit finds the bit set).
+  // second words (the first holds the freed key, arena/freed_key.h), which
+  // whoever next holds the lock takes in (take_remote_frees). A double free
+  // is then caught there, by the region's bitmap bit (twice in the queue:
+  // the second visit finds the bit set), or before, by any path that finds
+  // the key and takes the queue in (the thread cache's push, usable_size).
   // Large allocations take the lock. Returns kNone or the problem.
   BadPointer free_remote(Chunk* chunk, void* p) RUNSEL_EXCLUDES(lock);
   // Frees every region queued by free_remote; aborts naming a region that
   // was already free. Cheap when the queue is empty (one load).
   void take_remote_frees() RUNSEL_REQUIRES(lock) {
     if (remote_frees_.load(std::memory_order_relaxed) != nullptr) take_queued_remote_frees();
+  }
+  // The same from outside the lock: takes it when the queue is not empty.
+  void take_remote_frees_now() RUNSEL_EXCLUDES(lock) {
+    if (remote_frees_.load(std::memory_order_relaxed) == nullptr) return;
+    LockGuard guard(lock);
+    take_remote_frees();
   }
 
   // The thread cache's batches (frontend/thread_cache.h; cache_batches.cpp),

@@ -2,6 +2,7 @@
 // small paths (small_paths.h) that are not on every call.
 #include "arena/small_paths.h"
 
+#include "arena/freed_key.h"
 #include "platform/fatal.h"
 #include "structures/chunk_registry.h"
 
@@ -148,14 +149,18 @@ constexpr std::uint32_t kRemoteFreesPerTry = 64;
 // neither changes while it is live (a run's pages and header are written when
 // the run is made and when it is given back, both only when it holds no live
 // region). What the pointer points at is checked as under the lock; only the
-// bitmap is left for take_queued_remote_frees.
+// bitmap is left for take_queued_remote_frees. A queued region holds the freed
+// key in its first word (arena/freed_key.h: a lock-free path that asks whether
+// it is live then looks here) and its encoded link in its second.
 BadPointer Arena::free_remote(Chunk* chunk, void* p) RUNSEL_NO_THREAD_SAFETY_ANALYSIS {
   const PointerClass target = classify(chunk, p);
   if (target.problem != BadPointer::kNone) return target.problem;
   if (target.run == nullptr) return free(chunk, p);
+  std::uintptr_t* words = static_cast<std::uintptr_t*>(p);
+  words[0] = freed_key_of(p);
   void* head = remote_frees_.load(std::memory_order_relaxed);
   do {
-    *static_cast<void**>(p) = head;
+    words[1] = encode_queue_link(p, head);
   } while (!remote_frees_.compare_exchange_weak(head, p, std::memory_order_release,
                                                 std::memory_order_relaxed));
   if (++t_remote_frees >= kRemoteFreesPerTry) {
@@ -168,19 +173,25 @@ BadPointer Arena::free_remote(Chunk* chunk, void* p) RUNSEL_NO_THREAD_SAFETY_ANA
   return BadPointer::kNone;
 }
 
+// A queued region's two words are still the program's to overwrite: a write
+// after the free, an overflow from the region below (strcpy one byte too
+// far), or the region freed again into a thread cache. Each region must still
+// carry its key, and each link must lead to a region of this arena that
+// carries its own, before the link is followed or the region freed.
 void Arena::take_queued_remote_frees() {
   void* p = remote_frees_.exchange(nullptr, std::memory_order_acquire);
   while (p != nullptr) {
-    void* next = *static_cast<void**>(p);
-    // A queued region's first word is its link, and still the program's to
-    // overwrite: a write after the free, or the region freed again into a
-    // thread cache (whose key takes that word), leaves a link that must not be
-    // followed. Every queued region is in one of this arena's chunks.
+    const std::uintptr_t* words = static_cast<const std::uintptr_t*>(p);
+    if (words[0] != freed_key_of(p)) [[unlikely]]
+      remote_free_rejected(p, "freed again, or written after its free (its first word no "
+                              "longer holds the remote-free queue's key)");
+    void* next = decode_queue_link(p, words[1]);
     if (next != nullptr) {
       const ChunkOwner owner = ChunkRegistry::lookup(next);
-      if (!owner.is_arena_chunk() || owner.as<Arena>() != this) [[unlikely]]
-        remote_free_rejected(p, "freed again, or written after its free (its queue link is not "
-                                "a region of this arena)");
+      if (!owner.is_arena_chunk() || owner.as<Arena>() != this ||
+          *static_cast<const std::uintptr_t*>(next) != freed_key_of(next)) [[unlikely]]
+        remote_free_rejected(p, "written after its free (its queue link does not lead to a "
+                                "region queued for this arena)");
     }
     const PointerClass target = classify(Chunk::of(p), p);
     const BadPointer problem =

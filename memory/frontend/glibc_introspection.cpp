@@ -1,7 +1,7 @@
 // glibc's heap introspection calls (mallinfo2, mallinfo, malloc_stats,
 // malloc_info, malloc_trim, mallopt), answered with runsel's own figures, so
 // that a program asking them learns about the heap that serves it rather than
-// glibc's unused one. Every figure comes from runsel_stats; README's
+// glibc's unused one. Every figure comes from runsel_stats; memory/README.md's
 // "glibc's introspection calls" says which field holds what.
 #include <errno.h>
 #include <limits.h>
@@ -91,9 +91,9 @@ RUNSEL_EXPORT int malloc_trim(size_t) noexcept {
   return after.committed < before.committed ? 1 : 0;
 }
 
-// runsel has none of glibc's tunables (its own: RUNSEL_CONF and the README's
-// environment variables), so every parameter is refused, as glibc refuses an
-// unknown one.
+// runsel has none of glibc's tunables (its own: RUNSEL_CONF and the other
+// environment variables of memory/README.md), so every parameter is refused,
+// as glibc refuses an unknown one.
 RUNSEL_EXPORT int mallopt(int, int) noexcept { return 0; }
 
 // glibc's layout on stderr (totals only), then runsel's identity terms.

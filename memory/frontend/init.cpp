@@ -64,9 +64,11 @@ void prepare_fork() RUNSEL_NO_THREAD_SAFETY_ANALYSIS {
   huge::lock_for_fork();
   base::lock_for_fork();
   ChunkRegistry::lock_for_fork();
+  os::set_holding_locks_for_fork(true);
 }
 
 void after_fork_in_parent() RUNSEL_NO_THREAD_SAFETY_ANALYSIS {
+  os::set_holding_locks_for_fork(false);
   ChunkRegistry::unlock_after_fork_in_parent();
   base::unlock_after_fork_in_parent();
   huge::unlock_after_fork_in_parent();
@@ -82,6 +84,7 @@ void after_fork_in_parent() RUNSEL_NO_THREAD_SAFETY_ANALYSIS {
 // In the child every lock is still held (prepare_fork took them) until it is
 // reset here: beyond what the analysis can follow, like prepare_fork.
 void after_fork_in_child() RUNSEL_NO_THREAD_SAFETY_ANALYSIS {
+  os::set_holding_locks_for_fork(false);
   ChunkRegistry::reset_after_fork_in_child();
   base::reset_after_fork_in_child();
   huge::reset_after_fork_in_child();
@@ -95,6 +98,23 @@ void after_fork_in_child() RUNSEL_NO_THREAD_SAFETY_ANALYSIS {
   thread_cache::after_fork_in_child();
 #endif
 }
+
+// pthread_atfork runs the prepare handlers in the reverse order of their
+// registration: runsel's, which takes every lock, must be registered before
+// any the program registers (from a constructor, before its first malloc),
+// whose handlers may allocate. So runsel registers at load time, as jemalloc
+// does (glibc's fork locks its malloc itself, after every handler);
+// choose_arena registers too, for a process whose first
+// malloc comes before the library's constructors run. The flag is set before
+// the call: pthread_atfork may itself allocate.
+void register_fork_handlers() {
+  if (!g_fork_handlers_registered.exchange(true)) {
+    pthread_atfork(prepare_fork, after_fork_in_parent, after_fork_in_child);
+  }
+}
+
+// The first of this library's constructors.
+[[gnu::constructor(101)]] void register_fork_handlers_at_load() { register_fork_handlers(); }
 
 // The key's destructor, at a thread's exit: its arena has one thread fewer.
 // The thread may still allocate in later destructors: t_arena stays set.
@@ -295,12 +315,10 @@ __attribute__((noinline)) Arena* choose_arena() {
   t_arena = arena;
   // After t_arena is set: should glibc allocate for the key, that finds the arena.
   if (keyed) pthread_setspecific(g_detach_key, arena);
-  // Registered after the arena is usable: pthread_atfork may itself allocate.
-  if (!g_fork_handlers_registered.exchange(true)) {
-    pthread_atfork(prepare_fork, after_fork_in_parent, after_fork_in_child);
-  }
+  register_fork_handlers();  // when the load-time registration did not run
   return arena;
 }
+
 
 PurgePolicy purge_policy() {
   LockGuard guard(g_init_lock);

@@ -16,11 +16,10 @@
 namespace runsel::thread_cache {
 
 constinit thread_local ThreadCache* t_cache = nullptr;
-constinit std::uintptr_t g_key = 0;
 
 namespace {
 
-// Guards the two lists and g_key's creation. Taken before any arena's lock
+// Guards the two lists. Taken before any arena's lock
 // is (never while one is held), and first in fork preparation.
 constinit Lock g_caches_lock;
 constinit ThreadCache* g_live RUNSEL_GUARDED_BY(g_caches_lock) = nullptr;
@@ -81,7 +80,6 @@ ThreadCache* new_cache() RUNSEL_REQUIRES(g_caches_lock) {
 ThreadCache* create() {
   if (t_retired || thread_arena() == nullptr) return nullptr;
   LockGuard guard(g_caches_lock);
-  while (g_key == 0) g_key = os::random_word();
   ThreadCache* cache = new_cache();
   if (cache == nullptr) return nullptr;
   link_live(cache);
@@ -134,23 +132,15 @@ bool in_class(const CacheClass& c, const void* p) {
   return false;
 }
 
-}  // namespace
-
-void* fill_and_pop(std::size_t bin) {
-  ThreadCache* cache = t_cache;
-  if (cache == nullptr) cache = create();
-  if (cache == nullptr) return nullptr;
-  CacheClass& c = cache->classes[bin];
-  enter(*cache);
-  RUNSEL_ASSERT(c.count == 0);
+// Fills the empty stack `c` of class `bin` from the thread's arena and pops
+// the first region taken; null when the arena has none (out of memory). The
+// cache is entered.
+void* fill_and_pop_entered(CacheClass& c, std::size_t bin) {
   c.ran_empty = true;
   std::uint32_t wanted = c.capacity >> c.fill_shift;
   if (wanted == 0) wanted = 1;
   const std::size_t got = t_arena->fill_batch(bin, c.slots, wanted);
-  if (got == 0) {
-    leave(*cache);
-    return nullptr;
-  }
+  if (got == 0) return nullptr;
   // Taken in malloc's order: the first taken goes on top, to be used first.
   for (std::size_t i = 0, j = got - 1; i < j; ++i, --j) {
     void* swap = c.slots[i];
@@ -160,25 +150,32 @@ void* fill_and_pop(std::size_t bin) {
   void* p = c.slots[got - 1];
   set_count(c, static_cast<std::uint32_t>(got - 1));
   c.low_water = c.count;
-  leave(*cache);
   return p;
 }
 
+}  // namespace
+
+// The stack is read only once the cache is entered: a signal handler that
+// ran between a look at the count and enter() could have emptied it.
 void* pop_or_fill(std::size_t bin) {
   ThreadCache* cache = t_cache;
-  if (cache != nullptr && cache->classes[bin].count > 0) {
-    CacheClass& c = cache->classes[bin];
-    enter(*cache);
+  if (cache == nullptr) cache = create();
+  if (cache == nullptr) return nullptr;
+  CacheClass& c = cache->classes[bin];
+  enter(*cache);
+  void* p;
+  if (c.count == 0) {
+    p = fill_and_pop_entered(c, bin);
+  } else {
     const std::uint32_t n = c.count - 1;
-    void* p = c.slots[n];
+    p = c.slots[n];
     set_count(c, n);
     if (n < c.low_water) c.low_water = n;
     *static_cast<std::uintptr_t*>(p) = 0;  // the key: no longer cached
     if (count_event(*cache)) gc_step(*cache);
-    leave(*cache);
-    return p;
   }
-  return fill_and_pop(bin);
+  leave(*cache);
+  return p;
 }
 
 bool push(void* p, Arena* owner, std::size_t expected_bin, const char* function) {
@@ -186,8 +183,9 @@ bool push(void* p, Arena* owner, std::size_t expected_bin, const char* function)
   const PointerClass target = owner->classify_live(Chunk::of(p), p, expected_bin);
   if (target.problem != BadPointer::kNone || target.run == nullptr) return false;
   std::uintptr_t* word = static_cast<std::uintptr_t*>(p);
-  // Also from a thread without a cache: the region may sit in another's.
-  if (*word == key_of(p)) check_not_cached(p, function);
+  // Also from a thread without a cache: the region may sit in another's, or
+  // in its arena's remote-free queue.
+  if (*word == key_of(p)) check_not_held(p, owner, function);
   if (cache == nullptr) return false;
   // Already free in its run: flushed before (the uncached free reports it).
   const std::uint64_t bits =
@@ -228,6 +226,11 @@ void gc_step(ThreadCache& cache) {
 void check_not_cached(void* p, const char* function) {
   // The uncached free's words: the region is free as far as the program is concerned.
   if (is_cached(p)) fatal_pointer(function, p, "double free of a small region");
+}
+
+void check_not_held(void* p, Arena* owner, const char* function) {
+  check_not_cached(p, function);
+  owner->take_remote_frees_now();
 }
 
 bool is_cached(const void* p) {

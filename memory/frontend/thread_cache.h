@@ -21,9 +21,12 @@
 // header's keyed check, the region's start (Arena::classify, as free does
 // under the lock) and the region's bitmap bit (free: a double free of a
 // region already given back). A cached region's first word holds a key
-// (a process-random value mixed with its address); a free that finds the key
-// looks for the pointer in the caches and aborts if it is there (a double
-// free of a region still cached); popping a region clears it. The key is
+// (a process-random value mixed with its address; a region queued for its
+// arena by another thread holds the same); a free that finds the key looks
+// for the pointer in the caches and aborts if it is there (a double free of a
+// region still cached), then takes in its arena's remote frees, so that the
+// bitmap bit tells a region queued already (a double free the uncached free
+// then reports); popping a region clears it. The key is
 // what a write into freed memory (a use after free) can wipe: a double free
 // after such a write is not caught while the region is cached (as with
 // glibc's tcache), and the region is then handed out twice.
@@ -36,6 +39,7 @@
 #include <cstdint>
 
 #include "arena/arena.h"
+#include "arena/freed_key.h"
 #include "arena/size_classes.h"
 #include "platform/os.h"
 
@@ -84,21 +88,26 @@ struct ThreadCache {
 };
 
 extern constinit thread_local ThreadCache* t_cache;
-extern constinit std::uintptr_t g_key;
 
-inline std::uintptr_t key_of(const void* p) { return g_key ^ reinterpret_cast<std::uintptr_t>(p); }
+// A cached region's key: the one a remote-free queue writes too
+// (arena/freed_key.h), so that one look at the first word tells a free
+// whether the region may be in either.
+inline std::uintptr_t key_of(const void* p) { return freed_key_of(p); }
 inline void set_count(CacheClass& c, std::uint32_t n) {
   __atomic_store_n(&c.count, n, __ATOMIC_RELAXED);
 }
 
 // Out of line (thread_cache.cpp).
-void* fill_and_pop(std::size_t bin);  // null: no cache for this thread, or out of memory
 void flush_full(CacheClass& c, std::size_t bin);
 void gc_step(ThreadCache& cache);
 // Whether `p` is in a thread's cache (the calling thread's, then every live one).
 bool is_cached(const void* p);
 // Aborts if `p` is in a thread's cache; returns if its key was a coincidence.
 void check_not_cached(void* p, const char* function);
+// For a region of `owner` whose first word holds the key: aborts if it is in
+// a thread's cache, else takes in `owner`'s remote frees, after which its
+// bitmap bit says whether it was queued (free) or the key was a coincidence.
+void check_not_held(void* p, Arena* owner, const char* function);
 // Flushes the calling thread's cache and stops caching for it (thread exit).
 void at_thread_exit();
 // Fork: the list lock around fork(); in the child only the caller's cache stays.

@@ -125,7 +125,18 @@ unsigned cpu_count() {
   return n > 0 ? static_cast<unsigned>(n) : 1u;
 }
 
+namespace {
+constinit thread_local bool t_holding_locks_for_fork = false;
+}  // namespace
+
+void set_holding_locks_for_fork(bool holding) { t_holding_locks_for_fork = holding; }
+
 void fatal_lock_reentered() {
+  if (t_holding_locks_for_fork) {
+    fatal("malloc or free called from a pthread_atfork handler that runs while runsel holds "
+          "its locks for fork() (one registered before runsel's own): aborting instead of "
+          "deadlocking");
+  }
   fatal("malloc or free re-entered on a thread that is inside the allocator (called from a "
         "signal handler?): aborting instead of deadlocking");
 }

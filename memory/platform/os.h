@@ -52,5 +52,9 @@ inline void cpu_relax() {
 // called from a signal handler that interrupted one of them. Writes one line
 // on stderr and aborts (waiting would wait for ourselves forever).
 [[noreturn]] void fatal_lock_reentered();
+// Between runsel's fork preparation and the end of fork() on this thread
+// (every allocator lock held): a re-entry then comes from a fork handler
+// registered before runsel's, and fatal_lock_reentered says so.
+void set_holding_locks_for_fork(bool holding);
 
 }  // namespace runsel::os

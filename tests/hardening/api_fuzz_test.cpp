@@ -49,10 +49,10 @@ void fuzz(size_t steps, size_t slots, size_t check_every, size_t verify_every) {
 }
 
 // Small mode: the heap is walked after every single call.
-TEST(ApiFuzz, CheckedAfterEveryCall) { fuzz(4000 * stress_factor(), 64, 1, 64); }
+TEST(ApiFuzz, CheckedAfterEveryCall) { fuzz(scaled(4000), 64, 1, 64); }
 
 // Bigger heap, checked every 256 calls. RUNSEL_STRESS=100 runs 20 million calls.
-TEST(ApiFuzz, ManyCalls) { fuzz(200000 * stress_factor(), 512, 256, 4096); }
+TEST(ApiFuzz, ManyCalls) { fuzz(scaled(200000), 512, 256, 4096); }
 
 TEST(ApiFuzz, RunsOnTheExpectedVariant) { EXPECT_TRUE(runsel_test::RunsExpectedVariant()); }
 

@@ -49,7 +49,7 @@ inline constexpr size_t kTooBig = size_t{PTRDIFF_MAX} + 1;
 
 struct Row {
   const char* misuse;
-  const char* behaviour;  // Markdown, as in README (aborting rows: made from the message)
+  const char* behaviour;  // Markdown, as in memory/README.md (aborting rows: made from the message)
   void (*aborts)();       // a misuse that must abort with the one line
   const char* function;   // "runsel: FUNCTION(P): PROBLEM"; null: PROBLEM is the whole line
   const char* problem;
@@ -62,7 +62,7 @@ struct Row {
 extern int g_pointer_pipe;
 void* announce(void* p);
 
-// The table's rows by subject, in README's order: double frees, other bad
+// The table's rows by subject, in memory/README.md's order: double frees, other bad
 // pointers, refused calls, damaged metadata, then what a successful call
 // leaves.
 std::vector<Row> double_free_rows();  // bad_input_double_free.cpp

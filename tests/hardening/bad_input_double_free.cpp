@@ -81,7 +81,7 @@ void double_free_huge_after_64_others() {
   free(announce(p));
 }
 
-// The limit of huge double-free detection, as README states it: once the
+// The limit of huge double-free detection, as memory/README.md states it: once the
 // huge mapping cache hands the freed mapping out again, the second free frees
 // the new block (nothing can tell the two frees apart).
 std::string double_free_huge_after_reuse() {

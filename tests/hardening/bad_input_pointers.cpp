@@ -2,6 +2,8 @@
 // and delete[], and a re-entry from a signal handler.
 #include "bad_input.h"
 
+#include <thread>
+
 namespace bad_input {
 namespace {
 
@@ -34,6 +36,16 @@ void realloc_freed(size_t size) {
   free(keep);
 }
 void realloc_freed_small() { realloc_freed(kSmall); }
+// Freed by a thread that has not allocated: queued for this thread's arena,
+// its run's bitmap still says allocated; realloc within its class would keep
+// it in place.
+void realloc_remotely_freed_small() {
+  void* keep = opaque(malloc(kSmall));
+  void* p = opaque(malloc(kSmall));
+  std::thread([p] { free(p); }).join();
+  opaque(realloc(announce(p), kSmall - 8));
+  free(keep);
+}
 void realloc_freed_large() { realloc_freed(kLarge); }
 void realloc_freed_huge() { realloc_freed(kHuge); }
 void realloc_interior() {
@@ -88,6 +100,8 @@ std::vector<Row> bad_pointer_rows() {
      "not allocated by runsel (foreign pointer)", nullptr},
     {"realloc of a freed small block", nullptr, realloc_freed_small, "realloc",
      "double free of a small region", nullptr},
+    {"realloc of a small block another thread freed (queued for its arena), within its class",
+     nullptr, realloc_remotely_freed_small, "realloc", "double free of a small region", nullptr},
     {"realloc of a freed large block", nullptr, realloc_freed_large, "realloc",
      "double free: nothing is allocated at this address any more (its page is free)", nullptr},
     {"realloc of a freed huge block", nullptr, realloc_freed_huge, "realloc",

@@ -4,6 +4,8 @@
 // (errno, calloc's zeroes).
 #include "bad_input.h"
 
+#include <thread>
+
 namespace bad_input {
 namespace {
 
@@ -138,6 +140,11 @@ std::string usable_size_of_bad_pointers() {
     probe(p);  // freed
     free(keep);
   }
+  void* keep = malloc(kSmall);
+  void* queued = malloc(kSmall);
+  std::thread([queued] { free(queued); }).join();  // queued for this thread's arena
+  probe(queued);
+  free(keep);
   if (!all_zero) return "malloc_usable_size of bad pointers: " + sizes;
   return "";
 }
@@ -241,7 +248,7 @@ std::vector<Row> refused_rows() {
      "no-op; a distinct 16-byte block; a 16-byte block (like mozjemalloc, not a free)", nullptr,
      nullptr, nullptr, null_and_zero},
     {"`malloc_usable_size` of stack or glibc memory, of an interior pointer or of a freed "
-     "block (small, large, huge)",
+     "block (small, large, huge; small freed by another thread)",
      "returns 0 (no abort)", nullptr, nullptr, nullptr, usable_size_of_bad_pointers},
   };
 }

@@ -1,7 +1,8 @@
 // Bad input, listed: every misuse runsel is tested against and what it does.
 // The rows (bad_input.h, written by subject in bad_input_*.cpp) are the
-// README's bad-input table (RUNSEL_BAD_INPUT_TABLE=<path> writes it as
-// Markdown); each row is run as its own test.
+// bad-input table of memory/README.md, "Behaviour a user can rely on"
+// (RUNSEL_BAD_INPUT_TABLE=<path> writes it as Markdown); each row is run as
+// its own test.
 #include "bad_input.h"
 
 namespace bad_input {
@@ -97,8 +98,8 @@ INSTANTIATE_TEST_SUITE_P(Rows, BadInput, testing::Range(size_t{0}, rows().size()
                            return name;
                          });
 
-// The README's table, from its header line to the first line that is not a
-// table row; empty when the README has no such header.
+// The document's table, from its header line to the first line that is not a
+// table row; empty when the document has no such header.
 std::string readme_table(const std::string& readme) {
   const std::string header = "| misuse | what runsel does |\n";
   size_t begin = readme.find(header);
@@ -111,21 +112,21 @@ std::string readme_table(const std::string& readme) {
   return readme.substr(begin, end - begin);
 }
 
-// README lists every misuse tried, as this table, and nothing else: its table
-// (written by hand or pasted) must be this one row for row.
+// memory/README.md lists every misuse tried, as this table, and nothing else:
+// its table (written by hand or pasted) must be this one row for row.
 // RUNSEL_BAD_INPUT_TABLE=<path> writes the table to paste there when a row changes.
 TEST(BadInputTable, ReadmeHasTheTable) {
   std::string table = markdown_table();
   if (const char* path = getenv("RUNSEL_BAD_INPUT_TABLE")) {
     std::ofstream(path) << table;
   }
-  std::ifstream readme(std::string(RUNSEL_SOURCE_DIR) + "/README.md");
-  ASSERT_TRUE(readme) << RUNSEL_SOURCE_DIR "/README.md";
+  std::ifstream readme(std::string(RUNSEL_SOURCE_DIR) + "/memory/README.md");
+  ASSERT_TRUE(readme) << RUNSEL_SOURCE_DIR "/memory/README.md";
   std::stringstream text;
   text << readme.rdbuf();
   EXPECT_EQ(readme_table(text.str()), table)
-      << "README.md's bad-input table is not the tested one; regenerate it with "
-         "RUNSEL_BAD_INPUT_TABLE=<path> and paste it in";
+      << "memory/README.md's bad-input table (\"Behaviour a user can rely on\") is not the "
+         "tested one; regenerate it with RUNSEL_BAD_INPUT_TABLE=<path> and paste it in";
 }
 
 TEST(BadInput, RunsOnTheExpectedVariant) { EXPECT_TRUE(runsel_test::RunsExpectedVariant()); }

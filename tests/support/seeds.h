@@ -4,7 +4,9 @@
 // so a run can be repeated exactly: CI runs that list (meson test --setup ci,
 // which tools/runsel test uses). A test prints its seed on failure, and
 // RUNSEL_TEST_SEED=<n> replays that one seed. RUNSEL_STRESS=<k> multiplies the
-// number of seeds or operations (CI runs k = 1).
+// number of seeds or operations (CI runs k = 1), and RUNSEL_TEST_SCALE=quick
+// (meson test --setup quick, which tools/runsel test uses without --all) runs a
+// quarter of them: the same tests on fewer inputs.
 #pragma once
 
 #include <stdint.h>
@@ -29,6 +31,19 @@ inline size_t env_number(const char* name, size_t fallback) {
 inline size_t stress_factor() {
   size_t factor = env_number("RUNSEL_STRESS", 1);
   return factor ? factor : 1;
+}
+
+// True under RUNSEL_TEST_SCALE=quick: the default test command's fewer inputs.
+inline bool quick_scale() {
+  const char* value = getenv("RUNSEL_TEST_SCALE");
+  return value && strcmp(value, "quick") == 0;
+}
+
+// `full` seeds or operations, times RUNSEL_STRESS, a quarter of that (at least
+// 1) under RUNSEL_TEST_SCALE=quick.
+inline size_t scaled(size_t full) {
+  const size_t count = full * stress_factor();
+  return quick_scale() ? (count / 4 ? count / 4 : 1) : count;
 }
 
 // The seed RUNSEL_TEST_SEED asks to replay, if it is set.
@@ -60,12 +75,12 @@ inline uint64_t test_seed() {
   return fixed_seeds() ? 1 : fresh_seed();
 }
 
-// count * RUNSEL_STRESS seeds: 1, 2, ... under RUNSEL_TEST_SEEDS=fixed, fresh
-// ones otherwise; just RUNSEL_TEST_SEED when it is set.
+// scaled(count) seeds: 1, 2, ... under RUNSEL_TEST_SEEDS=fixed, fresh ones
+// otherwise; just RUNSEL_TEST_SEED when it is set.
 inline std::vector<uint64_t> test_seeds(uint64_t count) {
   if (std::optional<uint64_t> seed = replayed_seed()) return {*seed};
   std::vector<uint64_t> seeds;
-  for (uint64_t i = 0; i < count * stress_factor(); ++i)
+  for (uint64_t i = 0; i < scaled(count); ++i)
     seeds.push_back(fixed_seeds() ? i + 1 : fresh_seed(i));
   return seeds;
 }

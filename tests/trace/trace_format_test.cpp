@@ -170,7 +170,7 @@ std::string mutate(Bytes& bytes, std::mt19937_64& rng) {
 TEST_F(TraceTest, MutatedTracesAreRejectedWithTheirOffsetOrReplayed) {
   const char* count_text = std::getenv("RUNSEL_TRACE_MUTATIONS");
   const std::uint64_t seed = runsel_test::test_seed();
-  int mutations = count_text ? std::atoi(count_text) : 60;
+  int mutations = count_text ? std::atoi(count_text) : static_cast<int>(runsel_test::scaled(60));
   SCOPED_TRACE(runsel_test::replay_hint(seed));
 
   fs::path trace = record_python({"-c", "x = {str(i): [i] * (i % 40) for i in range(3000)}"}, dir_);

@@ -40,7 +40,9 @@ inline std::string container() {
 
 // The containers that pick alike with container(), itself included: they must
 // place every allocation of a replay identically. meson sets the list from its
-// container table.
+// container table. Under RUNSEL_TEST_SCALE=quick, container() and the one after
+// it in the list (cyclically): each container's test compares with one other,
+// and the group's tests together still link every member to every other.
 inline std::vector<std::string> same_choices() {
   std::vector<std::string> names;
   const char* list = std::getenv("RUNSEL_SAME_CHOICES");
@@ -50,15 +52,20 @@ inline std::vector<std::string> same_choices() {
     names.push_back(rest.substr(0, comma));
     rest = comma == std::string::npos ? "" : rest.substr(comma + 1);
   }
-  return names;
+  if (!runsel_test::quick_scale() || names.size() <= 2) return names;
+  const auto mine = std::find(names.begin(), names.end(), container());
+  if (mine == names.end()) return names;
+  const auto next = std::next(mine) == names.end() ? names.begin() : std::next(mine);
+  return {*mine, *next};
 }
 
-// Whether the build is instrumented (checked, or a sanitizer): meson sets
-// RUNSEL_TRACE_REPLAY_ONCE=1 there, and a test then replays its trace once,
-// leaving the repeats that prove a replay deterministic to the main build.
+// Whether a test replays its trace once: in an instrumented build (checked,
+// or a sanitizer: meson sets RUNSEL_TRACE_REPLAY_ONCE=1 there) and under
+// RUNSEL_TEST_SCALE=quick, leaving the repeats that prove a replay
+// deterministic to the main build's full run (tools/runsel test --all).
 inline bool replay_once() {
   const char* once = std::getenv("RUNSEL_TRACE_REPLAY_ONCE");
-  return once && std::string(once) == "1";
+  return (once && std::string(once) == "1") || runsel_test::quick_scale();
 }
 
 inline fs::path replayer(const std::string& name) {
