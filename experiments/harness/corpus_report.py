@@ -144,6 +144,21 @@ def favoured(judged: dict, column: tuple[str, str], reference: str) -> str:
     return f"the data favours none: no container is resolved above or below {reference}"
 
 
+def counted(count: int, noun: str) -> str:
+    return f"{count} {noun}{'s' if count != 1 else ''}"
+
+
+def traces_words(results: dict, judged: dict) -> str:
+    """'3 WebKit traces', or with the Firefox logs joined '3 WebKit traces and 1 Firefox
+    log' (the answer's group, judgement.answer_group)."""
+    corpus = results.get("corpus")
+    members = (((corpus or {}).get("groups") or {}).get("browsers") or {}).get("members")
+    if answer_group(corpus) == "browsers" and members:
+        return (f"{counted(len(members['webkit']), 'WebKit trace')} and "
+                f"{counted(len(members['firefox']), 'Firefox log')}")
+    return counted(len(judged["traces"]), "WebKit trace")
+
+
 def short_answer(results: dict) -> str:
     """The report's opening (at most SHORT_ANSWER_WORDS words; the picture follows it, then
     answer_paragraph): which container the data favours on memory and on cost over the
@@ -155,7 +170,6 @@ def short_answer(results: dict) -> str:
         return " ".join(words if len(words) <= SHORT_ANSWER_WORDS
                         else [*words[:SHORT_ANSWER_WORDS - 1], "…"])
     reference = judged["reference"]
-    browsers = answer_group(results.get("corpus")) == "browsers"
     memory_what = f"{FIGURE_WORDS[SHORT_MEMORY[1]]} {MOMENT_WORDS[SHORT_MEMORY[0]]}"
     unresolved = []
     for what, column in (("memory", SHORT_MEMORY), ("cost", SHORT_COST),
@@ -167,8 +181,7 @@ def short_answer(results: dict) -> str:
                               else f"{what} for {len(left)} of "
                                    f"{sum(map(len, groups.values()))}")
     return " ".join([
-        f"**In short**, over {len(judged['traces'])} "
-        f"{'WebKit and Firefox' if browsers else 'WebKit'} traces, each container against "
+        f"**In short**, over {traces_words(results, judged)}, each container against "
         f"{reference}, mean difference [95 % interval]:",
         f"**Memory** ({memory_what}): {favoured(judged, SHORT_MEMORY, reference)}.",
         f"**Cost** ({FIGURE_WORDS[SHORT_COST[1]]}): "

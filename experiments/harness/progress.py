@@ -43,19 +43,22 @@ INSTALL_VARIABLE = "RUNSEL_INSTALL_SECONDS"  # what tools/runsel's installs took
 # Each step's seconds on a quiet 2-core machine, the packages installed, the recordings
 # made afresh (a first run has none cached); a later run of the same kind estimates from
 # its predecessor's results.json instead. The default run's harness steps are
-# experiments/README.md's measured run ("Where the time goes", recordings afresh 284 s);
-# --quick's were measured for this module (recordings afresh, then cached: 1 s).
+# experiments/README.md's measured run ("Where the time goes"; recordings afresh 284 s);
+# --quick's add up to the 90 s measured for it with everything recorded afresh (README.md),
+# split as the quiet estimates of a --quick run at load 7 split (recordings 21 s, timed
+# runs 30, replays 36, statistics 1, plus the report's writing). A fresh build: 526 ninja
+# commands, 718 s at load 7 beside another build (1.4 s each), less when quiet.
 # "statistics" includes writing the report and drawing its pictures.
 ESTIMATES = {
-    "default": {"installs": 0.0, "build": 900.0, "recordings": 285.0, "timed runs": 485.0,
-                "replays": 665.0, "statistics": 15.0},
-    "quick": {"installs": 0.0, "build": 900.0, "recordings": 95.0, "timed runs": 40.0,
-              "replays": 45.0, "statistics": 12.0},
+    "default": {"installs": 0.0, "build": 600.0, "recordings": 285.0, "timed runs": 485.0,
+                "replays": 665.0, "statistics": 12.0},
+    "quick": {"installs": 0.0, "build": 600.0, "recordings": 25.0, "timed runs": 30.0,
+              "replays": 25.0, "statistics": 10.0},
 }
 # Writing the report and drawing its pictures, after results.json's "statistics" phase.
 REPORT_WRITING_SECONDS = 10.0
-# One ninja command (a compile or a link) on 2 cores, averaged over a report's build.
-BUILD_SECONDS_PER_COMMAND = 1.6
+# One ninja command (a compile or a link) on 2 quiet cores, averaged over a fresh build.
+BUILD_SECONDS_PER_COMMAND = 1.1
 
 PREFIX = "=="
 

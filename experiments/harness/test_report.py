@@ -326,7 +326,8 @@ def run_judged(containers: dict[str, dict[tuple[str, str], dict]], traces: int =
                  "containers": judged}
     return {"corpus": {"recordings": [], "cost": {}, "groups": {
         "webkit": {"entries": {}, "judgement": judgement},
-        "browsers": {"entries": {}, "members": {"webkit": [], "firefox": []},
+        "browsers": {"entries": {}, "members": {"webkit": [f"t{i}" for i in range(traces - 1)],
+                                                "firefox": ["content (7)"]},
                      "firefox": "128", "judgement": judgement}}}}
 
 
@@ -344,7 +345,7 @@ class ShortAnswer(unittest.TestCase):
                          self.COST: judged_as("lower", -2.5, 1.0)},
             "lifo": {self.COST: judged_as("lower", -9.0, 3.0)}})
         short = corpus_report.short_answer(run)
-        self.assertIn("over 8 WebKit and Firefox traces", short)
+        self.assertIn("over 7 WebKit traces and 1 Firefox log, each container", short)
         self.assertIn("the data favours age_address -0.72 % [-0.96, -0.48] (1 more also below "
                       "rb_first)", short)
         self.assertIn("**Cost** (allocator instructions per call): the data favours lifo "
