@@ -133,6 +133,15 @@ def report_outputs(args: argparse.Namespace) -> list[Path]:
             *(profiling_twins(args.build_dir) if args.instructions != "off" else [])]
 
 
+def report_build_outputs(args: argparse.Namespace) -> list[str] | None:
+    """What the report builds, as ninja names it in a configured build directory (None
+    when meson cannot say yet: configure() then says why, or reconfigures)."""
+    try:
+        return [os.path.relpath(path, args.build_dir) for path in report_outputs(args)]
+    except (StepFailed, subprocess.CalledProcessError, OSError, ValueError):
+        return None
+
+
 def command_report(args: argparse.Namespace) -> int:
     """Builds every variant and workload, then runs the harness (which re-runs itself
     under Debian's python3 when this one lacks matplotlib, scipy or tabulate). Prints a
@@ -144,17 +153,14 @@ def command_report(args: argparse.Namespace) -> int:
     steps = progress.Progress(estimated, source)
     print(f"{progress.PREFIX} tools/runsel report: {len(progress.STEPS)} steps "
           f"({', '.join(progress.STEPS)}); time left from {source}", flush=True)
+    configured = (args.build_dir / "build.ninja").exists()
+    steps.estimated["build"] = progress.build_estimate(
+        args.build_dir, report_build_outputs(args) if configured else None, args.quick)
     installs = os.environ.get(progress.INSTALL_VARIABLE)
     steps.end("installs", "the Debian packages checked" if installs is not None
               else "not checked: tools/runsel_cli.py was run directly",
               seconds=float(installs or 0))
-    # ninja counts what a configured build has to do; a fresh one has the fixed estimate.
-    configured = (args.build_dir / "build.ninja").exists()
-    steps.start("build", "ninja" if configured else "meson setup, then ninja",
-                estimate=progress.build_estimate(
-                    args.build_dir, [os.path.relpath(path, args.build_dir)
-                                     for path in report_outputs(args)] if configured else None,
-                    args.quick))
+    steps.start("build", "ninja" if configured else "meson setup, then ninja")
     configure(args.build_dir, {**requested_options(args), "thread_cache_containers":
                                "all" if args.thread_cache_all else "anchors"})
     outputs = report_outputs(args)

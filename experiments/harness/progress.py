@@ -97,17 +97,20 @@ def estimates(out: Path, quick: bool, repeat: int, scale: float) -> tuple[dict[s
 
 
 def build_estimate(build_dir: Path, outputs: list[str] | None, quick: bool) -> float:
-    """The build's seconds: ninja's count of the commands it would run, or a fresh build's
-    fixed estimate when the directory is not configured (or ninja cannot say)."""
-    if not (build_dir / "build.ninja").exists():
+    """The build's seconds: ninja's count of the commands it would run to make `outputs`
+    (paths under build_dir), or a fresh build's fixed estimate when the directory is not
+    configured, `outputs` is None (not known) or ninja cannot say."""
+    if outputs is None or not (build_dir / "build.ninja").exists():
         return ESTIMATES["quick" if quick else "default"]["build"]
     try:
-        dry = subprocess.run(["ninja", "-C", str(build_dir), "-n", *(outputs or [])],
+        dry = subprocess.run(["ninja", "-C", str(build_dir), "-n", *outputs],
                              capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.TimeoutExpired):
         return ESTIMATES["quick" if quick else "default"]["build"]
     counts = re.findall(r"^\[\d+/(\d+)\]", dry.stdout, re.MULTILINE)
-    if dry.returncode != 0:
+    # A dry run that would regenerate build.ninja (meson.build changed) stops there, so
+    # it cannot count the rest.
+    if dry.returncode != 0 or "Regenerating build files" in dry.stdout:
         return ESTIMATES["quick" if quick else "default"]["build"]
     return int(counts[-1]) * BUILD_SECONDS_PER_COMMAND if counts else 0.0
 

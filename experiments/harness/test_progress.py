@@ -11,6 +11,8 @@ import io
 import json
 import os
 import re
+import shutil
+import subprocess
 import tempfile
 import time
 import unittest
@@ -59,8 +61,32 @@ class Estimates(unittest.TestCase):
 
     def test_an_unconfigured_build_has_the_fixed_estimate(self):
         with tempfile.TemporaryDirectory() as scratch:
-            self.assertEqual(progress.build_estimate(Path(scratch), None, True),
+            self.assertEqual(progress.build_estimate(Path(scratch), [], True),
                              progress.ESTIMATES["quick"]["build"])
+
+    @unittest.skipUnless(shutil.which("ninja"), "no ninja")
+    def test_a_configured_build_is_estimated_from_ninjas_count(self):
+        """Two commands to run: twice a command's seconds; none: 0; a build.ninja that
+        would be regenerated first (ninja -n stops there): the fixed estimate."""
+        with tempfile.TemporaryDirectory() as scratch:
+            build = Path(scratch)
+            (build / "build.ninja").write_text(
+                "rule regen\n  command = touch build.ninja\n  description = Regenerating "
+                "build files.\n  generator = 1\nrule copy\n  command = cp $in $out\n"
+                "build build.ninja: regen spec\nbuild a: copy src\nbuild b: copy src\n")
+            for name in ("spec", "src"):
+                (build / name).touch()
+            os.utime(build / "spec", (time.time() - 60,) * 2)  # older than build.ninja
+            self.assertEqual(progress.build_estimate(build, ["a", "b"], False),
+                             2 * progress.BUILD_SECONDS_PER_COMMAND)
+            self.assertEqual(progress.build_estimate(build, None, False),
+                             progress.ESTIMATES["default"]["build"])
+            subprocess.run(["ninja", "-C", str(build), "a", "b"], check=True,
+                           capture_output=True)
+            self.assertEqual(progress.build_estimate(build, ["a", "b"], False), 0.0)
+            os.utime(build / "spec", (time.time() + 60,) * 2)  # newer: regenerate first
+            self.assertEqual(progress.build_estimate(build, ["a", "b"], False),
+                             progress.ESTIMATES["default"]["build"])
 
 
 class Lines(unittest.TestCase):
