@@ -30,7 +30,7 @@ from harness.allocators import (CACHED_REPLAYER_PREFIX, COUNTING_TARGET_PREFIX, 
                                 SETTING_TARGET_PREFIX, WORKLOAD_PREFIX, build_targets,
                                 targets_named)
 from harness.build_steps import (InputRejected, StepFailed, build, capture_json, configure,
-                                 requested_options, run, show)
+                                 is_configured, requested_options, run, show)
 from harness.interpreter import PACKAGE_ROOT, ROOT
 from harness.presets import DEFAULT, QUICK, positive
 
@@ -133,11 +133,13 @@ def report_outputs(args: argparse.Namespace) -> list[Path]:
             *(profiling_twins(args.build_dir) if args.instructions != "off" else [])]
 
 
-def report_build_outputs(args: argparse.Namespace) -> list[str] | None:
-    """What the report builds, as ninja names it in a configured build directory (None
-    when meson cannot say yet: configure() then says why, or reconfigures)."""
+def known_report_outputs(args: argparse.Namespace) -> list[Path] | None:
+    """report_outputs() of a configured build directory, None when it is not configured or
+    meson cannot say yet (configure() then says why, or reconfigures)."""
+    if not is_configured(args.build_dir):
+        return None
     try:
-        return [os.path.relpath(path, args.build_dir) for path in report_outputs(args)]
+        return report_outputs(args)
     except (StepFailed, subprocess.CalledProcessError, OSError, ValueError):
         return None
 
@@ -153,17 +155,20 @@ def command_report(args: argparse.Namespace) -> int:
     steps = progress.Progress(estimated, source)
     print(f"{progress.PREFIX} tools/runsel report: {len(progress.STEPS)} steps "
           f"({', '.join(progress.STEPS)}); time left from {source}", flush=True)
-    configured = (args.build_dir / "build.ninja").exists()
+    # ninja counts what a configured build has to do; a fresh one has the fixed estimate.
+    outputs = known_report_outputs(args)
     steps.estimated["build"] = progress.build_estimate(
-        args.build_dir, report_build_outputs(args) if configured else None, args.quick)
+        args.build_dir, None if outputs is None else
+        [os.path.relpath(path, args.build_dir) for path in outputs], args.quick)
     installs = os.environ.get(progress.INSTALL_VARIABLE)
     steps.end("installs", "the Debian packages checked" if installs is not None
               else "not checked: tools/runsel_cli.py was run directly",
               seconds=float(installs or 0))
-    steps.start("build", "ninja" if configured else "meson setup, then ninja")
-    configure(args.build_dir, {**requested_options(args), "thread_cache_containers":
-                               "all" if args.thread_cache_all else "anchors"})
-    outputs = report_outputs(args)
+    steps.start("build", "meson setup, then ninja" if outputs is None else "ninja")
+    if configure(args.build_dir, {**requested_options(args), "thread_cache_containers":
+                                  "all" if args.thread_cache_all else "anchors"}) \
+            or outputs is None:
+        outputs = report_outputs(args)
     build(args.build_dir, outputs)
     steps.end("build")
     os.environ.setdefault(progress.STARTED_VARIABLE, f"{steps.started:.3f}")  # the harness goes on
