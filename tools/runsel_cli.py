@@ -515,7 +515,9 @@ def add_report(commands, shared_options: list[argparse.ArgumentParser]) -> None:
                     "tcmalloc (LD_PRELOAD), interleaved and repeated; proves which allocator "
                     "served every run; counts instructions (perf, else callgrind). Writes "
                     f"{REPORT_DIR}/report.html (self-contained), report.md and results.json. "
-                    "Each run ends by printing each step's time.")
+                    "Prints a line as each step starts and ends (time so far, estimate of "
+                    "the time left); ends with each step's time, the short answer, the "
+                    "report's path and the total time.")
     report.add_argument("--quick", action="store_true",
                         help=f"a short run: {quick['repeat']} repetitions at scale "
                              f"{quick['scale']}")
