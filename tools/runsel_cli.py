@@ -157,14 +157,14 @@ def command_report(args: argparse.Namespace) -> int:
           f"({', '.join(progress.STEPS)}); time left from {source}", flush=True)
     # ninja counts what a configured build has to do; a fresh one has the fixed estimate.
     outputs = known_report_outputs(args)
-    steps.estimated["build"] = progress.build_estimate(
+    steps.estimated["build"], how = progress.build_estimate(
         args.build_dir, None if outputs is None else
         [os.path.relpath(path, args.build_dir) for path in outputs], args.quick)
     installs = os.environ.get(progress.INSTALL_VARIABLE)
     steps.end("installs", "the Debian packages checked" if installs is not None
               else "not checked: tools/runsel_cli.py was run directly",
               seconds=float(installs or 0))
-    steps.start("build", "meson setup, then ninja" if outputs is None else "ninja")
+    steps.start("build", how)
     if configure(args.build_dir, {**requested_options(args), "thread_cache_containers":
                                   "all" if args.thread_cache_all else "anchors"}) \
             or outputs is None:

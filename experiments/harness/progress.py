@@ -96,23 +96,27 @@ def estimates(out: Path, quick: bool, repeat: int, scale: float) -> tuple[dict[s
     return {**fixed, **previous}, f"the last run's times ({out / 'results.json'})"
 
 
-def build_estimate(build_dir: Path, outputs: list[str] | None, quick: bool) -> float:
-    """The build's seconds: ninja's count of the commands it would run to make `outputs`
-    (paths under build_dir), or a fresh build's fixed estimate when the directory is not
-    configured, `outputs` is None (not known) or ninja cannot say."""
+def build_estimate(build_dir: Path, outputs: list[str] | None,
+                   quick: bool) -> tuple[float, str]:
+    """The build's seconds and what they rest on: ninja's count of the commands it would
+    run to make `outputs` (paths under build_dir), or a fresh build's fixed estimate when
+    the directory is not configured, `outputs` is None (not known) or ninja cannot say."""
+    fresh = ESTIMATES["quick" if quick else "default"]["build"]
     if outputs is None or not (build_dir / "build.ninja").exists():
-        return ESTIMATES["quick" if quick else "default"]["build"]
+        return fresh, "meson setup, then ninja: a fresh build's estimate"
     try:
         dry = subprocess.run(["ninja", "-C", str(build_dir), "-n", *outputs],
                              capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.TimeoutExpired):
-        return ESTIMATES["quick" if quick else "default"]["build"]
-    counts = re.findall(r"^\[\d+/(\d+)\]", dry.stdout, re.MULTILINE)
-    # A dry run that would regenerate build.ninja (meson.build changed) stops there, so
+        return fresh, "ninja, which cannot say what it will do: a fresh build's estimate"
+    # A dry run that would regenerate build.ninja (a meson.build changed) stops there, so
     # it cannot count the rest.
     if dry.returncode != 0 or "Regenerating build files" in dry.stdout:
-        return ESTIMATES["quick" if quick else "default"]["build"]
-    return int(counts[-1]) * BUILD_SECONDS_PER_COMMAND if counts else 0.0
+        return fresh, "ninja, after regenerating its build files: a fresh build's estimate"
+    counts = re.findall(r"^\[\d+/(\d+)\]", dry.stdout, re.MULTILINE)
+    commands = int(counts[-1]) if counts else 0
+    return (commands * BUILD_SECONDS_PER_COMMAND,
+            f"ninja, {commands} command{'s' if commands != 1 else ''} to run")
 
 
 class Progress:

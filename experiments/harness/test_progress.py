@@ -61,7 +61,7 @@ class Estimates(unittest.TestCase):
 
     def test_an_unconfigured_build_has_the_fixed_estimate(self):
         with tempfile.TemporaryDirectory() as scratch:
-            self.assertEqual(progress.build_estimate(Path(scratch), [], True),
+            self.assertEqual(progress.build_estimate(Path(scratch), [], True)[0],
                              progress.ESTIMATES["quick"]["build"])
 
     @unittest.skipUnless(shutil.which("ninja"), "no ninja")
@@ -78,15 +78,17 @@ class Estimates(unittest.TestCase):
                 (build / name).touch()
             os.utime(build / "spec", (time.time() - 60,) * 2)  # older than build.ninja
             self.assertEqual(progress.build_estimate(build, ["a", "b"], False),
-                             2 * progress.BUILD_SECONDS_PER_COMMAND)
-            self.assertEqual(progress.build_estimate(build, None, False),
+                             (2 * progress.BUILD_SECONDS_PER_COMMAND, "ninja, 2 commands to run"))
+            self.assertEqual(progress.build_estimate(build, None, False)[0],
                              progress.ESTIMATES["default"]["build"])
             subprocess.run(["ninja", "-C", str(build), "a", "b"], check=True,
                            capture_output=True)
-            self.assertEqual(progress.build_estimate(build, ["a", "b"], False), 0.0)
+            self.assertEqual(progress.build_estimate(build, ["a", "b"], False),
+                             (0.0, "ninja, 0 commands to run"))
             os.utime(build / "spec", (time.time() + 60,) * 2)  # newer: regenerate first
             self.assertEqual(progress.build_estimate(build, ["a", "b"], False),
-                             progress.ESTIMATES["default"]["build"])
+                             (progress.ESTIMATES["default"]["build"], "ninja, after "
+                              "regenerating its build files: a fresh build's estimate"))
 
 
 class Lines(unittest.TestCase):
