@@ -42,12 +42,13 @@ INSTALL_VARIABLE = "RUNSEL_INSTALL_SECONDS"  # what tools/runsel's installs took
 
 # Each step's seconds on a quiet 2-core machine, the packages installed, the recordings
 # made afresh (a first run has none cached); a later run of the same kind estimates from
-# its predecessor's results.json instead. The default run's harness steps are
-# experiments/README.md's measured run ("Where the time goes"; recordings afresh 284 s);
-# --quick's add up to the 90 s measured for it with everything recorded afresh (README.md),
-# split as the quiet estimates of a --quick run at load 7 split (recordings 21 s, timed
-# runs 30, replays 36, statistics 1, plus the report's writing). A fresh build: 526 ninja
-# commands, 718 s at load 7 beside another build (1.4 s each), less when quiet.
+# its predecessor's results.json instead. The default run's harness steps: a default
+# report measured on a quiet machine (2026-11-26; recordings cached, timed runs 483 s,
+# deterministic steps 664, statistics 1.4) with the recordings made afresh (284 s, on a
+# loaded machine). --quick's: 90 s in all, measured with everything recorded afresh
+# (2026-11-27, load 1.3-1.9), split as a --quick run's quiet estimates split (recordings
+# 21 s, timed runs 30, replays 36, statistics 1, plus the report's writing). A fresh
+# build: 526 ninja commands, 718 s at load 7 beside another build (1.4 s each).
 # "statistics" includes writing the report and drawing its pictures.
 ESTIMATES = {
     "default": {"installs": 0.0, "build": 600.0, "recordings": 285.0, "timed runs": 485.0,
