@@ -73,10 +73,10 @@ class Estimates(unittest.TestCase):
             (build / "build.ninja").write_text(
                 "rule regen\n  command = touch build.ninja\n  description = Regenerating "
                 "build files.\n  generator = 1\nrule copy\n  command = cp $in $out\n"
-                "build build.ninja: regen spec\nbuild a: copy src\nbuild b: copy src\n")
-            for name in ("spec", "src"):
+                "build build.ninja: regen layout.txt\nbuild a: copy src\nbuild b: copy src\n")
+            for name in ("layout.txt", "src"):
                 (build / name).touch()
-            os.utime(build / "spec", (time.time() - 60,) * 2)  # older than build.ninja
+            os.utime(build / "layout.txt", (time.time() - 60,) * 2)  # older than build.ninja
             self.assertEqual(progress.build_estimate(build, ["a", "b"], False),
                              (2 * progress.BUILD_SECONDS_PER_COMMAND, "ninja, 2 commands to run"))
             self.assertEqual(progress.build_estimate(build, None, False)[0],
@@ -85,7 +85,7 @@ class Estimates(unittest.TestCase):
                            capture_output=True)
             self.assertEqual(progress.build_estimate(build, ["a", "b"], False),
                              (0.0, "ninja, 0 commands to run"))
-            os.utime(build / "spec", (time.time() + 60,) * 2)  # newer: regenerate first
+            os.utime(build / "layout.txt", (time.time() + 60,) * 2)  # newer: regenerate first
             self.assertEqual(progress.build_estimate(build, ["a", "b"], False),
                              (progress.ESTIMATES["default"]["build"], "ninja, after "
                               "regenerating its build files: a fresh build's estimate"))
