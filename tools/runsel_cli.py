@@ -24,13 +24,13 @@ if __name__ == "__main__":  # the tooling package, experiments/harness/
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "experiments"))
 
 from harness import allocators as shared
-from harness import trace_cli
+from harness import progress, trace_cli
 from harness.allocators import (CACHED_REPLAYER_PREFIX, COUNTING_TARGET_PREFIX, RECORDER_TARGET,
                                 REFERENCE as REFERENCE_VARIANT, REPLAYER_PREFIX,
                                 SETTING_TARGET_PREFIX, WORKLOAD_PREFIX, build_targets,
                                 targets_named)
 from harness.build_steps import (InputRejected, StepFailed, build, capture_json, configure,
-                                 requested_options, run, show)
+                                 is_configured, requested_options, run, show)
 from harness.interpreter import PACKAGE_ROOT, ROOT
 from harness.presets import DEFAULT, QUICK, positive
 
@@ -121,17 +121,57 @@ def harness_arguments(args: argparse.Namespace) -> list[str]:
     return forwarded
 
 
-def command_report(args: argparse.Namespace) -> int:
-    """Builds every variant and workload, then runs the harness (which re-runs itself
-    under Debian's python3 when this one lacks matplotlib, scipy or tabulate)."""
-    configure(args.build_dir, {**requested_options(args), "thread_cache_containers":
-                               "all" if args.thread_cache_all else "anchors"})
+def report_outputs(args: argparse.Namespace) -> list[Path]:
+    """What the report builds: every variant's library, build/libmalloc.so, the workloads,
+    the counting and setting libraries, the trace tools and (with instruction counts) the
+    profiling twins."""
     programs = workload_programs(args.build_dir)
     if not programs:
         raise StepFailed(f"meson defines no {WORKLOAD_PREFIX}* programs: is -Dbenchmarks=disabled?")
-    build_libraries(args, extra=programs + report_libraries(args.build_dir)
-                    + trace_tools(args.build_dir)
-                    + (profiling_twins(args.build_dir) if args.instructions != "off" else []))
+    return [*variant_libraries(args.build_dir).values(), selected_library(args.build_dir),
+            *programs, *report_libraries(args.build_dir), *trace_tools(args.build_dir),
+            *(profiling_twins(args.build_dir) if args.instructions != "off" else [])]
+
+
+def known_report_outputs(args: argparse.Namespace) -> list[Path] | None:
+    """report_outputs() of a configured build directory, None when it is not configured or
+    meson cannot say yet (configure() then says why, or reconfigures)."""
+    if not is_configured(args.build_dir):
+        return None
+    try:
+        return report_outputs(args)
+    except (StepFailed, subprocess.CalledProcessError, OSError, ValueError):
+        return None
+
+
+def command_report(args: argparse.Namespace) -> int:
+    """Builds every variant and workload, then runs the harness (which re-runs itself
+    under Debian's python3 when this one lacks matplotlib, scipy or tabulate). Prints a
+    line as each step starts and ends (harness/progress.py): the installs (tools/runsel's)
+    and the build here, the harness's steps in the harness."""
+    preset = QUICK if args.quick else DEFAULT
+    estimated, source = progress.estimates(args.out, args.quick, args.repeat or preset["repeat"],
+                                           args.scale or preset["scale"])
+    steps = progress.Progress(estimated, source)
+    print(f"{progress.PREFIX} tools/runsel report: {len(progress.STEPS)} steps "
+          f"({', '.join(progress.STEPS)}); time left from {source}", flush=True)
+    # ninja counts what a configured build has to do; a fresh one has the fixed estimate.
+    outputs = known_report_outputs(args)
+    steps.estimated["build"], how = progress.build_estimate(
+        args.build_dir, None if outputs is None else
+        [os.path.relpath(path, args.build_dir) for path in outputs], args.quick)
+    installs = os.environ.get(progress.INSTALL_VARIABLE)
+    steps.end("installs", "the Debian packages checked" if installs is not None
+              else "not checked: tools/runsel_cli.py was run directly",
+              seconds=float(installs or 0))
+    steps.start("build", how)
+    if configure(args.build_dir, {**requested_options(args), "thread_cache_containers":
+                                  "all" if args.thread_cache_all else "anchors"}) \
+            or outputs is None:
+        outputs = report_outputs(args)
+    build(args.build_dir, outputs)
+    steps.end("build")
+    os.environ.setdefault(progress.STARTED_VARIABLE, f"{steps.started:.3f}")  # the harness goes on
     return run([sys.executable, "-m", HARNESS, *harness_arguments(args)], check=False,
                env_changes=PACKAGE_PATH)
 
@@ -475,7 +515,9 @@ def add_report(commands, shared_options: list[argparse.ArgumentParser]) -> None:
                     "tcmalloc (LD_PRELOAD), interleaved and repeated; proves which allocator "
                     "served every run; counts instructions (perf, else callgrind). Writes "
                     f"{REPORT_DIR}/report.html (self-contained), report.md and results.json. "
-                    "Each run ends by printing each step's time.")
+                    "Prints a line as each step starts and ends (time so far, estimate of "
+                    "the time left); ends with each step's time, the short answer, the "
+                    "report's path and the total time.")
     report.add_argument("--quick", action="store_true",
                         help=f"a short run: {quick['repeat']} repetitions at scale "
                              f"{quick['scale']}")

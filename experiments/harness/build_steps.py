@@ -85,21 +85,22 @@ def option_text(value) -> str:
 
 
 def configure(build_dir: Path, options: dict[str, str],
-              setup_env: dict[str, str] | None = None) -> None:
+              setup_env: dict[str, str] | None = None) -> bool:
     """meson setup on a new build directory (in setup_env, e.g. CXX); --reconfigure when an
-    option changes."""
+    option changes. Returns whether meson ran (False: configured as asked already)."""
     defines = [f"-D{name}={value}" for name, value in options.items()]
     if not is_configured(build_dir):
         code = run(["meson", "setup", build_dir, *defines], check=False, env_changes=setup_env)
         if code != 0:
             raise StepFailed(f"meson setup {build_dir} failed ({code})")
-        return
+        return True
     current = current_options(build_dir)
     changed = {name: value for name, value in options.items() if current.get(name) != value}
     if changed:
         run(["meson", "setup", "--reconfigure", build_dir, *defines])
-    else:
-        print(f"# {build_dir}/ is configured (run_container={current.get('run_container')})")
+        return True
+    print(f"# {build_dir}/ is configured (run_container={current.get('run_container')})")
+    return False
 
 
 def build(build_dir: Path, outputs: list[Path] | None = None) -> None:

@@ -112,6 +112,85 @@ def column_sentence(judged: dict, column: tuple[str, str], reference: str) -> st
     return f"{what.capitalize()}: " + "; ".join(parts) + "."
 
 
+# The report's first screen: the short answer in at most this many words, then the picture.
+SHORT_ANSWER_WORDS = 120
+NAMED = 4  # a list of containers in the short answer names this many, then counts the rest
+SHORT_MEMORY, SHORT_COST = ("closed", "purged_resident"), ("cost", "instructions_per_call")
+
+
+def named(containers: list[str]) -> str:
+    """'a', 'a and b', 'a, b and c', 'a, b, c and 5 more' (NAMED at most)."""
+    if len(containers) > NAMED:
+        containers = [*containers[:NAMED - 1], f"{len(containers) - NAMED + 1} more"]
+    return (", ".join(containers[:-1]) + " and " + containers[-1] if len(containers) > 1
+            else "".join(containers))
+
+
+def favoured(judged: dict, column: tuple[str, str], reference: str) -> str:
+    """Which container the data favours on one figure (lower is better: less memory, fewer
+    instructions), with its interval: the lowest of those resolved below the reference;
+    else the reference over those resolved above it; else none."""
+    groups = ranked(judged, column)
+    lower, higher = groups["lower"], groups["higher"]
+    if lower:
+        best, best_judged = lower[0]
+        return (f"the data favours {interval_words(best, best_judged)}"
+                + (f" ({len(lower) - 1} more also below {reference})" if len(lower) > 1 else ""))
+    if higher:
+        nearest, nearest_judged = higher[0]
+        over = (interval_words(nearest, nearest_judged) if len(higher) == 1 else
+                f"{len(higher)} containers, the nearest {interval_words(nearest, nearest_judged)}")
+        return f"the data favours {reference} over {over}, and no container over {reference}"
+    return f"the data favours none: no container is resolved above or below {reference}"
+
+
+def counted(count: int, noun: str) -> str:
+    return f"{count} {noun}{'s' if count != 1 else ''}"
+
+
+def traces_words(results: dict, judged: dict) -> str:
+    """'3 WebKit traces', or with the Firefox logs joined '3 WebKit traces and 1 Firefox
+    log' (the answer's group, judgement.answer_group)."""
+    corpus = results.get("corpus")
+    members = (((corpus or {}).get("groups") or {}).get("browsers") or {}).get("members")
+    if answer_group(corpus) == "browsers" and members:
+        return (f"{counted(len(members['webkit']), 'WebKit trace')} and "
+                f"{counted(len(members['firefox']), 'Firefox log')}")
+    return counted(len(judged["traces"]), "WebKit trace")
+
+
+def short_answer(results: dict) -> str:
+    """The report's opening (at most SHORT_ANSWER_WORDS words; the picture follows it, then
+    answer_paragraph): which container the data favours on memory and on cost over the
+    trace corpus, with the interval, and what the run could not resolve. Written from the
+    judgement in results["corpus"], as answer_paragraph is."""
+    judged = group_judgement(results)
+    if not judged:
+        words = answer_paragraph(results).split()
+        return " ".join(words if len(words) <= SHORT_ANSWER_WORDS
+                        else [*words[:SHORT_ANSWER_WORDS - 1], "…"])
+    reference = judged["reference"]
+    memory_what = f"{FIGURE_WORDS[SHORT_MEMORY[1]]} {MOMENT_WORDS[SHORT_MEMORY[0]]}"
+    unresolved = []
+    for what, column in (("memory", SHORT_MEMORY), ("cost", SHORT_COST),
+                         ("plain resident, which purge timing moves,", ("closed", "resident"))):
+        groups = ranked(judged, column)
+        left = [container for container, _ in groups["not resolvable"]]
+        if left:
+            unresolved.append(f"{what} for {named(left)}" if column != ("closed", "resident")
+                              else f"{what} for {len(left)} of "
+                                   f"{sum(map(len, groups.values()))}")
+    return " ".join([
+        f"**In short**, over {traces_words(results, judged)}, each container against "
+        f"{reference}, mean difference [95 % interval]:",
+        f"**Memory** ({memory_what}): {favoured(judged, SHORT_MEMORY, reference)}.",
+        f"**Cost** ({FIGURE_WORDS[SHORT_COST[1]]}): "
+        f"{favoured(judged, SHORT_COST, reference)}.",
+        "**Not resolved** (the interval straddles 0): " + "; ".join(unresolved) + "."
+        if unresolved else "Every container is resolved on both.",
+    ])
+
+
 def answer_paragraph(results: dict) -> str:
     """The report's first paragraph: which container, for memory and for cost, with the
     intervals over the corpus and what could not be resolved."""

@@ -25,7 +25,7 @@ if __name__ == "__main__":  # run by Debian's python3 when this one lacks what t
                      "harness")
 
 from . import comparisons, counting, fanout, metrics, replays, results, runs, targets
-from . import anchors, firefox_workload, verdict
+from . import anchors, corpus_report, firefox_workload, progress, verdict
 from . import webkit_record
 from .allocators import REFERENCE, SETTING_SEPARATOR, THREAD_CACHE_SETTING
 from .presets import DEFAULT, QUICK, positive
@@ -269,9 +269,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f"harness: allocators: {', '.join(names)}"
           + (f" (not installed: {', '.join(missing)})" if missing else ""), file=sys.stderr)
 
+    steps = progress.Progress(*progress.estimates(args.out, args.quick, args.repeat, args.scale))
     phases = results.PhaseClock()  # seconds (wall and CPU) each step took, for the time budget
+    steps.start("recordings", "the browser sessions, or their cached traces")
     recorded = record_first(args, workloads)
     phases.end("recordings")
+    steps.end("recordings")
     variants = [allocator for allocator in allocators if allocator.is_container]
     # The deterministic steps run beside the timed runs on the cores those leave free
     # (a local cluster of one worker fewer than the cores, widened when they end).
@@ -281,17 +284,24 @@ def main(argv: list[str] | None = None) -> int:
     except fanout.FanoutFailed as failure:
         sys.exit(f"harness: {failure}")
     with ThreadPoolExecutor(max_workers=1) as pool:
-        steps = (pool.submit(deterministic_steps, args, workloads, allocators, variants,
-                             recorded) if beside else None)
+        beside_runs = (pool.submit(deterministic_steps, args, workloads, allocators, variants,
+                                   recorded) if beside else None)
+        steps.start("timed runs", "one at a time" + (
+            "; the replays and callgrind counts run beside them" if beside_runs else ""))
         valid, discarded = runs.run_interleaved(workloads, allocators, args.repeat, args.scale,
                                                 args.seed, args.timeout, not args.aslr)
         extra_rounds = metrics.extend_until_resolved(workloads, variants, valid, discarded,
                                                      args)
-        phases.end("timed runs", beside=bool(steps))
+        phases.end("timed runs", beside=bool(beside_runs))
+        steps.end("timed runs")
         fanout.widen()
-        done = (steps.result() if steps else
+        steps.start("replays", "what is left of them, begun beside the timed runs"
+                    if beside_runs else "exact replays and callgrind counts")
+        done = (beside_runs.result() if beside_runs else
                 deterministic_steps(args, workloads, allocators, variants, recorded))
     phases.end("deterministic steps")
+    steps.end("replays")
+    steps.start("statistics", "the figures, then the report and its pictures")
     counted = done["counted"]
     summary = metrics.summarize(valid, names, workloads, counted["counts"],
                                 allocator_discovery.same_choice_groups(args.build_dir),
@@ -332,8 +342,13 @@ def main(argv: list[str] | None = None) -> int:
     results.add_time_figures(document, phases, workers, local=not args.scheduler)
     path, markdown, html = results.write(document, args.out)
     print("\n" + results.time_tables(document, phases, workers))
-    print(f"\nreport: {html}\n        {markdown}\nresults: {path}")
+    steps.end("statistics")
     failed = [check for check in document["checks"] if not check["ok"]]
+    print(progress.closing(corpus_report.short_answer(results.load(path)),
+                           [html, markdown, path], steps.elapsed(), steps.since)
+          + ("" if not (discarded or failed) else
+             f"\n{len(failed)} check(s) failed and {len(discarded)} run(s) discarded: "
+             "see the report's Checks"), flush=True)
     return 1 if discarded or failed else 0
 
 

@@ -480,12 +480,25 @@ def summary_text(results: dict) -> str:
             f"{verdict_text.agreement_paragraph(results['verdict']['published'])}\n\n{checked}")
 
 
+FULL_ANSWER = "The answer in full"  # the heading of the long paragraph, after the picture
+
+
+def opening(results: dict) -> tuple[str, str | None]:
+    """The first screen's short answer, and the long paragraph that follows the picture
+    (None when it would say the same: no trace corpus)."""
+    short, full = corpus_report.short_answer(results), corpus_report.answer_paragraph(results)
+    return short, (None if full == short else full)
+
+
 def markdown(results: dict, drawn: list[tuple[str, Path]]) -> str:
     listed = tables(results)
-    parts = ["# runsel report", "", "## Answer", "", corpus_report.answer_paragraph(results), ""]
+    short, full = opening(results)
+    parts = ["# runsel report", "", "## Answer", "", short, ""]
     if drawn and drawn[0][1].name == "answer.png":
         parts += [f"![{drawn[0][0]}]({drawn[0][1].name})", ""]
         drawn = drawn[1:]
+    if full:
+        parts += [f"### {FULL_ANSWER}", "", full, ""]
     for title, headers, rows, note in listed[:leading(results)]:
         parts += [f"## {title}", "", markdown_table(headers, rows), "", note, ""]
     parts += ["## Pictures", ""]
@@ -503,6 +516,13 @@ td:first-child,th:first-child,td:nth-child(2){text-align:left}
 img{max-width:100%}.note{color:#555;font-size:13px}"""
 
 
+def html_paragraph(text: str) -> str:
+    """A paragraph with its **bold** pieces in <b>."""
+    escaped = html.escape(text)
+    return "<p>" + "".join(piece if i % 2 == 0 else f"<b>{piece}</b>"
+                           for i, piece in enumerate(escaped.split("**"))) + "</p>"
+
+
 def html_page(results: dict, drawn: list[tuple[str, Path]]) -> str:
     listed = tables(results)
 
@@ -513,14 +533,15 @@ def html_page(results: dict, drawn: list[tuple[str, Path]]) -> str:
 
     parts = [f"<!doctype html><meta charset=utf-8><title>runsel report</title>"
              f"<style>{STYLE}</style><h1>runsel report</h1><h2>Answer</h2>"]
-    answer = html.escape(corpus_report.answer_paragraph(results))
-    parts.append("<p>" + "".join(piece if i % 2 == 0 else f"<b>{piece}</b>"
-                                 for i, piece in enumerate(answer.split("**"))) + "</p>")
+    short, full = opening(results)
+    parts.append(html_paragraph(short))
     if drawn and drawn[0][1].name == "answer.png":
         encoded = base64.b64encode(drawn[0][1].read_bytes()).decode()
         parts.append(f"<img alt='{html.escape(drawn[0][0])}' "
                      f"src='data:image/png;base64,{encoded}'>")
         drawn = drawn[1:]
+    if full:
+        parts += [f"<h3>{html.escape(FULL_ANSWER)}</h3>", html_paragraph(full)]
     parts += [section(2, *table) for table in listed[:leading(results)]]
     parts.append("<h2>Pictures</h2>")
     for caption, path in drawn:

@@ -186,6 +186,15 @@ def check_verdict_leads(out: Path, failures: Failures) -> None:
     failures.expect(sections[:2] == ["## Answer", "## Over the trace corpus"]
                     and "No answer over a trace corpus" not in markdown,
                     f"report.md does not open with the answer over the corpus: {sections[:2]}")
+    # The first screen: the short answer (at most 120 words), then the picture.
+    lines = markdown.splitlines()
+    shown = [line for line in lines[lines.index("## Answer") + 1:] if line.strip()] \
+        if "## Answer" in lines else []
+    failures.expect(len(shown) > 1 and shown[0].startswith("**In short**")
+                    and len(shown[0].replace("**", "").split()) <= 120
+                    and shown[1].startswith("![The answer over the trace corpus]"),
+                    f"report.md's first screen is not the short answer and the picture: "
+                    f"{shown[:2]}")
     failures.expect("## Verdict" in sections
                     and "## Bug 1857133 judged on the corpus, against moz_tree" in sections
                     and sections.index("## Verdict") < sections.index("## Summary"),

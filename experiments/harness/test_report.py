@@ -3,7 +3,8 @@ checked-in results.json (fixtures/results.json, a trimmed --quick run with its t
 corpus) in seconds.
 
 The tables hold the fixture's figures (each cell checked against the number it
-formats), the verdict opens the report, rendering twice gives the same bytes, and the
+formats), the short answer and its picture open the report (the first screen, at most 120
+words) before the long answer and the tables, rendering twice gives the same bytes, and the
 rendered report.md is fixtures/report.md byte for byte: a change of layout or wording
 shows as a diff of that file, reviewed with the change.
 
@@ -143,6 +144,39 @@ class RenderedFromTheFixture(unittest.TestCase):
         self.assertIn(verdict_text.question_answer(verdict["question"]), markdown)
         self.assertIn("<h2>Verdict</h2>", self.html.read_text())
 
+    def test_the_first_screen_is_the_short_answer_then_the_picture(self):
+        """Under "## Answer": the short answer (at most 120 words, written from the
+        corpus's judgement), then the picture, then the long paragraph; alike in HTML."""
+        lines = self.markdown.read_text().splitlines()
+        start = lines.index("## Answer") + 1
+        shown = [line for line in lines[start:] if line.strip()]
+        short, picture, heading, full = shown[:4]
+        self.assertEqual(short, corpus_report.short_answer(self.results))
+        self.assertLessEqual(len(short.replace("**", "").split()),
+                             corpus_report.SHORT_ANSWER_WORDS)
+        self.assertEqual(picture, "![The answer over the trace corpus](answer.png)")
+        self.assertEqual((heading, full), (f"### {report.FULL_ANSWER}",
+                                           corpus_report.answer_paragraph(self.results)))
+        page = self.html.read_text()
+        opening = page[page.index("<h2>Answer</h2>") + len("<h2>Answer</h2>"):].lstrip()
+        self.assertTrue(opening.startswith(report.html_paragraph(short) + "\n<img alt='The answer "
+                                           "over the trace corpus' src='data:image/png;base64,"),
+                        opening[:300])
+        self.assertLess(opening.index("<img"), opening.index(f"<h3>{report.FULL_ANSWER}</h3>"))
+        # The fixture's figures, formatted: moz_tree's cost is resolved above rb_first,
+        # nothing is resolved on memory, and what was not resolved is named.
+        judged = self.results["corpus"]["groups"]["webkit"]["judgement"]["containers"]
+        cost = judged["moz_tree"]["cost"]["instructions_per_call"]
+        self.assertIn(f"the data favours rb_first over moz_tree {cost['percent']:+.2f} % "
+                      f"[{cost['low']:+.2f}, {cost['high']:+.2f}]", short)
+        self.assertIn("(resident after a forced purge after the tabs close): the data favours "
+                      "none", short)
+        memory = {name: figures["memory"]["closed"]["purged_resident"]
+                  for name, figures in judged.items()}
+        unresolved = sorted((name for name in memory if memory[name]["outcome"]
+                             == "not resolvable"), key=lambda name: memory[name]["percent"])
+        self.assertIn(f"memory for {corpus_report.named(unresolved)};", short)
+
     def test_the_idealized_tree_table_shows_every_trace_and_the_interval(self):
         stored = self.results["anchors"]
         rows = self.rows_of(report_anchors.idealized_table(self.results)[0])
@@ -267,6 +301,90 @@ class AnswerOverACorpus(unittest.TestCase):
             from . import pictures
             drawn = pictures.corpus_answer(run, Path(scratch) / "answer.png")
             self.assertTrue(drawn.exists() and drawn.stat().st_size > 1000)
+
+
+def judged_as(outcome: str, percent: float, half: float = 1.0) -> dict:
+    """One judgement (judgement.judge's keys the report reads) with this outcome."""
+    return {"outcome": outcome, "percent": percent, "low": percent - half,
+            "high": percent + half, "half_width": half, "sd": half, "n_traces": 8}
+
+
+def run_judged(containers: dict[str, dict[tuple[str, str], dict]], traces: int = 8) -> dict:
+    """A results.json whose answer group has this judgement: {container: {(moment or
+    "cost", figure): judgement}} (every other figure not resolvable)."""
+    judged = {}
+    for container, figures in containers.items():
+        memory = {moment: {figure: figures.get((moment, figure), judged_as("not resolvable", 0.1))
+                           for figure in ("purged_resident", "footprint", "bin_unused",
+                                          "resident", "committed", "dirty")}
+                  for moment in ("loaded", "closed", "peak")}
+        cost = {figure: figures.get(("cost", figure), judged_as("not resolvable", 0.1))
+                for figure in ("instructions_per_call", "d1_misses_per_call",
+                               "ll_misses_per_call")}
+        judged[container] = {"memory": memory, "cost": cost}
+    judgement = {"reference": "rb_first", "traces": [f"t{i}" for i in range(traces)],
+                 "containers": judged}
+    return {"corpus": {"recordings": [], "cost": {}, "groups": {
+        "webkit": {"entries": {}, "judgement": judgement},
+        "browsers": {"entries": {}, "members": {"webkit": [f"t{i}" for i in range(traces - 1)],
+                                                "firefox": ["content (7)"]},
+                     "firefox": "128", "judgement": judgement}}}}
+
+
+class ShortAnswer(unittest.TestCase):
+    """The first screen's answer, written from the judgement: the favoured container on
+    memory and on cost with its interval, what was not resolved, in at most 120 words."""
+
+    MEMORY, COST = ("closed", "purged_resident"), ("cost", "instructions_per_call")
+
+    def test_the_lowest_resolved_container_is_favoured(self):
+        run = run_judged({
+            "age_address": {self.MEMORY: judged_as("lower", -0.72, 0.24),
+                            self.COST: judged_as("higher", 4.0, 1.0)},
+            "je_slabs": {self.MEMORY: judged_as("lower", -0.30, 0.2),
+                         self.COST: judged_as("lower", -2.5, 1.0)},
+            "lifo": {self.COST: judged_as("lower", -9.0, 3.0)}})
+        short = corpus_report.short_answer(run)
+        self.assertIn("over 7 WebKit traces and 1 Firefox log, each container", short)
+        self.assertIn("the data favours age_address -0.72 % [-0.96, -0.48] (1 more also below "
+                      "rb_first)", short)
+        self.assertIn("**Cost** (allocator instructions per call): the data favours lifo "
+                      "-9.00 % [-12.00, -6.00] (1 more also below rb_first)", short)
+        self.assertIn("**Not resolved** (the interval straddles 0): memory for lifo; plain "
+                      "resident", short)
+
+    def test_the_reference_is_favoured_over_the_containers_above_it(self):
+        run = run_judged({
+            "moz_tree": {self.COST: judged_as("higher", 21.57, 7.45),
+                         self.MEMORY: judged_as("higher", 0.5, 0.1)},
+            "wavl": {self.COST: judged_as("higher", 30.0, 5.0)}})
+        short = corpus_report.short_answer(run)
+        self.assertIn("the data favours rb_first over moz_tree +0.50 % [+0.40, +0.60], and no "
+                      "container over rb_first", short)
+        self.assertIn("the data favours rb_first over 2 containers, the nearest moz_tree "
+                      "+21.57 % [+14.12, +29.02]", short)
+        self.assertIn("**Not resolved** (the interval straddles 0): memory for wavl; plain "
+                      "resident", short)
+
+    def test_every_container_unresolved_stays_within_the_first_screen(self):
+        """Twelve containers, nothing resolved: the lists name four and count the rest."""
+        names = ["rb_root", "lifo", "array_heap", "pairing_heap", "fullest_first",
+                 "sorted_by_free", "age_address", "pairing_heap_lazy", "wavl", "moz_tree",
+                 "je_slabs"]
+        short = corpus_report.short_answer(run_judged({name: {} for name in names}))
+        self.assertLessEqual(len(short.replace("**", "").split()),
+                             corpus_report.SHORT_ANSWER_WORDS, short)
+        self.assertIn("the data favours none: no container is resolved above or below rb_first",
+                      short)
+        self.assertIn("and 8 more;", short)
+        self.assertIn("for 11 of 11.", short)
+
+    def test_without_a_corpus_the_short_answer_says_why_within_the_bound(self):
+        run = {"corpus": {"error": "recording failed: " + "word " * 300, "groups": {}}}
+        short = corpus_report.short_answer(run)
+        self.assertTrue(short.startswith("No answer over a trace corpus: recording failed:"))
+        self.assertLessEqual(len(short.split()), corpus_report.SHORT_ANSWER_WORDS)
+        self.assertEqual(report.opening({"corpus": None})[1], None)  # said once, not twice
 
 
 def shrink(run: dict) -> dict:
