@@ -59,14 +59,17 @@ inline std::vector<std::string> same_choices() {
   return {*mine, *next};
 }
 
-// Whether a test replays its trace once: in an instrumented build (checked,
-// or a sanitizer: meson sets RUNSEL_TRACE_REPLAY_ONCE=1 there) and under
+// An instrumented build (checked, or a sanitizer): meson sets
+// RUNSEL_TRACE_REPLAY_ONCE=1 there.
+inline bool instrumented_build() {
+  const char* once = std::getenv("RUNSEL_TRACE_REPLAY_ONCE");
+  return once && std::string(once) == "1";
+}
+
+// Whether a test replays its trace once: in an instrumented build and under
 // RUNSEL_TEST_SCALE=quick, leaving the repeats that prove a replay
 // deterministic to the main build's full run (tools/runsel test --all).
-inline bool replay_once() {
-  const char* once = std::getenv("RUNSEL_TRACE_REPLAY_ONCE");
-  return (once && std::string(once) == "1") || runsel_test::quick_scale();
-}
+inline bool replay_once() { return instrumented_build() || runsel_test::quick_scale(); }
 
 inline fs::path replayer(const std::string& name) {
   return fs::path(RUNSEL_REPLAY_DIR) / ("runsel-replay-" + name);
@@ -99,7 +102,9 @@ inline void write_bytes(const fs::path& path, const Bytes& bytes) {
 }
 
 // Runs argv with `env` added to the environment; captures stdout and stderr.
-// A child still running after a minute gets SIGALRM, which shows as a signal.
+// A child still running after a minute (five in an instrumented build, whose
+// invariant walkers run after every call: a checked replay of the python trace
+// took 63 s on a loaded 2-core machine) gets SIGALRM, which shows as a signal.
 inline Child run(const std::vector<std::string>& argv, const std::vector<std::string>& env,
           const fs::path& dir) {
   fs::path out = dir / "child.out", err = dir / "child.err";
@@ -111,7 +116,7 @@ inline Child run(const std::vector<std::string>& argv, const std::vector<std::st
     int err_fd = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     dup2(out_fd, 1);
     dup2(err_fd, 2);
-    alarm(60);
+    alarm(instrumented_build() ? 300 : 60);
     std::vector<char*> args;
     for (const std::string& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
     args.push_back(nullptr);
