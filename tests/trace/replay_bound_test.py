@@ -35,6 +35,8 @@ import tempfile
 import unittest
 from pathlib import Path
 
+from replay_cli_test import RefusalChecks  # beside this file
+
 CLI = Path(__file__).resolve().parents[2] / "tools" / "runsel_cli.py"
 BUILD_DIR = Path("build")
 MIB = 1 << 20
@@ -71,7 +73,7 @@ def zero_byte_blocks_trace(path: Path, blocks: int) -> None:
         out.write(b"\x0f" + blocks.to_bytes(8, "little"))
 
 
-class Bounds(unittest.TestCase):
+class Bounds(RefusalChecks, unittest.TestCase):
     def setUp(self):
         scratch = tempfile.TemporaryDirectory(prefix="runsel-replay-bound-")
         self.addCleanup(scratch.cleanup)
@@ -101,14 +103,6 @@ class Bounds(unittest.TestCase):
 
     def replayer(self, container: str = "rb_first") -> Path:
         return BUILD_DIR / "tools" / f"runsel-replay-{container}"
-
-    def assert_one_line_refusal(self, done: subprocess.CompletedProcess, *wording: str) -> None:
-        self.assertNotIn("Traceback", done.stderr)
-        self.assertEqual(done.returncode, 2, done.stderr)
-        lines = done.stderr.splitlines()
-        self.assertEqual(len(lines), 1, f"one line on stderr, not:\n{done.stderr}")
-        for words in wording:
-            self.assertIn(words, lines[0])
 
     # --- case 6: marks ---------------------------------------------------------------
 
@@ -209,12 +203,12 @@ class Bounds(unittest.TestCase):
 
         # Under ulimit -v 1 GiB: the slot tables alone cannot fit.
         done, _, out = self.run_measured([self.replayer(), trace], address_space=GIB)
-        self.assert_one_line_refusal(done, "runsel-replay: ", "live blocks", "slot tables",
+        self.assert_refused(done, "runsel-replay: ", "live blocks", "slot tables",
                                      "ulimit -v")
         self.assertEqual(out.read_bytes(), b"")
         done, _, _ = self.run_measured(self.front_door("--variant", "rb_first", trace),
                                        address_space=GIB)
-        self.assert_one_line_refusal(done, "runsel replay: ", "live blocks", "slot tables",
+        self.assert_refused(done, "runsel replay: ", "live blocks", "slot tables",
                                      "ulimit -v")
 
         # Under ulimit -v 3 GiB it fits: replayed within what it announced.
@@ -251,10 +245,10 @@ class Bounds(unittest.TestCase):
                                              self.dir / "out.trace"])
         print(f"a 500 MB line: the converter's peak {peak / MIB:.1f} MiB")
         self.assertLess(peak, 64 * MIB)
-        self.assert_one_line_refusal(done, "line 1", "byte offset 0", "7 1 malloc(16)=0x1000x")
+        self.assert_refused(done, "line 1", "byte offset 0", "7 1 malloc(16)=0x1000x")
         self.assertFalse((self.dir / "out.trace").exists())
         done, peak, _ = self.run_measured(self.front_door("--variant", "rb_first", log))
-        self.assert_one_line_refusal(done, "runsel replay: ", "line 1", "byte offset 0")
+        self.assert_refused(done, "runsel replay: ", "line 1", "byte offset 0")
         self.assertLess(peak, 256 * MIB)
 
     def test_a_long_line_further_on_is_named_with_its_offset(self):
@@ -263,7 +257,7 @@ class Bounds(unittest.TestCase):
                         b"0" * 100000 + b"1000)\n")
         done = subprocess.run([self.converter(), "from-logalloc", log, self.dir / "out.trace"],
                               capture_output=True, text=True, errors="backslashreplace")
-        self.assert_one_line_refusal(done, "line 3", "byte offset 44")
+        self.assert_refused(done, "line 3", "byte offset 44")
         # --partial drops a cut last line, however long.
         log.write_bytes(b"7 1 malloc(16)=0x1000\n7 1 free(0x1000)\n7 1 malloc(16)=0x" +
                         b"0" * 100000)

@@ -39,7 +39,20 @@ def available_memory() -> int:
     raise RuntimeError("no MemAvailable in /proc/meminfo")
 
 
-class Replay(unittest.TestCase):
+class RefusalChecks:
+    """For a unittest.TestCase: how a refused replay must end (replay_bound_test uses it too)."""
+
+    def assert_refused(self, done: subprocess.CompletedProcess, *wording: str) -> None:
+        """Exit code 2 and one line on stderr holding every piece of wording."""
+        self.assertNotIn("Traceback", done.stderr)
+        self.assertEqual(done.returncode, 2, done.stderr)
+        lines = done.stderr.splitlines()
+        self.assertEqual(len(lines), 1, f"one line on stderr, not:\n{done.stderr}")
+        for words in wording:
+            self.assertIn(words, lines[0])
+
+
+class Replay(RefusalChecks, unittest.TestCase):
     def setUp(self):
         scratch = tempfile.TemporaryDirectory(prefix="runsel-replay-cli-")
         self.addCleanup(scratch.cleanup)
@@ -57,15 +70,6 @@ class Replay(unittest.TestCase):
         done.stdout = done.stdout.decode("utf-8", "backslashreplace")
         done.stderr = done.stderr.decode("utf-8", "backslashreplace")
         return done
-
-    def assert_refused(self, done: subprocess.CompletedProcess, *wording: str) -> None:
-        """Exit code 2 and one line on stderr holding every piece of wording."""
-        self.assertNotIn("Traceback", done.stderr)
-        self.assertEqual(done.returncode, 2, done.stderr)
-        lines = done.stderr.splitlines()
-        self.assertEqual(len(lines), 1, f"one line on stderr, not:\n{done.stderr}")
-        for words in wording:
-            self.assertIn(words, lines[0])
 
     def garbage(self) -> bytes:
         return random.Random(7).randbytes(3000)
