@@ -24,7 +24,6 @@ every process it ran.
 
 from __future__ import annotations
 
-import argparse
 import gzip
 import json
 import re
@@ -35,7 +34,7 @@ import tempfile
 import unittest
 from pathlib import Path
 
-from replay_cli_test import RefusalChecks  # beside this file
+from replay_cli_test import RefusalChecks, run_tests  # beside this file
 
 CLI = Path(__file__).resolve().parents[2] / "tools" / "runsel_cli.py"
 BUILD_DIR = Path("build")
@@ -270,13 +269,7 @@ class Bounds(RefusalChecks, unittest.TestCase):
 
 
 def main() -> int:
-    global BUILD_DIR
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--build-dir", type=Path, default=BUILD_DIR)
-    args, rest = parser.parse_known_args()
-    BUILD_DIR = args.build_dir.resolve()
-    return 0 if unittest.main(argv=[sys.argv[0], *rest], verbosity=2,
-                              exit=False).result.wasSuccessful() else 1
+    return run_tests(globals(), verbosity=2)
 
 
 if __name__ == "__main__":

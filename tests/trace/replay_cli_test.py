@@ -184,13 +184,19 @@ class Replay(RefusalChecks, unittest.TestCase):
                                       r"was killed\); replayed its 9\d complete records")
 
 
-def main() -> int:
-    global BUILD_DIR
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--build-dir", type=Path, default=BUILD_DIR)
+def run_tests(script_globals: dict, verbosity: int = 1) -> int:
+    """Runs the calling script's tests (it runs as __main__) against --build-dir, which it
+    reads as its global BUILD_DIR; replay_bound_test uses it too."""
+    parser = argparse.ArgumentParser(description=script_globals["__doc__"].splitlines()[0])
+    parser.add_argument("--build-dir", type=Path, default=script_globals["BUILD_DIR"])
     args, rest = parser.parse_known_args()
-    BUILD_DIR = args.build_dir.resolve()
-    return 0 if unittest.main(argv=[sys.argv[0], *rest], exit=False).result.wasSuccessful() else 1
+    script_globals["BUILD_DIR"] = args.build_dir.resolve()
+    return 0 if unittest.main(argv=[sys.argv[0], *rest], verbosity=verbosity,
+                              exit=False).result.wasSuccessful() else 1
+
+
+def main() -> int:
+    return run_tests(globals())
 
 
 if __name__ == "__main__":
