@@ -34,12 +34,12 @@ MARK_NAME = re.compile(r"^jemalloc_stats #(\d+) ")
 
 def replay_with(program: Path, trace: Path, scratch: Path, conf: str | None,
                 timeout: float) -> dict:
-    """One runsel replayer's JSON document, with RUNSEL_CONF=conf when given."""
+    """One runsel replayer's JSON document in the as-built profile, with conf's entries
+    after it when given."""
     handle, name = tempfile.mkstemp(prefix=program.name + ".", suffix=".json", dir=scratch)
     os.close(handle)
     environment = {key: value for key, value in os.environ.items() if key != "RUNSEL_CONF"}
-    if conf:
-        environment["RUNSEL_CONF"] = conf
+    environment["RUNSEL_CONF"] = allocators.with_as_built(conf)
     done = subprocess.run([str(program), "--json", name, str(trace)], capture_output=True,
                           text=True, timeout=timeout, env=environment)
     if done.returncode != 0:
@@ -104,6 +104,7 @@ def process_entry(build_dir: Path, session: Path, process: dict, containers: dic
                 "live_reuses", "coverage", "num_operations", "complete", "bytes")},
             "replay_tally": {name: document["replay"] for name, document in documents.items()},
             "geometry": {name: geometry_of(document) for name, document in documents.items()},
+            "profiles": {name: document.get("profile") for name, document in documents.items()},
             "marks": marks}
 
 

@@ -148,7 +148,7 @@ void complain(const char* setting, const char* text, std::size_t length, const c
 
 void complain_about_conf(const char* entry, std::size_t length) {
   complain("RUNSEL_CONF", entry, length,
-           "keys: purge:budget|deferred|decay, dirty_max_pages:N, deferred_allocations:N, "
+           "keys: profile:as_built, purge:budget|deferred|decay, dirty_max_pages:N, deferred_allocations:N, "
            "decay_ms:N, total_dirty_max_pages:N, growth_dirty_share:N, spare_chunks:N, "
            "idle_dirty_chunks:N, huge_cache_mb:N, huge_cache_ms:N, run_pages:P/P/.../P (one run "
            "size in pages per size class)");
@@ -205,6 +205,24 @@ bool parse_run_pages(const char* text, std::size_t length) {
   return true;
 }
 
+// profile:as_built: mozjemalloc's page level as it purges, keeps chunks and
+// recycles runs (purge.h, PurgeSettings::as_built_lifecycle): purge at once
+// down to half the budget, one spare chunk, no process-wide budget or growth
+// purge (one budget per arena), no huge mapping cache (mozjemalloc purges
+// the huge chunks it recycles). Later RUNSEL_CONF entries override these.
+bool apply_profile(const char* value, std::size_t length, PurgeSettings* settings)
+    RUNSEL_REQUIRES(g_init_lock) {
+  constexpr const char kAsBuilt[] = "as_built";
+  if (length != sizeof(kAsBuilt) - 1 || std::memcmp(value, kAsBuilt, length) != 0) return false;
+  settings->as_built_lifecycle = true;
+  settings->policy = PurgePolicy::kBudget;
+  settings->spare_chunks = 1;
+  settings->total_budget_pages = 0;
+  settings->growth_dirty_share = 0;
+  g_huge_cache.max_bytes = 0;
+  return true;
+}
+
 // Applies one "key:value" entry of RUNSEL_CONF; false if it is not valid.
 bool apply_conf_entry(const char* entry, std::size_t length, PurgeSettings* settings)
     RUNSEL_REQUIRES(g_init_lock) {
@@ -218,6 +236,7 @@ bool apply_conf_entry(const char* entry, std::size_t length, PurgeSettings* sett
   };
   std::uint64_t number = 0;
   if (key_is("purge")) return parse_purge_policy(value, value_length, &settings->policy);
+  if (key_is("profile")) return apply_profile(value, value_length, settings);
   if (key_is("run_pages")) return parse_run_pages(value, value_length);
   if (!parse_number(value, value_length, &number)) return false;
   if (key_is("dirty_max_pages") && number > 0) {
@@ -324,6 +343,12 @@ PurgePolicy purge_policy() {
   LockGuard guard(g_init_lock);
   initialise_locked();
   return g_purge_settings.policy;
+}
+
+bool as_built_profile() {
+  LockGuard guard(g_init_lock);
+  initialise_locked();
+  return g_purge_settings.as_built_lifecycle;
 }
 
 std::size_t arena_count() { return g_arena_count.load(std::memory_order_acquire); }
