@@ -253,9 +253,9 @@ class TestBuild:
 #            linked in under renamed entry points (tests/hardening/meson.build).
 #   ubsan    UndefinedBehaviorSanitizer, every allocator test: UBSan does not
 #            replace malloc, so runsel stays the allocator of every test. With
-#            the other hook placement (-Dhook_placement=page_map; the other
-#            builds keep run_header), so that CI passes the whole suite with
-#            both placements at no extra build.
+#            the other hook placement (-Dhook_placement=run_header, the 40-byte
+#            run header; the other builds keep page_map), so that CI passes the
+#            whole suite with both placements at no extra build.
 #   checked  -Dchecked=true: every container's invariant walker after each
 #            operation inside the allocator, plus the tests' runsel_check() calls.
 #   fuzz     clang and libFuzzer: the API fuzzer driven by coverage of the
@@ -275,7 +275,7 @@ TEST_BUILDS = {
     "tsan": TestBuild("tsan", {**NO_BENCHMARKS, "b_sanitize": "thread"}, suites=("tsan",)),
     "ubsan": TestBuild("ubsan", {**NO_BENCHMARKS, **UNITY, "b_sanitize": "undefined",
                                  "cpp_args": "-fno-sanitize-recover=undefined",
-                                 "hook_placement": "page_map"}),
+                                 "hook_placement": "run_header"}),
     "checked": TestBuild("checked", {**NO_BENCHMARKS, **UNITY, "checked": "true"}),
     "fuzz": TestBuild("fuzz", {**NO_BENCHMARKS, **UNITY, "checked": "true", "fuzzing": "true"},
                       setup_env={"CXX": "clang++"}, suites=("fuzz",)),

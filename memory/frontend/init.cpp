@@ -151,7 +151,7 @@ void complain_about_conf(const char* entry, std::size_t length) {
            "keys: profile:as_built, purge:budget|deferred|decay, dirty_max_pages:N, deferred_allocations:N, "
            "decay_ms:N, total_dirty_max_pages:N, growth_dirty_share:N, spare_chunks:N, "
            "idle_dirty_chunks:N, huge_cache_mb:N, huge_cache_ms:N, run_pages:P/P/.../P (one run "
-           "size in pages per size class)");
+           "size in pages per size class; PxN: N regions in it)");
 }
 
 // A decimal number filling [text, text + length); false if it is not one.
@@ -183,21 +183,26 @@ std::size_t env_count(const char* name, std::size_t fallback, const char* expect
 
 // run_pages:P/P/.../P: every size class's run size in pages, in class order (the
 // layout another allocator uses, e.g. an installed Firefox's, read from its bin
-// statistics). Each class then holds as many regions as fit after its header. All
-// or nothing: a wrong count, or a size where fewer than 2 regions fit, changes no
-// class.
+// statistics). Each class then holds as many regions as fit after its header; an
+// entry PxN holds N regions instead (that allocator's count, whose header is
+// larger), refused if N do not fit. All or nothing: a wrong count, or a class
+// with fewer than 2 regions, changes no class.
 bool parse_run_pages(const char* text, std::size_t length) {
   std::array<BinInfo, kNumBins> geometry{};
   std::size_t index = 0;
   for (std::size_t at = 0; at <= length; ++index) {
     const char* slash = static_cast<const char*>(std::memchr(text + at, '/', length - at));
     const std::size_t end = slash ? static_cast<std::size_t>(slash - text) : length;
-    std::uint64_t pages = 0;
-    if (index >= kNumBins || !parse_number(text + at, end - at, &pages) || pages == 0 ||
+    const char* times = static_cast<const char*>(std::memchr(text + at, 'x', end - at));
+    const std::size_t pages_end = times ? static_cast<std::size_t>(times - text) : end;
+    std::uint64_t pages = 0, regions = ~std::uint64_t{0};
+    if (index >= kNumBins || !parse_number(text + at, pages_end - at, &pages) || pages == 0 ||
         pages > kMaxSmallRunPages)
       return false;
-    geometry[index] = bin_info_for_pages(index, pages);
+    if (times != nullptr && !parse_number(times + 1, end - pages_end - 1, &regions)) return false;
+    geometry[index] = bin_info_for_pages(index, pages, regions);
     if (geometry[index].nregs < 2) return false;
+    if (times != nullptr && geometry[index].nregs != regions) return false;
     at = end + 1;
   }
   if (index != kNumBins) return false;
