@@ -1,0 +1,198 @@
+"""Dask workers that need nothing but Dask (meson test `cluster`, suite default): a
+`dask scheduler` and a `dask worker` started here on loopback, the worker with no
+PYTHONPATH and a working folder outside the repository.
+
+- The report's trace step (the exact replays of one small trace on rb_first, twice) runs
+  on that worker, from the tooling the client shipped, and gives the figures a replay
+  here gives.
+- The report (python3 -m harness.harness) given a build folder the worker cannot see
+  stops before its first task with exit code 2 and one line naming the worker and the
+  folder. The folder is /proc/self/cwd/<build>: the build for the report, started in the
+  build's parent folder, and nothing for the worker, started elsewhere: one path, two
+  views, as on two machines.
+- A worker without a program the tasks run (valgrind, ...) is refused the same way.
+
+Skipped (exit 77) only when Dask distributed or its `dask` command is missing.
+
+    python3 -m harness.test_cluster --build-dir build   (PYTHONPATH=experiments)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+from pathlib import Path
+
+from . import fanout, replays
+from .interpreter import PACKAGE_ROOT, ROOT
+
+BUILD_DIR = Path("build")
+SKIP = 77  # meson's exit code for a skipped test
+REFUSAL = "harness: Dask worker "
+LOGS: list[str] = []  # what the scheduler and the worker printed, shown when a test fails
+LOG = "".join(f"7 1 malloc({16 * (i % 40 + 1)})=0x{(i + 1) << 12:x}\n" for i in range(300)) + \
+    "7 1 jemalloc_stats()\n" + "".join(f"7 1 free(0x{(i + 1) << 12:x})\n" for i in range(0, 300, 2))
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class Cluster:
+    """A scheduler and one single-threaded worker, each in a session of its own, stopped
+    by their process ids. The worker's environment holds PATH and HOME only."""
+
+    def __init__(self, folder: Path):
+        self.folder, self.processes = folder, []
+        self.address = f"tcp://127.0.0.1:{free_port()}"
+        self.start("scheduler", ["scheduler", "--host", "127.0.0.1", "--port",
+                                 self.address.rsplit(":", 1)[1], "--no-dashboard"], os.environ)
+        self.worker_folder = folder / "worker"
+        self.worker_folder.mkdir()
+        self.start("worker", ["worker", self.address, "--host", "127.0.0.1", "--nworkers", "1",
+                              "--nthreads", "1", "--no-dashboard", "--local-directory",
+                              str(self.worker_folder)],
+                   {"PATH": "/usr/bin:/bin", "HOME": str(self.worker_folder)}, self.worker_folder)
+
+    def start(self, name: str, arguments: list[str], environment, where: Path | None = None):
+        log = open(self.folder / f"{name}.log", "wb")
+        self.processes.append(subprocess.Popen(
+            [shutil.which("dask"), *arguments], stdout=log, stderr=subprocess.STDOUT,
+            env=dict(environment), cwd=where or self.folder, start_new_session=True))
+        log.close()
+
+    def wait_for_worker(self, seconds: float = 180) -> None:
+        from distributed import Client
+        with Client(self.address, timeout="60s") as client:
+            client.wait_for_workers(1, timeout=seconds)
+
+    def logs(self) -> str:
+        return "".join(f"--- {path.name}\n{path.read_text(errors='replace')[-3000:]}"
+                       for path in sorted(self.folder.glob("*.log")))
+
+    def stop(self) -> None:
+        for process in reversed(self.processes):
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGTERM)  # its own session: the nanny's child too
+        for process in reversed(self.processes):
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+
+
+class Workers(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.build = BUILD_DIR.resolve()
+        cls.scratch = tempfile.TemporaryDirectory(prefix="runsel-cluster-test-")
+        folder = Path(cls.scratch.name)
+        log = folder / "small.log"
+        log.write_text(LOG)
+        cls.trace = folder / "small.trace"
+        subprocess.run([str(cls.build / "tools" / "runsel-trace-convert"), "from-logalloc",
+                        str(log), str(cls.trace)], check=True, capture_output=True)
+        cls.cluster = Cluster(folder)
+        try:
+            cls.cluster.wait_for_worker()
+        except Exception:
+            cls.cluster.stop()
+            LOGS.append(cls.cluster.logs())
+            raise
+
+    @classmethod
+    def tearDownClass(cls):
+        fanout.close()
+        cls.cluster.stop()
+        LOGS.append(cls.cluster.logs())
+        cls.scratch.cleanup()
+
+    def tearDown(self):
+        fanout.close()
+
+    def test_the_trace_step_runs_on_a_worker_with_nothing_but_dask(self):
+        fanout.configure(self.cluster.address, self.build)
+        fanout.start(shared=[self.trace])
+        entry = replays.exact_replay_summary(self.trace, self.build, containers=["rb_first"],
+                                             cost_records=None, counters=False)
+        exact = entry["allocators"]["rb_first"]["exact"]
+        self.assertIs(exact["repeated_identical"], True)
+        here = replays.replay_once(self.build / "tools" / "runsel-replay-rb_first", self.trace, 120)
+        self.assertEqual(exact["checkpoints"], replays.exact_figures(here, None)["checkpoints"])
+        self.assertEqual(fanout.task_cpu()["exact replay (--trace)"]["tasks"], 2)
+        where = fanout.describe()
+        self.assertEqual((where["local"], where["workers"]), (False, 1))
+        # The worker's view: no PYTHONPATH, outside the repository, the shipped copy.
+        seen = list(fanout.client().run(lambda: (
+            os.environ.get("PYTHONPATH"), os.getcwd(),
+            sys.modules["harness.replays"].__file__)).values())
+        self.assertEqual(len(seen), 1)
+        python_path, folder, module = seen[0]
+        self.assertIsNone(python_path)
+        self.assertFalse(Path(folder).is_relative_to(ROOT), folder)
+        self.assertIn("/runsel-harness-", module)
+        self.assertFalse(Path(module).is_relative_to(PACKAGE_ROOT), module)
+
+    def test_the_report_stops_when_a_worker_cannot_see_the_build(self):
+        hidden = f"/proc/self/cwd/{self.build.name}"  # the build here, nothing on the worker
+        with tempfile.TemporaryDirectory(prefix="runsel-cluster-report-") as out:
+            done = subprocess.run(
+                [sys.executable, "-m", "harness.harness", "--quick", "--build-dir", hidden,
+                 "--scheduler", self.cluster.address, "--workload", "sweep", "--allocator",
+                 "rb_first", "--instructions", "off", "--counters", "off", "--out", out],
+                cwd=self.build.parent, capture_output=True, text=True, timeout=300,
+                env={**os.environ, "PYTHONPATH": str(PACKAGE_ROOT)})
+        self.assertNotIn("Traceback", done.stderr)
+        self.assertEqual(done.returncode, 2, done.stderr)
+        refused = [line for line in done.stderr.splitlines() if line.startswith(REFUSAL)]
+        self.assertEqual(len(refused), 1, done.stderr)
+        self.assertTrue(done.stderr.rstrip().endswith(refused[0]), done.stderr)
+        self.assertRegex(refused[0], r"^harness: Dask worker tcp://127\.0\.0\.1:\d+ cannot serve "
+                                     r"this report: cannot see /proc/self/cwd/")
+        self.assertIn(f"cannot see {hidden} (No such file or directory)", refused[0])
+        self.assertIn("stopped before the first task", refused[0])
+
+    def test_a_worker_without_a_program_the_tasks_run_is_refused(self):
+        fanout.configure(self.cluster.address, self.build)
+        with self.assertRaises(fanout.WorkerRefused) as refused:
+            fanout.start(shared=[self.trace], programs=["runsel-no-such-program"])
+        self.assertIn("has no runsel-no-such-program on its PATH (/usr/bin:/bin)",
+                      str(refused.exception))
+        self.assertNotIn("\n", str(refused.exception))
+
+
+def main() -> int:
+    global BUILD_DIR
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--build-dir", type=Path, default=BUILD_DIR)
+    args, rest = parser.parse_known_args()
+    BUILD_DIR = args.build_dir
+    try:
+        import distributed  # noqa: F401
+    except ImportError:
+        print("skipped: Dask distributed is not installed (Debian: python3-distributed)")
+        return SKIP
+    if shutil.which("dask") is None:
+        print("skipped: no `dask` command on PATH (Debian: python3-distributed)")
+        return SKIP
+    started = time.monotonic()
+    result = unittest.main(argv=[sys.argv[0], *rest], exit=False).result
+    print(f"cluster tests: {time.monotonic() - started:.1f} s")
+    if not result.wasSuccessful():
+        print("".join(LOGS), file=sys.stderr)
+    return 0 if result.wasSuccessful() else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
