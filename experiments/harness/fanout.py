@@ -69,14 +69,20 @@ def configure(scheduler: str | None, build_dir: Path | None = None) -> None:
 
 
 def describe() -> dict:
-    """Where the tasks ran, for results.json: the scheduler's address and its workers."""
+    """Where the tasks ran, for results.json: the scheduler's address and its workers, and
+    on a cluster what its workers were checked against (the tooling's copy, the build's
+    stamp, the paths and programs)."""
     if _client is None:
         return {"engine": "dask.distributed", "scheduler": _scheduler or "local (not started)",
                 "workers": None}
     info = _client.scheduler_info()
+    checked = None if _expected is None else {
+        "tooling": _expected["shipped"], "build_stamp": _expected["stamp"],
+        "paths": len(_expected["paths"]), "programs": _expected["programs"]}
     return {"engine": "dask.distributed", "scheduler": info.get("address"),
             "local": _scheduler is None, "workers": len(info.get("workers", {})),
-            "threads": sum(worker.get("nthreads", 0) for worker in info["workers"].values())}
+            "threads": sum(worker.get("nthreads", 0) for worker in info["workers"].values()),
+            "checked": checked}
 
 
 def start(workers: int | None = None, shared: list[Path] = (), programs: list[str] = ()) -> None:
