@@ -3,7 +3,7 @@ first task: fanout does both when it connects to a scheduler, so a worker needs 
 Dask and the build and trace folders at the client's paths (experiments/README.md,
 "Fan-out").
 
-    archive(folder)                    this package's Python files as a zip, named by digest
+    archive(folder)                    the tooling (harness, webkit) as a zip, named by digest
     expectation(build_dir, paths, programs, zip)  what every worker must have (worker_view)
     ship(client, zip)                  to every worker, and to every worker that joins later
     problems(client, expected)         {worker address: reason} of the workers that fail
@@ -23,27 +23,36 @@ ARCHIVE_PREFIX = "runsel-harness-"
 # One registration per scheduler: a report replaces the previous report's copy.
 PLUGIN_NAME = "runsel-harness"
 WAIT_FOR_WORKERS = 30  # seconds a scheduler without workers gets to gain one
+# The modules whose functions run as tasks (those that call fanout.fanned_map): each
+# worker imports them all in its check, so a module the tasks need and the archive lacks
+# is found before the first task.
+TASK_MODULES = ("harness.fanout", "harness.runs", "harness.counting", "harness.replays",
+                "harness.cost", "harness.webkit_record", "harness.behind_cache",
+                "harness.firefox_workload", "harness.firefox_replay")
 
 
 class NotShippable(Exception):
     pass
 
 
-def package_files() -> list[Path]:
-    return sorted((PACKAGE_ROOT / worker_view.PACKAGE).glob("*.py"))
+def package_files() -> list[str]:
+    """The tooling's files, as paths under experiments/: its packages' Python and JSON."""
+    return sorted(str(path.relative_to(PACKAGE_ROOT)) for package in worker_view.PACKAGES
+                  for pattern in ("*.py", "*.json")
+                  for path in (PACKAGE_ROOT / package).glob(pattern))
 
 
 def archive(folder: Path) -> Path:
-    """The package as a zip in `folder`, named after the digest of its files, so that a
+    """The tooling as a zip in `folder`, named after the digest of its files, so that a
     worker can tell the client's copy from any other it has imported."""
     files = package_files()
     digest = hashlib.sha256()
-    for file in files:
-        digest.update(file.name.encode() + b"\0" + file.read_bytes() + b"\0")
+    for name in files:
+        digest.update(name.encode() + b"\0" + (PACKAGE_ROOT / name).read_bytes() + b"\0")
     path = folder / f"{ARCHIVE_PREFIX}{digest.hexdigest()[:16]}.zip"
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as packed:
-        for file in files:
-            packed.write(file, f"{worker_view.PACKAGE}/{file.name}")
+        for name in files:
+            packed.write(PACKAGE_ROOT / name, name)
     return path
 
 
@@ -62,7 +71,8 @@ def expectation(build_dir: Path | None, paths: list[Path], programs: list[str],
     for path in map(str, paths):
         if path not in seen:
             seen.append(path)
-    return {"shipped": shipped.name if shipped else None, "paths": seen,
+    return {"shipped": shipped.name if shipped else None, "modules": list(TASK_MODULES),
+            "paths": seen,
             "programs": sorted(set(programs)),
             "build_dir": str(build_dir) if build_dir is not None else None, "stamp": stamp}
 

@@ -31,7 +31,7 @@ import time
 import unittest
 from pathlib import Path
 
-from . import fanout, replays
+from . import fanout, replays, shipping
 from .interpreter import PACKAGE_ROOT, ROOT
 
 BUILD_DIR = Path("build")
@@ -142,6 +142,8 @@ class Workers(unittest.TestCase):
         self.assertIsNone(python_path)
         self.assertFalse(Path(folder).is_relative_to(ROOT), folder)
         self.assertIn("/runsel-harness-", module)
+        self.assertIn("/runsel-harness-", fanout.client().run(
+            lambda: sys.modules["webkit"].__file__).popitem()[1])
         self.assertFalse(Path(module).is_relative_to(PACKAGE_ROOT), module)
 
     def test_the_report_stops_when_a_worker_cannot_see_the_build(self):
@@ -170,6 +172,16 @@ class Workers(unittest.TestCase):
         self.assertIn("has no runsel-no-such-program on its PATH (/usr/bin:/bin)",
                       str(refused.exception))
         self.assertNotIn("\n", str(refused.exception))
+
+
+class TaskModules(unittest.TestCase):
+    def test_every_module_that_fans_out_is_imported_by_the_check(self):
+        # A task runs functions of the module that maps it: the check must import that
+        # module on each worker (shipping.TASK_MODULES), or a missing import (a package the
+        # archive lacks) would surface only at the first task.
+        fanning = {f"harness.{path.stem}" for path in (PACKAGE_ROOT / "harness").glob("*.py")
+                   if "fanned_map(" in path.read_text() and not path.stem.startswith("test_")}
+        self.assertLessEqual(fanning, set(shipping.TASK_MODULES))
 
 
 def main() -> int:

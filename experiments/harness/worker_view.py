@@ -17,7 +17,7 @@ import stat
 import sys
 
 STAMP = "runsel-build-stamp"  # in the build folder, written by meson (tools/build_stamp.py)
-PACKAGE = "harness"
+PACKAGES = ("harness", "webkit")  # the tooling: experiments/'s packages the tasks import
 
 
 def read_stamp(build_dir: str) -> str | None:
@@ -29,26 +29,28 @@ def read_stamp(build_dir: str) -> str | None:
 
 
 def forget_other_copies(shipped: str) -> None:
-    """Drops the package's modules loaded from anywhere but the shipped archive (an earlier
+    """Drops the packages' modules loaded from anywhere but the shipped archive (an earlier
     client's, a PYTHONPATH checkout), so the next import takes the client's copy: a
     long-lived worker may have served another commit."""
     for name in [name for name in sys.modules
-                 if name == PACKAGE or name.startswith(PACKAGE + ".")]:
+                 if name.split(".")[0] in PACKAGES]:
         if shipped not in (getattr(sys.modules[name], "__file__", None) or ""):
             del sys.modules[name]
     importlib.invalidate_caches()
 
 
-def tooling_problem(shipped: str | None) -> str | None:
+def tooling_problem(shipped: str | None, modules: list[str]) -> str | None:
+    """Whether every module the tasks run from imports, from the shipped copy."""
     if shipped:
         forget_other_copies(shipped)
-    try:
-        package = importlib.import_module(PACKAGE + ".fanout")
-    except Exception as failure:  # whatever the import raised is the reason
-        return f"cannot import the tooling ({type(failure).__name__}: {failure})"
-    where = os.path.dirname(os.path.dirname(package.__file__ or ""))
-    if shipped and shipped not in where:
-        return f"imports the tooling from {where}, not the copy the client shipped"
+    for name in modules:
+        try:
+            module = importlib.import_module(name)
+        except Exception as failure:  # whatever the import raised is the reason
+            return f"cannot import the tooling's {name} ({type(failure).__name__}: {failure})"
+        where = os.path.dirname(module.__file__ or "")
+        if shipped and shipped not in where:
+            return f"imports {name} from {where}, not from the copy the client shipped"
     return None
 
 
@@ -72,10 +74,10 @@ def stamp_problem(build_dir: str, expected: str) -> str | None:
 
 
 def problem(expected: dict) -> str | None:
-    """expected: {"shipped": the archive's file name or None, "paths": folders and files
-    the tasks read, "programs": commands the tasks run, "build_dir": str or None, "stamp":
-    the client's build stamp}."""
-    reason = tooling_problem(expected.get("shipped"))
+    """expected: {"shipped": the archive's file name or None, "modules": the modules the
+    tasks run from, "paths": folders and files the tasks read, "programs": commands the
+    tasks run, "build_dir": str or None, "stamp": the client's build stamp}."""
+    reason = tooling_problem(expected.get("shipped"), expected.get("modules", ()))
     for path in expected.get("paths", ()):
         reason = reason or path_problem(path)
     for program in expected.get("programs", ()):
