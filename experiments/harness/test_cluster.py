@@ -10,7 +10,8 @@ PYTHONPATH and a working folder outside the repository.
   folder. The folder is /proc/self/cwd/<build>: the build for the report, started in the
   build's parent folder, and nothing for the worker, started elsewhere: one path, two
   views, as on two machines.
-- A worker without a program the tasks run (valgrind, ...) is refused the same way.
+- A worker without a program the tasks run (valgrind, ...) is refused the same way, and
+  a worker that joins after the check is checked at its first task, which it refuses.
 
 Skipped (exit 77) only when Dask distributed or its `dask` command is missing.
 
@@ -49,20 +50,22 @@ def free_port() -> int:
 
 
 class Cluster:
-    """A scheduler and one single-threaded worker, each in a session of its own, stopped
-    by their process ids. The worker's environment holds PATH and HOME only."""
+    """A scheduler and single-threaded workers, each in a session of its own, stopped by
+    their process ids. A worker's environment holds PATH and HOME only."""
 
     def __init__(self, folder: Path):
         self.folder, self.processes = folder, []
         self.address = f"tcp://127.0.0.1:{free_port()}"
         self.start("scheduler", ["scheduler", "--host", "127.0.0.1", "--port",
                                  self.address.rsplit(":", 1)[1], "--no-dashboard"], os.environ)
-        self.worker_folder = folder / "worker"
-        self.worker_folder.mkdir()
-        self.start("worker", ["worker", self.address, "--host", "127.0.0.1", "--nworkers", "1",
-                              "--nthreads", "1", "--no-dashboard", "--local-directory",
-                              str(self.worker_folder)],
-                   {"PATH": "/usr/bin:/bin", "HOME": str(self.worker_folder)}, self.worker_folder)
+        self.add_worker("worker")
+
+    def add_worker(self, name: str, path: str = "/usr/bin:/bin") -> subprocess.Popen:
+        where = self.folder / name
+        where.mkdir()
+        return self.start(name, ["worker", self.address, "--host", "127.0.0.1", "--nworkers",
+                                 "1", "--nthreads", "1", "--no-dashboard", "--local-directory",
+                                 str(where)], {"PATH": path, "HOME": str(where)}, where)
 
     def start(self, name: str, arguments: list[str], environment, where: Path | None = None):
         log = open(self.folder / f"{name}.log", "wb")
@@ -70,11 +73,27 @@ class Cluster:
             [shutil.which("dask"), *arguments], stdout=log, stderr=subprocess.STDOUT,
             env=dict(environment), cwd=where or self.folder, start_new_session=True))
         log.close()
+        return self.processes[-1]
 
-    def wait_for_worker(self, seconds: float = 180) -> None:
+    def wait_for_workers(self, count: int = 1, seconds: float = 180) -> None:
         from distributed import Client
         with Client(self.address, timeout="60s") as client:
-            client.wait_for_workers(1, timeout=seconds)
+            client.wait_for_workers(count, timeout=seconds)
+            deadline = time.monotonic() + seconds  # and no more (one was stopped)
+            while len(client.scheduler_info()["workers"]) > count:
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"still more than {count} workers")
+                time.sleep(0.2)
+
+    @staticmethod
+    def stop_one(process: subprocess.Popen) -> None:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGTERM)  # its own session: the nanny's child too
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
 
     def logs(self) -> str:
         return "".join(f"--- {path.name}\n{path.read_text(errors='replace')[-3000:]}"
@@ -82,14 +101,7 @@ class Cluster:
 
     def stop(self) -> None:
         for process in reversed(self.processes):
-            if process.poll() is None:
-                os.killpg(process.pid, signal.SIGTERM)  # its own session: the nanny's child too
-        for process in reversed(self.processes):
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
+            self.stop_one(process)
 
 
 class Workers(unittest.TestCase):
@@ -105,7 +117,7 @@ class Workers(unittest.TestCase):
                         str(log), str(cls.trace)], check=True, capture_output=True)
         cls.cluster = Cluster(folder)
         try:
-            cls.cluster.wait_for_worker()
+            cls.cluster.wait_for_workers()
         except Exception:
             cls.cluster.stop()
             LOGS.append(cls.cluster.logs())
@@ -172,6 +184,32 @@ class Workers(unittest.TestCase):
         self.assertIn("has no runsel-no-such-program on its PATH (/usr/bin:/bin)",
                       str(refused.exception))
         self.assertNotIn("\n", str(refused.exception))
+
+
+class LaterWorker(unittest.TestCase):
+    def test_a_worker_that_joins_after_the_check_is_checked_at_its_first_task(self):
+        # Worker A passes the check; B joins later with a PATH where setarch is not; A
+        # stops, so the tasks go to B, whose first task refuses in one line.
+        build = BUILD_DIR.resolve()
+        scratch = tempfile.TemporaryDirectory(prefix="runsel-cluster-later-")
+        self.addCleanup(scratch.cleanup)
+        cluster = Cluster(Path(scratch.name))
+        self.addCleanup(lambda: LOGS.append(cluster.logs()))
+        self.addCleanup(cluster.stop)
+        self.addCleanup(fanout.close)
+        cluster.wait_for_workers(1)
+        fanout.configure(cluster.address, build)
+        fanout.start(programs=["setarch"])
+        cluster.add_worker("later", path="/runsel-nothing-here")
+        cluster.wait_for_workers(2)
+        cluster.stop_one(cluster.processes[1])  # worker A
+        cluster.wait_for_workers(1)
+        with self.assertRaises(fanout.WorkerRefused) as refused:
+            fanout.fanned_map(len, ["one task"])
+        self.assertRegex(str(refused.exception),
+                         r"^Dask worker tcp://127\.0\.0\.1:\d+, which joined after the check, "
+                         r"cannot serve this report: has no setarch on its PATH "
+                         r"\(/runsel-nothing-here\)$")
 
 
 class TaskModules(unittest.TestCase):
