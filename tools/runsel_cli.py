@@ -33,6 +33,7 @@ from harness.build_steps import (InputRejected, StepFailed, build, capture_json,
                                  is_configured, requested_options, run, show)
 from harness.interpreter import PACKAGE_ROOT, ROOT
 from harness.presets import DEFAULT, QUICK, positive
+from harness.worker_view import STAMP as BUILD_STAMP
 
 BUILD_DIR = Path("build")
 RESULTS_DIR = Path("results")
@@ -123,14 +124,15 @@ def harness_arguments(args: argparse.Namespace) -> list[str]:
 
 def report_outputs(args: argparse.Namespace) -> list[Path]:
     """What the report builds: every variant's library, build/libmalloc.so, the workloads,
-    the counting and setting libraries, the trace tools and (with instruction counts) the
-    profiling twins."""
+    the counting and setting libraries, the trace tools, (with instruction counts) the
+    profiling twins, and the build stamp a cluster's workers are checked against."""
     programs = workload_programs(args.build_dir)
     if not programs:
         raise StepFailed(f"meson defines no {WORKLOAD_PREFIX}* programs: is -Dbenchmarks=disabled?")
     return [*variant_libraries(args.build_dir).values(), selected_library(args.build_dir),
             *programs, *report_libraries(args.build_dir), *trace_tools(args.build_dir),
-            *(profiling_twins(args.build_dir) if args.instructions != "off" else [])]
+            *(profiling_twins(args.build_dir) if args.instructions != "off" else []),
+            args.build_dir / BUILD_STAMP]
 
 
 def known_report_outputs(args: argparse.Namespace) -> list[Path] | None:
@@ -552,9 +554,11 @@ def add_report(commands, shared_options: list[argparse.ArgumentParser]) -> None:
                         "over, as one more group of replicates (repeatable)")
     report.add_argument("--scheduler", metavar="ADDRESS",
                         help="run the replays and callgrind counts on this Dask scheduler "
-                             "(tcp://HOST:8786; its workers must see the build and the traces "
-                             "at the same paths, with PYTHONPATH=<repository>/experiments); "
-                             "default: a local Dask cluster on this machine's cores")
+                             "(tcp://HOST:8786): the report ships its tooling to every worker; "
+                             "a worker needs Dask, valgrind, and the build and the traces at "
+                             "the same paths (checked before the first task: exit 2 naming "
+                             "the worker otherwise); default: a local Dask cluster on this "
+                             "machine's cores")
     report.add_argument("--webkit-pages", type=positive(int), metavar="N",
                         help=f"pages each webkit run loads (default: {default['webkit_pages']}; "
                              f"the recorded run {default['webkit_record_pages']})")
