@@ -25,7 +25,7 @@ if __name__ == "__main__":  # run by Debian's python3 when this one lacks what t
                      "harness")
 
 from . import comparisons, counting, fanout, metrics, replays, results, runs, targets
-from . import anchors, corpus_report, firefox_workload, progress, verdict
+from . import anchors, corpus_report, firefox_workload, headroom, progress, verdict
 from . import webkit_record
 from .allocators import REFERENCE, SETTING_SEPARATOR, THREAD_CACHE_SETTING
 from .presets import DEFAULT, QUICK, positive
@@ -335,6 +335,7 @@ def main(argv: list[str] | None = None) -> int:
         "targets": targets.judge_workloads(summary["workloads"], REFERENCE),
         "firefox": firefox,
         "anchors": anchors.build(summary.get("corpus"), firefox),
+        "headroom": headroom.build(summary.get("corpus"), firefox),
     }
     phases.end("statistics")
     workers = ((document.get("corpus") or {}).get("fanout") or {}).get("workers") \

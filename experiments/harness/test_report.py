@@ -390,8 +390,10 @@ class ShortAnswer(unittest.TestCase):
 def shrink(run: dict) -> dict:
     """A run's results, kept to KEEP_WORKLOADS and KEEP_ALLOCATORS, with the verdict, the
     targets and the derived figures computed again by the harness's own modules."""
-    from . import anchors, targets, verdict  # statistics: needed to remake the fixture only
+    from . import anchors, headroom, targets, verdict  # statistics: to remake the fixture only
     run = results.load(run) if isinstance(run, Path) else run
+    # Before the corpus is trimmed: the mean over marks needs every mark.
+    bounds = headroom.build(run.get("corpus"), run.get("firefox"))
     summary = {name: data for name, data in run["summary"].items() if name in KEEP_WORKLOADS}
     for data in summary.values():
         data["allocators"] = {name: pair for name, pair in data["allocators"].items()
@@ -405,7 +407,7 @@ def shrink(run: dict) -> dict:
                                                 if point["name"] == data["key_checkpoint"]]
     corpus = trimmed_corpus(run.get("corpus"))
     run.update(summary=summary, workloads=list(summary), corpus=corpus,
-               anchors=anchors.build(corpus, run.get("firefox")),
+               anchors=anchors.build(corpus, run.get("firefox")), headroom=bounds,
                allocators=[a for a in run["allocators"] if a["name"] in KEEP_ALLOCATORS],
                checks=[c for c in run["checks"] if c["workload"] in summary],
                discarded=[d for d in run["discarded"] if d["workload"] in summary],
