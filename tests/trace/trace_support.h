@@ -188,7 +188,7 @@ inline long long json_number(const std::string& text, const std::string& key, st
                              std::size_t to) {
   std::size_t at = text.find("\"" + key + "\": ", from);
   if (at == std::string::npos || at >= to) return -1;
-  return std::stoll(text.substr(at + key.size() + 4));
+  return std::stoll(text.substr(at + key.size() + 4, 24));  // not a copy of the rest
 }
 
 // The headroom bound in a replayer's JSON (tools/trace/format.md, "Replay figures"),
