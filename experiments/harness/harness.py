@@ -312,6 +312,8 @@ def main(argv: list[str] | None = None) -> int:
         summary["corpus"] = done["corpus"]
         summary["corpus"]["fanout"] = fanout.describe()
     firefox = done["firefox"]
+    bounds = headroom.build(summary.get("corpus"), firefox)
+    summary["checks"].extend(headroom.checks(bounds))
     fanout.close()
     results.trim_chunk_maps(summary["workloads"])
     results.derive(summary["workloads"])
@@ -335,7 +337,7 @@ def main(argv: list[str] | None = None) -> int:
         "targets": targets.judge_workloads(summary["workloads"], REFERENCE),
         "firefox": firefox,
         "anchors": anchors.build(summary.get("corpus"), firefox),
-        "headroom": headroom.build(summary.get("corpus"), firefox),
+        "headroom": bounds,
     }
     phases.end("statistics")
     workers = ((document.get("corpus") or {}).get("fanout") or {}).get("workers") \

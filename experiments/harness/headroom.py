@@ -159,6 +159,18 @@ def firefox_groups(firefox: dict | None, containers: list[str]) -> list[dict]:
     return found
 
 
+def checks(found: dict | None) -> list[dict]:
+    """One check line per group (results.json's checks): no container went below the
+    bound at any checkpoint; a failure means a wrong figure, not a good policy."""
+    return [{"workload": group["group"], "ok": not group["below"],
+             "check": "no container below the headroom bound at any checkpoint",
+             "detail": (f"{group['checked']} checkpoints" if not group["below"] else
+                        ", ".join(f"{b['container']} at {b['trace']} {b['checkpoint']}: "
+                                  f"{b['bin_unused']} < {b['bound']}"
+                                  for b in group["below"][:4]))}
+            for group in (found or {}).get("groups") or []]
+
+
 def build(corpus: dict | None, firefox: dict | None) -> dict | None:
     """results["headroom"]; None when no replay gave the bound."""
     groups = corpus_groups(corpus)

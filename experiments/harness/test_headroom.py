@@ -85,6 +85,14 @@ class HeadroomOfACorpus(unittest.TestCase):
         note = report_headroom.headroom_table(group, "lifo")[3]
         self.assertIn("BELOW THE BOUND at 1 checkpoints (a wrong figure): lifo at c "
                       "tab_1_loaded.", note)
+        check = headroom.checks({"groups": [group]})[0]
+        self.assertEqual((check["ok"], check["detail"]),
+                         (False, "lifo at c tab_1_loaded: 999 < 1000"))
+
+    def test_each_group_gets_a_check_line(self):
+        check = headroom.checks(self.built)[0]
+        self.assertEqual((check["workload"], check["ok"], check["detail"]),
+                         ("webkit", True, "18 checkpoints"))
 
     def test_without_lifo_there_is_no_share(self):
         alone = {"a": entry({"rb_first": [(1, 2), (1, 2), (1, 2)]})}
