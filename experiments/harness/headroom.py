@@ -152,6 +152,8 @@ def firefox_groups(firefox: dict | None, containers: list[str]) -> list[dict]:
         if not process.get("marks"):
             continue
         rows = [c for c in containers if c in process["marks"][0]["figures"]]
+        if not rows:
+            continue
         name = f"{process['role']} ({process['pid']})"
         traces = {name: trace_headroom(*firefox_places(process), rows)}
         found.append(group_headroom(f"firefox {process['role']}",
