@@ -28,7 +28,7 @@ from .interpreter import ROOT
 
 WORKLOAD = "firefox"  # the harness's name for this workload (--workload firefox)
 FIGURES = ("allocated", "committed", "bin_unused", "resident", "dirty", "live_requested",
-           "purged_resident")
+           "purged_resident", "headroom_bound", "kept_empty_unused")
 MARK_NAME = re.compile(r"^jemalloc_stats #(\d+) ")
 
 

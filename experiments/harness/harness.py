@@ -26,7 +26,7 @@ if __name__ == "__main__":  # run by Debian's python3 when this one lacks what t
                      "harness")
 
 from . import comparisons, counting, fanout, metrics, replays, results, runs, targets
-from . import anchors, corpus_report, firefox_workload, progress, verdict
+from . import anchors, corpus_report, firefox_workload, headroom, progress, verdict
 from . import firefox_record, webkit_record
 from .allocators import REFERENCE, SETTING_SEPARATOR, THREAD_CACHE_SETTING
 from .presets import DEFAULT, QUICK, positive
@@ -339,6 +339,8 @@ def main(argv: list[str] | None = None) -> int:
         summary["corpus"] = done["corpus"]
         summary["corpus"]["fanout"] = fanout.describe()
     firefox = done["firefox"]
+    bounds = headroom.build(summary.get("corpus"), firefox)
+    summary["checks"].extend(headroom.checks(bounds))
     fanout.close()
     results.trim_chunk_maps(summary["workloads"])
     results.derive(summary["workloads"])
@@ -362,6 +364,7 @@ def main(argv: list[str] | None = None) -> int:
         "targets": targets.judge_workloads(summary["workloads"], REFERENCE),
         "firefox": firefox,
         "anchors": anchors.build(summary.get("corpus"), firefox),
+        "headroom": bounds,
     }
     phases.end("statistics")
     workers = ((document.get("corpus") or {}).get("fanout") or {}).get("workers") \

@@ -33,7 +33,7 @@ PICK_COUNTERS = ("picks", "picks_with_choice", "nonfull_at_pick", "picked_fullne
                  "runs_created", "runs_destroyed")
 FIGURES = ("mapped", "committed", "allocated", "waste", "dirty", "bookkeeping", "bin_unused",
            "purged_resident", "purged_committed",
-           "resident")
+           "resident", "headroom_bound", "kept_empty_unused")
 
 
 class ReplayFailed(Exception):

@@ -145,6 +145,18 @@ void print_pick_counters(const runsel_bin_stats& bin) {
   json.print("]");
 }
 
+// The fewest free regions a bin's live regions could leave, in bytes: packed into
+// ceil(live / regions_per_run) runs. A policy that never moves an object cannot go
+// below it, whichever runs it picks; a kept empty run is not in it (a policy may have
+// none), so it counts in bin_unused above the bound. The bins are summed over arenas,
+// and ceil(a + b) <= ceil(a) + ceil(b): a bound from the sums stays a lower bound
+// (the replay runs on one thread, so one arena, and the two are equal).
+std::size_t headroom_bound(const runsel_bin_stats& bin) {
+  if (bin.regions_per_run == 0) return 0;
+  std::size_t packed_runs = (bin.regions_in_use + bin.regions_per_run - 1) / bin.regions_per_run;
+  return (packed_runs * bin.regions_per_run - bin.regions_in_use) * bin.size;
+}
+
 // One checkpoint: a text block on stdout and an element of the JSON list.
 void report(Kind kind, const char* name, std::size_t name_length, const Replay& replay,
             const LiveBytes& live, const HeapResident& resident) {
@@ -180,13 +192,21 @@ void report(Kind kind, const char* name, std::size_t name_length, const Replay& 
                purged.committed);
   else
     json.print(", \"purged_resident\": null, \"purged_committed\": null");
+  std::size_t bound = 0, kept_empty = 0;
+  for (size_t i = 0; i < s.bin_count; ++i) {
+    bound += headroom_bound(s.bins[i]);
+    kept_empty += s.bins[i].empty_runs * s.bins[i].regions_per_run * s.bins[i].size;
+  }
+  json.print(", \"headroom_bound\": %zu, \"kept_empty_unused\": %zu, \"arenas\": %zu", bound,
+             kept_empty, s.narenas);
   json.print(",\n   \"bins\": [");
   for (size_t i = 0; i < s.bin_count; ++i) {
     const runsel_bin_stats& bin = s.bins[i];
     json.print("%s{\"size\": %zu, \"runs\": %zu, \"nonfull_runs\": %zu, \"regions_in_use\": %zu"
-               ", \"unused_bytes\": %zu, \"bytes_per_run\": %zu, \"regions_per_run\": %zu",
+               ", \"unused_bytes\": %zu, \"bytes_per_run\": %zu, \"regions_per_run\": %zu"
+               ", \"headroom_bound\": %zu",
                i ? ", " : "", bin.size, bin.runs, bin.nonfull_runs, bin.regions_in_use,
-               bin.unused_bytes, bin.bytes_per_run, bin.regions_per_run);
+               bin.unused_bytes, bin.bytes_per_run, bin.regions_per_run, headroom_bound(bin));
     if (s.counting) print_pick_counters(bin);
     json.print("}");
   }
