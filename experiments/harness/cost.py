@@ -25,7 +25,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .allocators import runsel_variants
+from .allocators import runsel_variants, with_as_built
 
 CALLGRIND = ["valgrind", "--tool=callgrind", "--cache-sim=yes", "--I1=32768,8,64",
              "--D1=32768,8,64", "--LL=8388608,16,64", "--compress-strings=no",
@@ -215,7 +215,7 @@ def ninja(build_dir: Path, outputs: list[Path]) -> None:
 def replay_environment() -> dict[str, str]:
     """The environment a replay under valgrind needs: the replayer cannot re-execute itself
     there to add what it adds to RUNSEL_CONF (tools/trace/replay.cpp, kNoAgeing)."""
-    conf = os.environ.get("RUNSEL_CONF", "")
+    conf = with_as_built(os.environ.get("RUNSEL_CONF"))
     if "huge_cache_ms:" not in conf:
         conf = ",".join(filter(None, [conf, NO_AGEING]))
     return {**os.environ, "RUNSEL_CONF": conf}
@@ -223,13 +223,16 @@ def replay_environment() -> dict[str, str]:
 
 def replay_cost(trace: Path, build_dir: Path, container: str, records: int = DEFAULT_RECORDS,
                 timeout: float = 600, windows: int | None = None,
-                window_records: int = WINDOW_RECORDS) -> dict:
+                window_records: int = WINDOW_RECORDS, replayer: Path | None = None,
+                library: Path | None = None) -> dict:
     """The cost of replaying the trace on one container (the replay loop only: reading and
     checking the trace is left out): its first `records` records, or with `windows`, that
     many windows of `window_records` records spread evenly over the whole trace. The block
-    says what it covered: `records` counted, `trace_records`, `share` of the trace."""
-    replayer = build_dir / PROFILE_REPLAYER.format(container)
-    library = build_dir / PROFILE_LIBRARY.format(container)
+    says what it covered: `records` counted, `trace_records`, `share` of the trace.
+    replayer and library: another build of the container than its profiling twin (the
+    container's own share is then None: its calls are inlined)."""
+    replayer = replayer or build_dir / PROFILE_REPLAYER.format(container)
+    library = library or build_dir / PROFILE_LIBRARY.format(container)
     with tempfile.TemporaryDirectory(prefix="runsel-cost-") as scratch:
         out = Path(scratch) / "callgrind.out"
         if windows:

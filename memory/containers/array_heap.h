@@ -22,6 +22,7 @@
 
 #include "containers/address_order.h"
 #include "platform/fatal.h"
+#include "structures/verified_links.h"
 
 namespace runsel {
 
@@ -42,7 +43,7 @@ class ArrayHeapRuns {
     // array is the heap's own memory; the index is in the run header, so it
     // is checked before it is used.
     const std::size_t slot = index_of(run);
-    if (slot >= size_ || heap_[slot] != run) [[unlikely]]
+    if (kVerifyLinks && (slot >= size_ || heap_[slot] != run)) [[unlikely]]
       container_links_damaged(run);
     Node* last = heap_[--size_];
     if (slot == size_) return;  // it was the last slot

@@ -116,7 +116,7 @@ class FullestFirstRuns {
   // unlinks.
   void unlink(Node* run) {
     const std::size_t bucket = links(run).bucket;
-    if (bucket >= kBuckets) [[unlikely]]
+    if (kVerifyLinks && bucket >= kBuckets) [[unlikely]]
       container_links_damaged(run);
     lists_[bucket].erase(run);
     if (lists_[bucket].empty()) nonempty_ &= ~(1u << bucket);

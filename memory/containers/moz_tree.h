@@ -26,12 +26,16 @@
 // The tree is mozjemalloc's too: a left-leaning red-black tree with two-word
 // nodes (left; right with the colour in its low bit), no parent pointers and
 // no cached minimum (structures/llrb_tree.h). How faithful: the choices, the
-// node size, the tree's shape rules and the walk to the minimum are
-// mozjemalloc's; its insert and remove restore the balance in one top-down
-// pass, ours on the way back up the recorded path (the same tree shapes are
-// legal, the instruction counts differ somewhat). mozjemalloc kept the node
-// in the page map entry of the run's first page: -Dhook_placement=page_map
-// does that (arena/run.h); by default the node is in the run header.
+// node size, the tree's shape rules (a 2-3-4 tree, a 4-node as two red left
+// links in a row), the walk to the minimum and the balancing are
+// mozjemalloc's: insert splits 4-nodes on the way down and erase moves red
+// links down, each in one pass from the root with no path kept. What differs:
+// every link the tree follows is verified first (structures/verified_links.h);
+// the shipped twins (libshipped-malloc-moz_tree.so) leave that out, for the
+// cost as mozjemalloc paid it (containers/README.md, "The price of the link
+// checks"). mozjemalloc kept the node in the page map entry of the
+// run's first page: -Dhook_placement=page_map does that (arena/run.h); by
+// default the node is in the run header.
 // Complexity: pick O(1) with a non-full current run, else O(log n) (the walk
 // to the minimum and its removal); insert O(1) when the run becomes current,
 // else O(log n); erase O(1) for the current run, else O(log n) (a search

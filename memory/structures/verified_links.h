@@ -13,6 +13,11 @@
 // word read from `neighbour`). A Rep without linked() (the
 // arena's own trees, whose nodes live in allocator metadata) is trusted and
 // pays nothing.
+// -DRUNSEL_VERIFY_LINKS=0 turns the verification off for every structure
+// (meson's profile-malloc-shipped-<container> twins, for the cost of the
+// containers as their allocators ship them, with no hardening); the checks
+// every container shares (the run header's keyed check on free, the bitmap's
+// double-free check, the page map) stay.
 #pragma once
 
 #include <concepts>
@@ -30,8 +35,13 @@ concept OrderedRep = requires(Node* node, const Node* a, const Node* b) {
   { Rep::less(a, b) } -> std::same_as<bool>;
 };
 
+#ifndef RUNSEL_VERIFY_LINKS
+#define RUNSEL_VERIFY_LINKS 1
+#endif
+inline constexpr bool kVerifyLinks = RUNSEL_VERIFY_LINKS != 0;
+
 template <class Rep, class Node>
-concept VerifiesLinks = requires(const Node* member, const Node* neighbour) {
+concept VerifiesLinks = kVerifyLinks && requires(const Node* member, const Node* neighbour) {
   { Rep::linked(member, neighbour) } -> std::same_as<bool>;
 };
 

@@ -477,10 +477,12 @@ void print_preamble(const Options& options, const TraceSurvey& survey) {
              header.pid, (header.flags & kFlagForkedChild) ? "true" : "false", survey.records,
              survey.marks, survey.complete ? "true" : "false", survey.peak_live_bytes);
   const char* conf = getenv("RUNSEL_CONF");
-  json.print(" \"purge_policy\": \"%s\", \"runsel_conf\": ", runsel_purge_policy());
+  json.print(" \"purge_policy\": \"%s\", \"profile\": \"%s\", \"runsel_conf\": ",
+             runsel_purge_policy(), runsel_profile());
   json.string(conf ? conf : "", conf ? std::strlen(conf) : 0);
   json.print(",\n");
-  std::printf("# purge policy %s, RUNSEL_CONF=%s\n", runsel_purge_policy(), conf ? conf : "");
+  std::printf("# purge policy %s, profile %s, RUNSEL_CONF=%s\n", runsel_purge_policy(),
+              runsel_profile(), conf ? conf : "");
   if (std::strcmp(runsel_purge_policy(), "decay") == 0)
     std::printf("# the decay policy purges by the clock: figures may differ between replays\n");
   json.print(" \"writes_blocks\": true,\n \"resident_how\": \"anonymous resident bytes of the "
