@@ -33,6 +33,7 @@ from harness.build_steps import (InputRejected, StepFailed, build, capture_json,
                                  is_configured, requested_options, run, show)
 from harness.interpreter import PACKAGE_ROOT, ROOT
 from harness.presets import DEFAULT, QUICK, positive
+from harness.worker_view import STAMP as BUILD_STAMP
 
 BUILD_DIR = Path("build")
 RESULTS_DIR = Path("results")
@@ -123,14 +124,15 @@ def harness_arguments(args: argparse.Namespace) -> list[str]:
 
 def report_outputs(args: argparse.Namespace) -> list[Path]:
     """What the report builds: every variant's library, build/libmalloc.so, the workloads,
-    the counting and setting libraries, the trace tools and (with instruction counts) the
-    profiling twins."""
+    the counting and setting libraries, the trace tools, (with instruction counts) the
+    profiling twins, and the build stamp a cluster's workers are checked against."""
     programs = workload_programs(args.build_dir)
     if not programs:
         raise StepFailed(f"meson defines no {WORKLOAD_PREFIX}* programs: is -Dbenchmarks=disabled?")
     return [*variant_libraries(args.build_dir).values(), selected_library(args.build_dir),
             *programs, *report_libraries(args.build_dir), *trace_tools(args.build_dir),
-            *(profiling_twins(args.build_dir) if args.instructions != "off" else [])]
+            *(profiling_twins(args.build_dir) if args.instructions != "off" else []),
+            args.build_dir / BUILD_STAMP]
 
 
 def known_report_outputs(args: argparse.Namespace) -> list[Path] | None:
@@ -253,11 +255,13 @@ class TestBuild:
 #            linked in under renamed entry points (tests/hardening/meson.build).
 #   ubsan    UndefinedBehaviorSanitizer, every allocator test: UBSan does not
 #            replace malloc, so runsel stays the allocator of every test. With
-#            the other hook placement (-Dhook_placement=page_map; the other
-#            builds keep run_header), so that CI passes the whole suite with
-#            both placements at no extra build.
+#            the other hook placement (-Dhook_placement=run_header, the 40-byte
+#            run header; the other builds keep page_map), so that CI passes the
+#            whole suite with both placements at no extra build.
 #   checked  -Dchecked=true: every container's invariant walker after each
-#            operation inside the allocator, plus the tests' runsel_check() calls.
+#            operation inside the allocator, plus the tests' runsel_check() calls,
+#            on the quick setup's quarter of the inputs (the main build runs them
+#            all; the walkers were the slowest 18 of CI's minutes).
 #   fuzz     clang and libFuzzer: the API fuzzer driven by coverage of the
 #            allocator, in a checked build (a smoke run per container).
 #   tcache   -Dthread_cache=true: the thread cache's own test and every API
@@ -275,8 +279,9 @@ TEST_BUILDS = {
     "tsan": TestBuild("tsan", {**NO_BENCHMARKS, "b_sanitize": "thread"}, suites=("tsan",)),
     "ubsan": TestBuild("ubsan", {**NO_BENCHMARKS, **UNITY, "b_sanitize": "undefined",
                                  "cpp_args": "-fno-sanitize-recover=undefined",
-                                 "hook_placement": "page_map"}),
-    "checked": TestBuild("checked", {**NO_BENCHMARKS, **UNITY, "checked": "true"}),
+                                 "hook_placement": "run_header"}),
+    "checked": TestBuild("checked", {**NO_BENCHMARKS, **UNITY, "checked": "true"},
+                         setup=QUICK_TEST_SETUP),
     "fuzz": TestBuild("fuzz", {**NO_BENCHMARKS, **UNITY, "checked": "true", "fuzzing": "true"},
                       setup_env={"CXX": "clang++"}, suites=("fuzz",)),
     "tcache": TestBuild("tcache", {**NO_BENCHMARKS, **UNITY, "thread_cache": "true"},
@@ -552,9 +557,11 @@ def add_report(commands, shared_options: list[argparse.ArgumentParser]) -> None:
                         "over, as one more group of replicates (repeatable)")
     report.add_argument("--scheduler", metavar="ADDRESS",
                         help="run the replays and callgrind counts on this Dask scheduler "
-                             "(tcp://HOST:8786; its workers must see the build and the traces "
-                             "at the same paths, with PYTHONPATH=<repository>/experiments); "
-                             "default: a local Dask cluster on this machine's cores")
+                             "(tcp://HOST:8786): the report ships its tooling to every worker; "
+                             "a worker needs Dask, valgrind, and the build and the traces at "
+                             "the same paths (checked before the first task: exit 2 naming "
+                             "the worker otherwise); default: a local Dask cluster on this "
+                             "machine's cores")
     report.add_argument("--webkit-pages", type=positive(int), metavar="N",
                         help=f"pages each webkit run loads (default: {default['webkit_pages']}; "
                              f"the recorded run {default['webkit_record_pages']})")

@@ -42,6 +42,23 @@ REPLAYER_PREFIX = "runsel-replay-"  # build/tools/runsel-replay-<container>
 CACHED_REPLAYER_PREFIX = "runsel-cached-replay-"
 THREAD_CACHE_SETTING = "tcache"  # libsetting-tcache-<container>: <container>@tcache
 CACHED_TWIN = "cached-"
+# Every replay that judges a container runs in the as-built profile: mozjemalloc's run
+# lifecycle, purge and spare chunk (memory/README.md, "The as-built profile"). The timed
+# runs of the drop-in libraries keep the library's own defaults.
+AS_BUILT_CONF = "profile:as_built"
+
+
+def with_as_built(conf: str | None) -> str:
+    """A RUNSEL_CONF value in the as-built profile: the profile first, so that the
+    entries of `conf` (run sizes, a purge setting) override what it sets."""
+    return ",".join(filter(None, [AS_BUILT_CONF, conf]))
+
+
+def as_built_environment(environment: dict[str, str] | None = None) -> dict[str, str]:
+    """`environment` (os.environ by default) with its RUNSEL_CONF in the as-built profile."""
+    base = dict(os.environ if environment is None else environment)
+    base["RUNSEL_CONF"] = with_as_built(base.get("RUNSEL_CONF"))
+    return base
 
 
 # Variables that change how the measured allocator behaves, never passed on to a measured

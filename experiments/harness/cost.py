@@ -25,7 +25,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .allocators import runsel_variants
+from .allocators import runsel_variants, with_as_built
 
 CALLGRIND = ["valgrind", "--tool=callgrind", "--cache-sim=yes", "--I1=32768,8,64",
              "--D1=32768,8,64", "--LL=8388608,16,64", "--compress-strings=no",
@@ -215,7 +215,7 @@ def ninja(build_dir: Path, outputs: list[Path]) -> None:
 def replay_environment() -> dict[str, str]:
     """The environment a replay under valgrind needs: the replayer cannot re-execute itself
     there to add what it adds to RUNSEL_CONF (tools/trace/replay.cpp, kNoAgeing)."""
-    conf = os.environ.get("RUNSEL_CONF", "")
+    conf = with_as_built(os.environ.get("RUNSEL_CONF"))
     if "huge_cache_ms:" not in conf:
         conf = ",".join(filter(None, [conf, NO_AGEING]))
     return {**os.environ, "RUNSEL_CONF": conf}

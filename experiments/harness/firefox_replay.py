@@ -64,10 +64,12 @@ def geometry(build_dir: Path) -> list[dict]:
 
 
 def run_pages_setting(layout: list[dict]) -> str:
-    """The RUNSEL_CONF entry that gives runsel this layout's run sizes."""
+    """The RUNSEL_CONF entry that gives runsel this layout's run sizes and regions per run
+    (PxN: P pages holding N regions; memory/README.md, "Runs")."""
     if any(row["bytes_per_run"] % 4096 for row in layout):
         raise FirefoxFailed("Firefox's runs are not whole 4 KiB pages: no runsel equivalent")
-    return "run_pages:" + "/".join(str(row["bytes_per_run"] // 4096) for row in layout)
+    return "run_pages:" + "/".join(f"{row['bytes_per_run'] // 4096}x{row['regions_per_run']}"
+                                   for row in layout)
 
 
 def convert(build_dir: Path, log: Path, trace: Path, partial: bool = False) -> str:

@@ -28,18 +28,18 @@ from .interpreter import ROOT
 
 WORKLOAD = "firefox"  # the harness's name for this workload (--workload firefox)
 FIGURES = ("allocated", "committed", "bin_unused", "resident", "dirty", "live_requested",
-           "purged_resident")
+           "purged_resident", "headroom_bound", "kept_empty_unused")
 MARK_NAME = re.compile(r"^jemalloc_stats #(\d+) ")
 
 
 def replay_with(program: Path, trace: Path, scratch: Path, conf: str | None,
                 timeout: float) -> dict:
-    """One runsel replayer's JSON document, with RUNSEL_CONF=conf when given."""
+    """One runsel replayer's JSON document in the as-built profile, with conf's entries
+    after it when given."""
     handle, name = tempfile.mkstemp(prefix=program.name + ".", suffix=".json", dir=scratch)
     os.close(handle)
     environment = {key: value for key, value in os.environ.items() if key != "RUNSEL_CONF"}
-    if conf:
-        environment["RUNSEL_CONF"] = conf
+    environment["RUNSEL_CONF"] = allocators.with_as_built(conf)
     done = subprocess.run([str(program), "--json", name, str(trace)], capture_output=True,
                           text=True, timeout=timeout, env=environment)
     if done.returncode != 0:
@@ -69,7 +69,7 @@ def marks_of(document: dict, side: list[dict]) -> list[dict]:
 
 
 def process_entry(build_dir: Path, session: Path, process: dict, containers: dict[str, Path],
-                  conf: str, scratch: Path, timeout: float, progress) -> dict:
+                  conf: str, timeout: float, progress) -> dict:
     log = session / process["log"]
     trace = session / (process["log"].removesuffix(".log.gz") + ".trace")
     if not trace.exists() or trace.stat().st_mtime < log.stat().st_mtime:
@@ -83,9 +83,12 @@ def process_entry(build_dir: Path, session: Path, process: dict, containers: dic
 
     def run(job):
         name, program, setting = job
-        if program is None:
-            return firefox_replay.reference_replay(build_dir, trace, scratch, timeout=timeout)
-        return replay_with(program, trace, scratch, setting, timeout)
+        # A folder of the task's own, on the machine the task runs on (a Dask worker).
+        with tempfile.TemporaryDirectory(prefix="runsel-firefox-replay-") as scratch:
+            if program is None:
+                return firefox_replay.reference_replay(build_dir, trace, Path(scratch),
+                                                       timeout=timeout)
+            return replay_with(program, trace, Path(scratch), setting, timeout)
     documents = dict(zip([job[0] for job in jobs], fanout.fanned_map(
         run, jobs, lambda job, _: progress(f"firefox {process['role']} replayed on {job[0]}"),
         kind="firefox replay")))
@@ -104,6 +107,7 @@ def process_entry(build_dir: Path, session: Path, process: dict, containers: dic
                 "live_reuses", "coverage", "num_operations", "complete", "bytes")},
             "replay_tally": {name: document["replay"] for name, document in documents.items()},
             "geometry": {name: geometry_of(document) for name, document in documents.items()},
+            "profiles": {name: document.get("profile") for name, document in documents.items()},
             "marks": marks}
 
 
@@ -136,9 +140,8 @@ def firefox_summary(build_dir: Path, cache: Path, pages: int, containers: list[s
             programs = {name: path for name, path in programs.items() if name in containers}
         session = Path(document["directory"])
         chosen = [p for p in document["processes"] if parent or p["role"] == "content"]
-        with tempfile.TemporaryDirectory(prefix="runsel-firefox-replays-") as scratch:
-            processes = [process_entry(build_dir, session, process, programs, conf,
-                                       Path(scratch), timeout, progress) for process in chosen]
+        processes = [process_entry(build_dir, session, process, programs, conf, timeout,
+                                   progress) for process in chosen]
     except (firefox_replay.FirefoxFailed, replays.ReplayFailed,
             subprocess.TimeoutExpired) as failure:
         return {"error": str(failure) or type(failure).__name__}

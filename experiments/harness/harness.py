@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import shutil
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -25,8 +26,8 @@ if __name__ == "__main__":  # run by Debian's python3 when this one lacks what t
                      "harness")
 
 from . import comparisons, counting, fanout, metrics, replays, results, runs, targets
-from . import anchors, corpus_report, firefox_workload, progress, verdict
-from . import webkit_record
+from . import anchors, corpus_report, firefox_workload, headroom, progress, verdict
+from . import firefox_record, webkit_record
 from .allocators import REFERENCE, SETTING_SEPARATOR, THREAD_CACHE_SETTING
 from .presets import DEFAULT, QUICK, positive
 
@@ -91,9 +92,10 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
                         "files are judged as one more group of replicates")
     parser.add_argument("--scheduler", metavar="ADDRESS",
                         help="run the deterministic steps (replays, callgrind counts) on this "
-                             "Dask scheduler (tcp://HOST:8786), whose workers see this build "
-                             "and the traces at the same paths; default: a local cluster on "
-                             "this machine's cores")
+                             "Dask scheduler (tcp://HOST:8786), whose workers get the tooling "
+                             "from here and must see this build and the traces at the same "
+                             "paths (checked before the first task; exit 2 naming the worker "
+                             "otherwise); default: a local cluster on this machine's cores")
     parser.add_argument("--thread-cache-all", action="store_true",
                         help="also time the workloads under the containers built with the "
                              "thread cache (<container>@tcache, as settings); tools/runsel "
@@ -120,8 +122,10 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
 
 def with_preset(args: argparse.Namespace) -> argparse.Namespace:
     """The parsed options completed from the preset (--quick's or the default's)."""
-    # Absolute: the replays and counts may run as tasks on workers in another folder.
-    args.build_dir, args.out = args.build_dir.resolve(), args.out.resolve()
+    # Absolute, for tasks on workers in another folder; symbolic links kept, since a
+    # cluster's workers see the shared folders at the paths given, not at what a link
+    # resolves to on this machine.
+    args.build_dir, args.out = (Path(os.path.abspath(path)) for path in (args.build_dir, args.out))
     preset = QUICK if args.quick else DEFAULT
     for name in ("repeat", "scale", "instruction_scale", "extend"):
         if getattr(args, name) is None:
@@ -209,6 +213,31 @@ def record_first(args: argparse.Namespace, workloads: list) -> dict:
     return {"webkit": webkit, "firefox": firefox_workload.harness_recording(args)}
 
 
+def shared_paths(args: argparse.Namespace, recorded: dict) -> list[Path]:
+    """What the deterministic steps' tasks read besides the build, which every worker of a
+    cluster must see at the same path: the --trace files, the recorded traces, and the
+    output folder, where the --corpus-file logs become traces."""
+    paths = [Path(os.path.abspath(path)) for path in args.trace]
+    if isinstance(recorded["webkit"], list):
+        paths += [Path(entry["trace"]) for entry in recorded["webkit"]]
+    if recorded["firefox"] and "directory" in recorded["firefox"]:
+        paths.append(Path(recorded["firefox"]["directory"]))
+    if args.corpus_file:
+        args.out.mkdir(parents=True, exist_ok=True)
+        paths.append(args.out)
+    return paths
+
+
+def task_programs(recorded: dict) -> list[str]:
+    """The commands the deterministic steps' tasks run, which every worker of a cluster
+    must have: valgrind and setarch when this machine has them (the counts use them), and
+    Firefox when its session is replayed (its own allocator is the reference replayer)."""
+    programs = [name for name in ("valgrind", "setarch") if shutil.which(name)]
+    if recorded["firefox"] and "error" not in recorded["firefox"]:
+        programs.append(firefox_record.FIREFOX)
+    return programs
+
+
 def deterministic_steps(args: argparse.Namespace, workloads: list, allocators: list,
                         variants: list, recorded: dict) -> dict:
     """Every step whose figures do not depend on the machine's load, as Dask tasks:
@@ -260,7 +289,7 @@ def run_settings(args: argparse.Namespace, counted: dict, workloads: list,
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_arguments(argv)
-    fanout.configure(args.scheduler)
+    fanout.configure(args.scheduler, args.build_dir)
     started, load_before = time.time(), round(os.getloadavg()[0], 2)
     workloads, allocators, missing = chosen(args)
     names = [allocator.name for allocator in allocators]
@@ -279,10 +308,8 @@ def main(argv: list[str] | None = None) -> int:
     # The deterministic steps run beside the timed runs on the cores those leave free
     # (a local cluster of one worker fewer than the cores, widened when they end).
     beside = not args.no_overlap and (args.scheduler or fanout.usable_cores() > 1)
-    try:
-        fanout.start(None if args.scheduler or not beside else fanout.usable_cores() - 1)
-    except fanout.FanoutFailed as failure:
-        sys.exit(f"harness: {failure}")
+    fanout.start(None if args.scheduler or not beside else fanout.usable_cores() - 1,
+                 shared_paths(args, recorded), task_programs(recorded))
     with ThreadPoolExecutor(max_workers=1) as pool:
         beside_runs = (pool.submit(deterministic_steps, args, workloads, allocators, variants,
                                    recorded) if beside else None)
@@ -312,6 +339,8 @@ def main(argv: list[str] | None = None) -> int:
         summary["corpus"] = done["corpus"]
         summary["corpus"]["fanout"] = fanout.describe()
     firefox = done["firefox"]
+    bounds = headroom.build(summary.get("corpus"), firefox)
+    summary["checks"].extend(headroom.checks(bounds))
     fanout.close()
     results.trim_chunk_maps(summary["workloads"])
     results.derive(summary["workloads"])
@@ -335,6 +364,7 @@ def main(argv: list[str] | None = None) -> int:
         "targets": targets.judge_workloads(summary["workloads"], REFERENCE),
         "firefox": firefox,
         "anchors": anchors.build(summary.get("corpus"), firefox),
+        "headroom": bounds,
     }
     phases.end("statistics")
     workers = ((document.get("corpus") or {}).get("fanout") or {}).get("workers") \
@@ -352,5 +382,15 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if discarded or failed else 0
 
 
+def entry() -> int:
+    """main(), ended by a cluster that cannot serve (fanout.FanoutFailed: a worker's
+    address and why, or a scheduler out of reach) with one line and exit code 2."""
+    try:
+        return main()
+    except fanout.FanoutFailed as failure:
+        print(f"harness: {failure}", file=sys.stderr)
+        return 2
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(entry())

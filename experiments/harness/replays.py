@@ -25,7 +25,7 @@ from pathlib import Path
 
 from . import cost as callgrind_cost
 from .fanout import fanned_map
-from .allocators import (CACHED_REPLAYER_PREFIX, CACHED_TWIN, REFERENCE, REPLAYER_PREFIX,
+from .allocators import (as_built_environment, CACHED_REPLAYER_PREFIX, CACHED_TWIN, REFERENCE, REPLAYER_PREFIX,
                          same_choice_groups)
 
 COUNTING_REPLAYER = "tools/runsel-counting-replay-{}"  # on the counting twin, built on demand
@@ -33,7 +33,7 @@ PICK_COUNTERS = ("picks", "picks_with_choice", "nonfull_at_pick", "picked_fullne
                  "runs_created", "runs_destroyed")
 FIGURES = ("mapped", "committed", "allocated", "waste", "dirty", "bookkeeping", "bin_unused",
            "purged_resident", "purged_committed",
-           "resident")
+           "resident", "headroom_bound", "kept_empty_unused")
 
 
 class ReplayFailed(Exception):
@@ -63,7 +63,8 @@ def replay_once(program: Path, trace: Path, timeout: float,
     command = [str(program), *extra, "--json", str(figures), str(trace)]
     try:
         try:
-            done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+            done = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
+                                  env=as_built_environment())
         except subprocess.TimeoutExpired as failure:
             raise ReplayFailed(f"{program.name}: timed out after {timeout:.0f} s") from failure
         except OSError as failure:  # not built, or not at this path on this worker
@@ -87,6 +88,7 @@ def exact_figures(document: dict, repeated_identical: bool | None) -> dict:
             "writes_blocks": bool(document.get("writes_blocks")),
             "resident_how": document.get("resident_how"),
             "repeated_identical": repeated_identical,
+            "profile": document.get("profile"),
             "replay": document["replay"], "trace": document["trace"]}
 
 

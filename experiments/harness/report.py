@@ -16,7 +16,8 @@ import html
 from pathlib import Path
 
 from .report_cells import (NOT_MEASURED, STATS_FIGURES, mib, delta_cell, detectable_cell,
-                           exact_cell, bytes_cell, memory_cell, instructions_cell)
+                           exact_cell, bytes_cell, memory_cell, instructions_cell,
+                           profile_sentence)
 from .interpreter import ensure_libraries
 
 if __name__ == "__main__":  # run by Debian's python3 when this one lacks what rendering needs
@@ -25,7 +26,7 @@ if __name__ == "__main__":  # run by Debian's python3 when this one lacks what r
 
 from tabulate import tabulate
 
-from . import behind_cache, corpus_report, report_anchors, verdict_text
+from . import behind_cache, corpus_report, report_anchors, report_headroom, verdict_text
 from .results import exact_point, load
 from .report_firefox import (firefox_containers_table, firefox_marks_table,
                              firefox_recording_table)
@@ -189,12 +190,14 @@ def exact_replays_table(results: dict):
     headers = ["replay", "container", "checkpoint", "resident", "committed", "bin_unused",
                "resident vs rb_first", "committed vs rb_first"]
     rows = []
+    profiles = set()
     for name, data in results["summary"].items():
         if data.get("kind") != "replay":
             continue
         pairs = data["allocators"]
         for container, pair in pairs.items():
             exact = pair.get("exact")
+            profiles.add((exact or {}).get("profile"))
             if not exact:
                 rows.append([data.get("label", name), container, "-", NOT_MEASURED, "", "", "", ""])
                 continue
@@ -206,8 +209,10 @@ def exact_replays_table(results: dict):
                              *[bytes_cell(differences[figure]) if differences[figure] else "-"
                                for figure in ("resident", "committed")]])
     note = ("Exact figures in bytes from one replay per container (tools/trace/format.md); "
-            "the reference replayed twice must agree to the byte (Checks).")
+            "the reference replayed twice must agree to the byte (Checks)." +
+            profile_sentence(profiles))
     return "Exact replays", headers, rows, note
+
 
 
 # --- the firefox workload (results.json's "firefox" entry, firefox_workload.py) -----------
@@ -389,6 +394,7 @@ def answer_tables(results: dict) -> list:
     return [table for table in (corpus_report.answer_table(results),
                                 report_anchors.idealized_table(results),
                                 report_anchors.cost_table(results),
+                                *report_headroom.tables(results),
                                 corpus_report.published_corpus_table(results),
                                 corpus_report.per_class_table(results),
                                 corpus_report.purge_timing_table(results),

@@ -67,3 +67,15 @@ def instructions_cell(counted: dict | None) -> str:
     if not counted:
         return "-"
     return f"{counted['instructions'] / 1e6:.1f} M" if "instructions" in counted else "error"
+
+
+def profile_sentence(profiles: set) -> str:
+    """Which profile the replays ran in (runsel_profile(), memory/README.md); nothing for a
+    results file from before replays said."""
+    named = sorted(profile for profile in profiles if profile)
+    if not named:
+        return ""
+    if named == ["as_built"]:
+        return (" Replayed in the as-built profile (RUNSEL_CONF=profile:as_built: mozjemalloc's "
+                "run lifecycle and purge).")
+    return " Replayed in the profiles " + ", ".join(named) + "."

@@ -6,6 +6,7 @@ other tables."""
 from __future__ import annotations
 
 from .allocators import FIREFOX_MATCHING
+from .report_cells import profile_sentence
 
 
 FIREFOX_FIGURES = ("allocated", "committed", "bin_unused")
@@ -97,8 +98,10 @@ def firefox_containers_table(results: dict):
                          f"{figures['bin_unused']:,d}", f"{figures['resident']:,d}",
                          percent_to(figures["committed"], reference.get("committed")),
                          percent_to(figures["bin_unused"], reference.get("bin_unused"))])
+    profiles = set((content or {}).get("profiles", {}).values()) - {"firefox", None}
     note = (f"The content process's log at {label}, replayed exactly on every container and on "
             "Firefox's own allocator (the row firefox). The differences include the run sizes "
             "(classic rows), mozjemalloc's run headers and large-run layout, and its purge of "
-            f"dirty pages. The installed Firefox's run sizes: {firefox.get('run_pages_setting')}.")
+            f"dirty pages. The installed Firefox's run sizes: {firefox.get('run_pages_setting')}." +
+            profile_sentence(profiles))
     return "Firefox: every container", headers, rows, note

@@ -101,7 +101,15 @@ Chunk* Arena::new_chunk() {
 
 // A chunk whose usable pages are all free: keep it as a spare (its dirty
 // pages stay counted, and purgeable by the policy) unless there are enough.
+// The as-built profile keeps the newest, as mozjemalloc's one spare is the
+// chunk that emptied last: the oldest spare goes instead.
 void Arena::retire_chunk(Chunk* chunk) {
+  if (purge_.as_built_lifecycle && spare_count_ != 0 && spare_count_ >= purge_.spare_chunks) {
+    Chunk* oldest = spares_.front();
+    while (SpareList::next(oldest) != nullptr) oldest = SpareList::next(oldest);
+    unlink_spare(oldest);
+    destroy_chunk(oldest);
+  }
   if (spare_count_ >= purge_.spare_chunks) {
     destroy_chunk(chunk);
     return;

@@ -269,6 +269,11 @@ class Arena {
       RUNSEL_RELEASE(lock);
 
   Run* new_small_run(std::size_t bin) RUNSEL_REQUIRES(lock);
+  // The class tag a run of bin `bin_index` leaves on its pages: none in the
+  // as-built profile (purge.h), which coalesces every free run.
+  std::uintptr_t class_tag_of(std::size_t bin_index) const RUNSEL_REQUIRES(lock) {
+    return purge_.as_built_lifecycle ? 0 : class_tag_of_bin(bin_index);
+  }
   void release_small_run(Run* run) RUNSEL_REQUIRES(lock);
   // An emptied run, just erased from its container: kept, or given back.
   void keep_empty_run(Bin& bin, Run* run) RUNSEL_REQUIRES(lock);

@@ -65,6 +65,15 @@ struct PurgeSettings {
   // dirty pages for the policy while no process-wide budget applies; an
   // older one is purged when another empties.
   std::size_t idle_dirty_chunks = 1;
+  // mozjemalloc's run lifecycle (RUNSEL_CONF profile:as_built; memory/README.md,
+  // "The as-built profile"):
+  // - an emptied small run goes back to the arena at once (no kept run);
+  // - free pages carry no class tag, so every free run coalesces with its free
+  //   neighbours and a new run takes the lowest best fit among them all;
+  // - a chunk that empties becomes the spare and the older spare goes.
+  // It checks less: a double free of a region whose run was given back reaches
+  // whatever reuses the address.
+  bool as_built_lifecycle = false;
 };
 
 // The dirty pages of every arena together (arenas add and remove theirs

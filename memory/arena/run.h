@@ -1,5 +1,6 @@
-// A small run: a header (bin, container hook, free count, hint, check value,
-// bitmap) at the start of a page-aligned run, regions packed at its end.
+// A small run: a header (bin, the container hook unless it is in the page
+// map, free count, hint, check value, bitmap) at the start of a page-aligned
+// run, regions packed at its end.
 // Invariants: free_count == popcount(bitmap); bits >= nregs are 0; every word
 // below first_free_word is 0; the run is in its bin's container exactly when
 // 0 < free_count < nregs (an emptied run is its bin's empty_run, or given
@@ -31,7 +32,9 @@ struct Bin;
 // lock (Arena::lock: the analysis cannot name another object's lock here).
 struct Run {
   Bin* bin;
+#if !RUNSEL_HOOKS_IN_PAGE_MAP
   ContainerHook<Run> hook;
+#endif
   std::uint16_t free_count;       // <= nregs (size_classes.h checks nregs fits 16 bits)
   std::uint16_t first_free_word;  // < bitmap_words
   std::uint32_t check;            // header_check(bin, this, key)
@@ -52,7 +55,9 @@ struct Run {
   void init(Bin* owner, const BinInfo& info, const RunKey& key) {
     bin = owner;
     check = header_check(owner, this, key);
+#if !RUNSEL_HOOKS_IN_PAGE_MAP
     hook = {};
+#endif
     free_count = static_cast<std::uint16_t>(info.nregs);
     first_free_word = 0;
     std::uint64_t* words = bitmap();
@@ -100,9 +105,10 @@ static_assert(sizeof(Run) == kRunHeaderFixedBytes, "size_classes.h assumes this 
 // serial number) and their side memory (the metadata allocator, never the
 // heap they describe). The serial number is kept where the run header has no
 // room: in the page map entry of the run's first page, whose free-run tree
-// links are idle while the run is allocated. The hook is in the run header,
-// or with -Dhook_placement=page_map beside the serial number (chunk.h): the
-// one line that differs between the placements.
+// links are idle while the run is allocated. The hook is there too, beside
+// the serial number (chunk.h), as mozjemalloc kept its tree nodes; with
+// -Dhook_placement=run_header it is in the run header, which is then 24
+// bytes longer: the one line that differs between the placements.
 struct RunTraits {
   using Node = Run;
   static SmallRunHead& head(const Run* run) {

@@ -11,10 +11,16 @@
 
 namespace runsel {
 
-// Bytes of a small run header before its bitmap: bin pointer, 24-byte
-// container hook, free count, first-free-word hint and check value (checked
-// in run.h).
+// Bytes of a small run header before its bitmap (checked in run.h): bin
+// pointer, free count, first-free-word hint and check value, 16 bytes, as
+// mozjemalloc's header (bin, free count, hint); with -Dhook_placement=
+// run_header also the 24-byte container hook, 40. With 16, the classic rule
+// below gives mozjemalloc 115's run size and regions per run in every class.
+#if RUNSEL_HOOKS_IN_PAGE_MAP
+inline constexpr std::size_t kRunHeaderFixedBytes = 16;
+#else
 inline constexpr std::size_t kRunHeaderFixedBytes = 40;
+#endif
 inline constexpr std::size_t kMaxSmallRunPages = 64;
 
 struct BinInfo {
@@ -40,12 +46,15 @@ constexpr std::size_t run_header_bytes(std::size_t nregs) {
 }
 
 // The class's geometry for a run of `pages` pages: as many regions as fit after the
-// header and bitmap (at least 2, else nregs is 0: not a usable run size).
-constexpr BinInfo bin_info_for_pages(std::size_t index, std::size_t pages) {
+// header and bitmap (at least 2, else nregs is 0: not a usable run size), or
+// `at_most` when fewer (another allocator's count, whose header is larger).
+constexpr BinInfo bin_info_for_pages(std::size_t index, std::size_t pages,
+                                     std::size_t at_most = ~std::size_t{0}) {
   const std::size_t size = bin_size(index);
   const std::size_t run = pages * kPageSize;
   std::size_t nregs = run > kRunHeaderFixedBytes ? (run - kRunHeaderFixedBytes) / size : 0;
   while (nregs > 0 && run_header_bytes(nregs) + nregs * size > run) --nregs;
+  if (nregs > at_most) nregs = at_most;
   BinInfo info{};
   if (nregs < 2 || nregs > 0xFFFF) return info;  // Run::free_count is 16 bits
   info.size = static_cast<std::uint32_t>(size);

@@ -38,6 +38,8 @@ inline Arena* thread_arena() {
 }
 // The purge policy in force (the build's default unless RUNSEL_CONF set one).
 PurgePolicy purge_policy();
+// Whether RUNSEL_CONF chose the as-built profile (profile:as_built).
+bool as_built_profile();
 // Arenas created so far; entries past arena_count() are null.
 std::size_t arena_count();
 Arena* arena_at(std::size_t index);

@@ -148,10 +148,10 @@ void complain(const char* setting, const char* text, std::size_t length, const c
 
 void complain_about_conf(const char* entry, std::size_t length) {
   complain("RUNSEL_CONF", entry, length,
-           "keys: purge:budget|deferred|decay, dirty_max_pages:N, deferred_allocations:N, "
+           "keys: profile:as_built, purge:budget|deferred|decay, dirty_max_pages:N, deferred_allocations:N, "
            "decay_ms:N, total_dirty_max_pages:N, growth_dirty_share:N, spare_chunks:N, "
            "idle_dirty_chunks:N, huge_cache_mb:N, huge_cache_ms:N, run_pages:P/P/.../P (one run "
-           "size in pages per size class)");
+           "size in pages per size class; PxN: N regions in it)");
 }
 
 // A decimal number filling [text, text + length); false if it is not one.
@@ -183,25 +183,48 @@ std::size_t env_count(const char* name, std::size_t fallback, const char* expect
 
 // run_pages:P/P/.../P: every size class's run size in pages, in class order (the
 // layout another allocator uses, e.g. an installed Firefox's, read from its bin
-// statistics). Each class then holds as many regions as fit after its header. All
-// or nothing: a wrong count, or a size where fewer than 2 regions fit, changes no
-// class.
+// statistics). Each class then holds as many regions as fit after its header; an
+// entry PxN holds N regions instead (that allocator's count, whose header is
+// larger), refused if N do not fit. All or nothing: a wrong count, or a class
+// with fewer than 2 regions, changes no class.
 bool parse_run_pages(const char* text, std::size_t length) {
   std::array<BinInfo, kNumBins> geometry{};
   std::size_t index = 0;
   for (std::size_t at = 0; at <= length; ++index) {
     const char* slash = static_cast<const char*>(std::memchr(text + at, '/', length - at));
     const std::size_t end = slash ? static_cast<std::size_t>(slash - text) : length;
-    std::uint64_t pages = 0;
-    if (index >= kNumBins || !parse_number(text + at, end - at, &pages) || pages == 0 ||
+    const char* times = static_cast<const char*>(std::memchr(text + at, 'x', end - at));
+    const std::size_t pages_end = times ? static_cast<std::size_t>(times - text) : end;
+    std::uint64_t pages = 0, regions = ~std::uint64_t{0};
+    if (index >= kNumBins || !parse_number(text + at, pages_end - at, &pages) || pages == 0 ||
         pages > kMaxSmallRunPages)
       return false;
-    geometry[index] = bin_info_for_pages(index, pages);
+    if (times != nullptr && !parse_number(times + 1, end - pages_end - 1, &regions)) return false;
+    geometry[index] = bin_info_for_pages(index, pages, regions);
     if (geometry[index].nregs < 2) return false;
+    if (times != nullptr && geometry[index].nregs != regions) return false;
     at = end + 1;
   }
   if (index != kNumBins) return false;
   g_bin_geometry = geometry;
+  return true;
+}
+
+// profile:as_built: mozjemalloc's page level as it purges, keeps chunks and
+// recycles runs (purge.h, PurgeSettings::as_built_lifecycle): purge at once
+// down to half the budget, one spare chunk, no process-wide budget or growth
+// purge (one budget per arena), no huge mapping cache (mozjemalloc purges
+// the huge chunks it recycles). Later RUNSEL_CONF entries override these.
+bool apply_profile(const char* value, std::size_t length, PurgeSettings* settings)
+    RUNSEL_REQUIRES(g_init_lock) {
+  constexpr const char kAsBuilt[] = "as_built";
+  if (length != sizeof(kAsBuilt) - 1 || std::memcmp(value, kAsBuilt, length) != 0) return false;
+  settings->as_built_lifecycle = true;
+  settings->policy = PurgePolicy::kBudget;
+  settings->spare_chunks = 1;
+  settings->total_budget_pages = 0;
+  settings->growth_dirty_share = 0;
+  g_huge_cache.max_bytes = 0;
   return true;
 }
 
@@ -218,6 +241,7 @@ bool apply_conf_entry(const char* entry, std::size_t length, PurgeSettings* sett
   };
   std::uint64_t number = 0;
   if (key_is("purge")) return parse_purge_policy(value, value_length, &settings->policy);
+  if (key_is("profile")) return apply_profile(value, value_length, settings);
   if (key_is("run_pages")) return parse_run_pages(value, value_length);
   if (!parse_number(value, value_length, &number)) return false;
   if (key_is("dirty_max_pages") && number > 0) {
@@ -324,6 +348,12 @@ PurgePolicy purge_policy() {
   LockGuard guard(g_init_lock);
   initialise_locked();
   return g_purge_settings.policy;
+}
+
+bool as_built_profile() {
+  LockGuard guard(g_init_lock);
+  initialise_locked();
+  return g_purge_settings.as_built_lifecycle;
 }
 
 std::size_t arena_count() { return g_arena_count.load(std::memory_order_acquire); }

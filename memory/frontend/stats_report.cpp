@@ -105,8 +105,9 @@ void write_counts(Writer& w, const runsel_bin_stats& bin) {
 void write_json(int fd, const runsel_stats_t& s) {
   static char buffer[65536];
   Writer w{buffer, sizeof(buffer) - 2};
-  w.add("{\"pid\":%ld,\"variant\":\"%s\",\"purge\":\"%s\"", static_cast<long>(getpid()),
-        kContainerName, purge_policy_name(purge_policy()));
+  w.add("{\"pid\":%ld,\"variant\":\"%s\",\"profile\":\"%s\",\"purge\":\"%s\"",
+        static_cast<long>(getpid()), kContainerName, runsel_profile(),
+        purge_policy_name(purge_policy()));
   const struct {
     const char* name;
     std::size_t value;
@@ -217,6 +218,10 @@ RUNSEL_EXPORT size_t runsel_purge_now(void) {
 }
 
 RUNSEL_EXPORT const char* runsel_purge_policy(void) { return purge_policy_name(purge_policy()); }
+
+RUNSEL_EXPORT const char* runsel_profile(void) {
+  return as_built_profile() ? "as_built" : "drop_in";
+}
 
 RUNSEL_EXPORT size_t runsel_scale_dirty_budget(unsigned percent) {
   Arena* arena = thread_arena();

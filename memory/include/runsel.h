@@ -97,6 +97,11 @@ void runsel_free_dirty_pages(void);
  * default, -Dpurge_policy, unless RUNSEL_CONF="purge:NAME" overrides it). */
 const char* runsel_purge_policy(void);
 
+/* The profile in force: "as_built" (RUNSEL_CONF=profile:as_built, mozjemalloc's
+ * run lifecycle and purge, for replays that judge a container) or "drop_in"
+ * (the library's own defaults). */
+const char* runsel_profile(void);
+
 /* Runs now what the purge policy has queued, whatever its delay: under
  * "deferred", every arena's queued purge (down to half its budget); under
  * "decay", a decay step in every arena. For a program's idle time. Returns

@@ -58,9 +58,13 @@ std::string overflow_into_run_header() {
 }
 
 // A run header as the allocator lays it out (memory/arena/run.h): the bin
-// pointer at offset 0, the 24-byte container hook, the free count and hint,
-// then the 32-bit check value at offset 36.
+// pointer at offset 0, the 24-byte container hook with -Dhook_placement=
+// run_header, the free count and hint, then the 32-bit check value.
+#if RUNSEL_HOOKS_IN_PAGE_MAP
+constexpr size_t kRunCheckOffset = 12;
+#else
 constexpr size_t kRunCheckOffset = 36;
+#endif
 
 // A header forged for another bin from one leaked header: with a check that
 // is linear in the bin pointer (an xor fold), check ^ fold(bin16 ^ bin32)

@@ -71,7 +71,8 @@ TEST(Environment, AGoodValueIsTakenSilently) {
 }
 
 // RUNSEL_CONF's run_pages: one run size in pages per class (45 of them; a count
-// where fewer than 2 regions fit, a wrong count, or a non-number is refused whole).
+// where fewer than 2 regions fit, a wrong count, or a non-number is refused whole),
+// each optionally with its regions (PxN: refused when N do not fit, or N < 2).
 TEST(Environment, RunPagesTakesOneSizePerClassOrIsReported) {
   std::string firefox153;  // Firefox 153's layout: 16 KiB for most classes below 512 B
   for (int pages : {4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 5, 4, 4, 4, 4,
@@ -84,8 +85,14 @@ TEST(Environment, RunPagesTakesOneSizePerClassOrIsReported) {
   EXPECT_TRUE(exited_zero(good.status)) << good.err;
   EXPECT_EQ(good.err, "");
   const std::string but_last = firefox153.substr(0, firefox153.size() - 2);  // ends in "/"
+  Outcome counted = run_with("RUNSEL_CONF", "run_pages:" + but_last + "16x17");  // 3,840 B
+  EXPECT_TRUE(exited_zero(counted.status)) << counted.err;
+  EXPECT_EQ(counted.err, "");
   for (const std::string& bad : {std::string("run_pages:4/4"), "run_pages:" + firefox153 + "/4",
                                  "run_pages:" + but_last + "x",
+                                 "run_pages:" + but_last + "16x",
+                                 "run_pages:" + but_last + "16x18",  // 69,120 B in 65,536
+                                 "run_pages:" + but_last + "16x1",
                                  "run_pages:" + but_last + "1",  // 3,840 B: 1 region per page
                                  "run_pages:" + but_last + "0", "run_pages:" + but_last + "65",
                                  "run_pages:" + firefox153 + "/"}) {

@@ -183,6 +183,51 @@ inline std::string placements(const std::string& output) {
   return kept;
 }
 
+// The unsigned number after `"key": ` in text[from, to), or -1 when it is not there.
+inline long long json_number(const std::string& text, const std::string& key, std::size_t from,
+                             std::size_t to) {
+  std::size_t at = text.find("\"" + key + "\": ", from);
+  if (at == std::string::npos || at >= to) return -1;
+  return std::stoll(text.substr(at + key.size() + 4, 24));  // not a copy of the rest
+}
+
+// The headroom bound in a replayer's JSON (tools/trace/format.md, "Replay figures"),
+// checked at every checkpoint: each bin's bound is the packing arithmetic on its own
+// figures, (ceil(in use / per run) * per run - in use) * size, and its unused bytes are
+// not below it; the checkpoint's bound is their sum and bin_unused is not below it; one
+// arena. Returns the checkpoints checked.
+inline int expect_within_headroom(const std::string& json, const std::string& what) {
+  int checked = 0;
+  const std::string opening = "{\"name\": ";
+  for (std::size_t at = json.find(opening); at != std::string::npos; ++checked) {
+    const std::size_t next = json.find(opening, at + 1);
+    const std::size_t end = next == std::string::npos ? json.size() : next;
+    const std::size_t bins = json.find("\"bins\": [", at);
+    const std::string name = json.substr(at + opening.size(), 40);
+    EXPECT_EQ(json_number(json, "arenas", at, bins), 1) << what << " " << name;
+    long long bound = json_number(json, "headroom_bound", at, bins);
+    long long unused = json_number(json, "bin_unused", at, bins), summed = 0;
+    for (std::size_t bin = json.find("{\"size\": ", bins); bin < end;
+         bin = json.find("{\"size\": ", bin + 1)) {
+      const std::size_t close = json.find('}', bin);
+      const long long size = json_number(json, "size", bin, close),
+                      in_use = json_number(json, "regions_in_use", bin, close),
+                      per_run = json_number(json, "regions_per_run", bin, close),
+                      bin_unused = json_number(json, "unused_bytes", bin, close),
+                      stated = json_number(json, "headroom_bound", bin, close);
+      const long long packed = per_run > 0 ? (in_use + per_run - 1) / per_run * per_run : 0;
+      const long long expected = per_run > 0 ? (packed - in_use) * size : 0;
+      EXPECT_EQ(stated, expected) << what << " " << name << " size " << size;
+      EXPECT_GE(bin_unused, expected) << what << " " << name << " size " << size;
+      summed += expected;
+    }
+    EXPECT_EQ(bound, summed) << what << " " << name;
+    EXPECT_GE(unused, bound) << what << " " << name;
+    at = next;
+  }
+  return checked;
+}
+
 class TraceTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -193,18 +238,22 @@ class TraceTest : public ::testing::Test {
   void TearDown() override { fs::remove_all(dir_); }
 
   // Every trace the suite replays goes through here too: replayed on this
-  // suite's container and on each container that picks alike with it
-  // (same_choices(), those built), with figures every `every` records, every
-  // replay must place its blocks identically (placements() of each checkpoint:
-  // every bin's runs, non-full runs, regions in use and unused bytes). A
-  // difference is a container bug.
+  // suite's container with figures every `every` records, where no checkpoint
+  // may go below the headroom bound (expect_within_headroom), and on each
+  // container that picks alike with it (same_choices(), those built), which
+  // must place its blocks identically (placements() of each checkpoint: every
+  // bin's runs, non-full runs, regions in use and unused bytes). A difference
+  // is a container bug.
   void expect_same_choices(const fs::path& trace, const std::string& every = "2000") {
     std::vector<std::string> others;
     for (const std::string& name : same_choices())
       if (name != container() && access(replayer(name).c_str(), X_OK) == 0) others.push_back(name);
-    if (others.empty()) return;
-    Child mine = run({replayer(container()).string(), "--every", every, trace.string()}, {}, dir_);
+    const fs::path figures = dir_ / "headroom.json";
+    Child mine = run({replayer(container()).string(), "--every", every, "--json",
+                      figures.string(), trace.string()},
+                     {}, dir_);
     ASSERT_TRUE(WIFEXITED(mine.status) && WEXITSTATUS(mine.status) == 0) << mine.err;
+    EXPECT_GT(expect_within_headroom(slurp(figures), trace.filename().string()), 0);
     for (const std::string& name : others) {
       Child other = run({replayer(name).string(), "--every", every, trace.string()}, {}, dir_);
       ASSERT_TRUE(WIFEXITED(other.status) && WEXITSTATUS(other.status) == 0) << other.err;

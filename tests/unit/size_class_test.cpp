@@ -74,11 +74,12 @@ TEST(RunSizes, AtLeastTwoRegionsAndAtMost2Point4PercentOverhead) {
     // The run is the smallest page count meeting the 1.6 % rule (2.4 % when
     // the overhead exceeds a region): one page fewer would not. Recomputed
     // here from the rule, not from compute_bin_info: the most regions that
-    // fit beside a 40-byte header and one bitmap bit each, in 64-bit words.
+    // fit beside the fixed header and one bitmap bit each, in 64-bit words.
     for (std::size_t pages = 1; pages < info.run_pages; ++pages) {
       const std::size_t run = pages * kPageSize;
       std::size_t nregs = run / info.size;
-      while (nregs > 0 && 40 + 8 * ((nregs + 63) / 64) + nregs * info.size > run) --nregs;
+      while (nregs > 0 && kRunHeaderFixedBytes + 8 * ((nregs + 63) / 64) + nregs * info.size > run)
+        --nregs;
       const std::size_t overhead = run - nregs * info.size;
       const bool good =
           overhead * 1000 <= 16 * run || (overhead > info.size && overhead * 1000 <= 24 * run);
@@ -166,6 +167,73 @@ TEST(RunGeometry, AnyPageCountHoldsTheMostRegionsThatFit) {
         ASSERT_EQ(info.region_index(k * size + size - 1), k);
       }
     }
+  }
+}
+
+// mozjemalloc 115's run layout, recomputed here from its rule as its source
+// states it (arena_bin_t::Init): a 16-byte header (bin, hint, free count) and a
+// bitmap of 4-byte words; runs grow a page at a time until header and tail
+// are at most 1.6 % of the run, or 2.4 % when they exceed a region, or until
+// the bitmap alone reaches the fixed header's size. runsel's classic rule, with
+// its own 16-byte header and 8-byte bitmap words, must give the same run size
+// and regions per run in every class (the as-built profile's classic geometry).
+struct MozjemallocRun {
+  std::size_t bytes = 0, regions = 0;
+};
+MozjemallocRun mozjemalloc115_run(std::size_t size) {
+  constexpr std::size_t kFixed = 16;
+  MozjemallocRun found;
+  for (std::size_t run = kPageSize;; run += kPageSize) {
+    std::size_t regions = (run - kFixed) / size + 1, mask_words = 0, offset = 0;
+    do {
+      --regions;
+      mask_words = (regions + 31) / 32;
+      offset = run - regions * size;
+    } while (kFixed + 4 * mask_words > offset);
+    found = {run, regions};
+    if (offset * 1000 <= 16 * run) break;
+    if (offset > size && offset * 1000 <= 24 * run) break;
+    if (mask_words * 4 >= kFixed) break;
+  }
+  return found;
+}
+
+TEST(RunGeometry, TheClassicGeometryIsMozjemalloc115s) {
+  if (kRunHeaderFixedBytes != 16) GTEST_SKIP() << "-Dhook_placement=run_header: a 40-byte header";
+  for (std::size_t i = 0; i < 45 && i < kNumBins; ++i) {  // mozjemalloc's classes up to 3,840 B
+    const MozjemallocRun moz = mozjemalloc115_run(kBinInfo[i].size);
+    SCOPED_TRACE(kBinInfo[i].size);
+    EXPECT_EQ(kBinInfo[i].run_bytes(), moz.bytes);
+    EXPECT_EQ(kBinInfo[i].nregs, moz.regions);
+  }
+}
+
+// Firefox 153's layout (firefox-esr 153.8.0esr, its own bin statistics:
+// size, pages per run, regions per run). Its header is larger than runsel's
+// (its list links are in it), so each class's count fits beside runsel's, and
+// RUNSEL_CONF=run_pages:PxN gives it exactly (parse_run_pages).
+TEST(RunGeometry, FirefoxsRegionsPerRunFitAndAreKept) {
+  if (kRunHeaderFixedBytes != 16) GTEST_SKIP() << "-Dhook_placement=run_header: a 40-byte header";
+  struct Row {
+    std::size_t size, pages, regions;
+  };
+  constexpr Row kFirefox153[] = {
+    {16, 4, 1014}, {32, 4, 509}, {48, 4, 339}, {64, 4, 255}, {80, 4, 204}, {96, 4, 170},
+    {112, 4, 145}, {128, 4, 127}, {144, 4, 113}, {160, 4, 102}, {176, 4, 92}, {192, 4, 85},
+    {208, 4, 78}, {224, 4, 72}, {240, 4, 68}, {256, 4, 63}, {272, 4, 60}, {288, 4, 56},
+    {304, 5, 67}, {320, 4, 51}, {336, 4, 48}, {352, 4, 46}, {368, 4, 44}, {384, 4, 42},
+    {400, 5, 51}, {416, 4, 39}, {432, 5, 47}, {448, 4, 36}, {464, 4, 35}, {480, 4, 34},
+    {496, 5, 41}, {512, 8, 63}, {768, 4, 21}, {1024, 16, 63}, {1280, 6, 19}, {1536, 8, 21},
+    {1792, 4, 9}, {2048, 32, 63}, {2304, 4, 7}, {2560, 12, 19}, {2816, 9, 13}, {3072, 16, 21},
+    {3328, 9, 11}, {3584, 8, 9}, {3840, 16, 17}};
+  for (std::size_t i = 0; i < 45 && i < kNumBins; ++i) {
+    const Row& row = kFirefox153[i];
+    SCOPED_TRACE(row.size);
+    ASSERT_EQ(bin_size(i), row.size);
+    const BinInfo info = bin_info_for_pages(i, row.pages, row.regions);
+    EXPECT_EQ(info.nregs, row.regions);
+    EXPECT_EQ(info.run_pages, row.pages);
+    EXPECT_LE(info.header_bytes, info.reg0_offset);
   }
 }
 

@@ -96,6 +96,7 @@ void runsel_free_dirty_pages(void) {
 
 const char* runsel_variant(void) { return "firefox"; }
 const char* runsel_purge_policy(void) { return "firefox"; }
+const char* runsel_profile(void) { return "firefox"; }
 
 }  // extern "C"
 

@@ -145,6 +145,18 @@ void print_pick_counters(const runsel_bin_stats& bin) {
   json.print("]");
 }
 
+// The fewest free regions a bin's live regions could leave, in bytes: packed into
+// ceil(live / regions_per_run) runs. A policy that never moves an object cannot go
+// below it, whichever runs it picks; a kept empty run is not in it (a policy may have
+// none), so it counts in bin_unused above the bound. The bins are summed over arenas,
+// and ceil(a + b) <= ceil(a) + ceil(b): a bound from the sums stays a lower bound
+// (the replay runs on one thread, so one arena, and the two are equal).
+std::size_t headroom_bound(const runsel_bin_stats& bin) {
+  if (bin.regions_per_run == 0) return 0;
+  std::size_t packed_runs = (bin.regions_in_use + bin.regions_per_run - 1) / bin.regions_per_run;
+  return (packed_runs * bin.regions_per_run - bin.regions_in_use) * bin.size;
+}
+
 // One checkpoint: a text block on stdout and an element of the JSON list.
 void report(Kind kind, const char* name, std::size_t name_length, const Replay& replay,
             const LiveBytes& live, const HeapResident& resident) {
@@ -180,13 +192,21 @@ void report(Kind kind, const char* name, std::size_t name_length, const Replay& 
                purged.committed);
   else
     json.print(", \"purged_resident\": null, \"purged_committed\": null");
+  std::size_t bound = 0, kept_empty = 0;
+  for (size_t i = 0; i < s.bin_count; ++i) {
+    bound += headroom_bound(s.bins[i]);
+    kept_empty += s.bins[i].empty_runs * s.bins[i].regions_per_run * s.bins[i].size;
+  }
+  json.print(", \"headroom_bound\": %zu, \"kept_empty_unused\": %zu, \"arenas\": %zu", bound,
+             kept_empty, s.narenas);
   json.print(",\n   \"bins\": [");
   for (size_t i = 0; i < s.bin_count; ++i) {
     const runsel_bin_stats& bin = s.bins[i];
     json.print("%s{\"size\": %zu, \"runs\": %zu, \"nonfull_runs\": %zu, \"regions_in_use\": %zu"
-               ", \"unused_bytes\": %zu, \"bytes_per_run\": %zu, \"regions_per_run\": %zu",
+               ", \"unused_bytes\": %zu, \"bytes_per_run\": %zu, \"regions_per_run\": %zu"
+               ", \"headroom_bound\": %zu",
                i ? ", " : "", bin.size, bin.runs, bin.nonfull_runs, bin.regions_in_use,
-               bin.unused_bytes, bin.bytes_per_run, bin.regions_per_run);
+               bin.unused_bytes, bin.bytes_per_run, bin.regions_per_run, headroom_bound(bin));
     if (s.counting) print_pick_counters(bin);
     json.print("}");
   }
@@ -457,10 +477,12 @@ void print_preamble(const Options& options, const TraceSurvey& survey) {
              header.pid, (header.flags & kFlagForkedChild) ? "true" : "false", survey.records,
              survey.marks, survey.complete ? "true" : "false", survey.peak_live_bytes);
   const char* conf = getenv("RUNSEL_CONF");
-  json.print(" \"purge_policy\": \"%s\", \"runsel_conf\": ", runsel_purge_policy());
+  json.print(" \"purge_policy\": \"%s\", \"profile\": \"%s\", \"runsel_conf\": ",
+             runsel_purge_policy(), runsel_profile());
   json.string(conf ? conf : "", conf ? std::strlen(conf) : 0);
   json.print(",\n");
-  std::printf("# purge policy %s, RUNSEL_CONF=%s\n", runsel_purge_policy(), conf ? conf : "");
+  std::printf("# purge policy %s, profile %s, RUNSEL_CONF=%s\n", runsel_purge_policy(),
+              runsel_profile(), conf ? conf : "");
   if (std::strcmp(runsel_purge_policy(), "decay") == 0)
     std::printf("# the decay policy purges by the clock: figures may differ between replays\n");
   json.print(" \"writes_blocks\": true,\n \"resident_how\": \"anonymous resident bytes of the "
