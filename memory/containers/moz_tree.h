@@ -59,9 +59,7 @@ class MozTreeRuns {
 
   Node* pick() {
     if (current_ != nullptr && !current_full_) return current_;
-    current_full_ = false;
-    current_ = take_first(tree_);
-    return current_;
+    return refill();
   }
 
   void insert(Node* run) {
@@ -109,6 +107,16 @@ class MozTreeRuns {
   }
 
  private:
+  // The tree's lowest run becomes current: mozjemalloc's GetNonFullBinRun, a
+  // call of its own. Inlined into malloc, its walk made every small malloc
+  // save one more register and reserve more stack (callgrind, as shipped, on
+  // a Firefox content log: 2.2 instructions per call).
+  [[gnu::noinline]] Node* refill() {
+    current_full_ = false;
+    current_ = take_first(tree_);
+    return current_;
+  }
+
   LlrbTree<Node, RunAddressLlrbOrder<Traits>> tree_;
   Node* current_ = nullptr;
   bool current_full_ = false;  // current_ filled: no longer a member
