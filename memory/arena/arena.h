@@ -5,17 +5,18 @@
 // hold it (RUNSEL_REQUIRES); clang's -Wthread-safety checks every call.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
 #include "arena/base.h"
+#include "arena/bin.h"
 #include "arena/chunk.h"
 #include "arena/huge.h"
-#include "arena/pick_counters.h"
 #include "arena/purge.h"
+#include "arena/pointer_class.h"
 #include "arena/run.h"
 #include "arena/size_classes.h"
-#include "containers/selected.h"
 #include "platform/lock.h"
 #include "structures/chunk_registry.h"
 #include "structures/rb_tree.h"
@@ -24,60 +25,6 @@ struct runsel_chunk_map;  // runsel.h
 struct runsel_stats_t;    // runsel.h
 
 namespace runsel {
-
-inline void* RunTraits::allocate(std::size_t bytes) { return base::allocate(bytes); }
-inline void RunTraits::release(void* p, std::size_t bytes) { base::release(p, bytes); }
-
-using NonFullRuns = SelectedContainer<RunTraits>;
-static_assert(NonFullRunSet<NonFullRuns, Run>);
-
-// A size class's runs. Only the bin touches its container.
-struct Bin {
-  NonFullRuns nonfull;             // runs with 0 < free regions < nregs
-  // The class's geometry (bin_info's entry; set when the arena is created), so
-  // a free reaches it from the run header's bin pointer in one load.
-  const BinInfo* info = nullptr;
-  // The keyed check of this bin's runs (run.h), for checking container
-  // links: the first factor premixed (this bin's address ^ the arena's run
-  // key) and the key's swapped halves (keyed_check32_mixed).
-  std::uint64_t check_factor = 0;
-  std::uint64_t check_rotated = 0;
-  // A chunk of this bin's arena, other than the member's, that linked()
-  // found in the chunk registry: a link into it needs no registry lookup
-  // (two dependent loads and a dozen instructions) to be safe to read. It
-  // stays mapped while it is the arena's: Arena::destroy_chunk clears it
-  // before the chunk is unmapped. 0: none.
-  std::uintptr_t linked_chunk = 0;
-  // The two runs linked() accepted last (newest first): runs of this bin
-  // until release_small_run, which forgets them, so a link to one of them
-  // is safe to follow without reading its header again. Both containers'
-  // operations touch the same few neighbours over and over. Null: none.
-  const Run* linked_runs[2] = {nullptr, nullptr};
-  // The most recently emptied run, kept outside the container (see bin.cpp);
-  // counted in run_count and free_regions like any run of the bin.
-  Run* empty_run = nullptr;
-  bool empty_run_aged = false;     // kept through a whole sweep period unused
-  std::size_t run_count = 0;       // runs owned by the bin
-  std::size_t regions_in_use = 0;  // allocated regions in those runs
-  std::size_t free_regions = 0;    // free regions in those runs
-  std::uint64_t nmalloc = 0;
-  std::uint64_t nfree = 0;
-  // The class's regions per run (bin_info's nregs; set with each new run)
-  // and the serial number of the next run it creates: keys some containers
-  // read through RunTraits.
-  std::uint32_t regions_per_run = 0;
-  std::uint64_t next_serial = 0;
-  [[no_unique_address]] PickCounters counters;  // empty unless counting
-
-  // A region of one of its runs was given back (the run's bitmap already says so).
-  void region_freed() {
-    --regions_in_use;
-    ++free_regions;
-    ++nfree;
-  }
-};
-
-inline std::uint32_t RunTraits::regions(const Run* run) { return run->bin->regions_per_run; }
 
 // Orders free page runs of one class tag by (size, address) for best fit with
 // the lowest address.
@@ -88,28 +35,6 @@ struct FreeRunOrder {
     if (sa != sb) return sa < sb;
     return reinterpret_cast<std::uintptr_t>(a) < reinterpret_cast<std::uintptr_t>(b);
   }
-};
-
-// Reason a pointer was refused; the front end turns it into the fatal message.
-enum class BadPointer {
-  kNone,
-  kDoubleFreeSmall,
-  kFreePage,       // the page is free: a double free, or never allocated
-  kInteriorSmall,  // inside a live small region
-  kStaleSmall,     // inside a free small region: memory reused since it was freed
-  kInteriorLarge,
-  kInHeader,          // chunk header or guard page
-  kCorruptRunHeader,  // the small run's header fails its check: overwritten
-};
-
-// What a pointer into one of an arena's chunks points at (Arena::classify).
-struct PointerClass {
-  BadPointer problem = BadPointer::kNone;  // kNone: the start of a large allocation or small region
-  std::size_t page = 0;                    // its page in the chunk
-  std::size_t large_size = 0;              // a large allocation: its size in bytes; else 0
-  Run* run = nullptr;                      // a small region: its run
-  const BinInfo* info = nullptr;           //   and that run's size class
-  std::uint32_t region = 0;                //   and its index in the run
 };
 
 class Arena {
@@ -123,16 +48,20 @@ class Arena {
   // but in fork preparation, which takes them in index order.
   Lock lock RUNSEL_ACQUIRED_BEFORE(huge::g_lock, base::g_lock, g_registry_lock);
 
+  // The bin a caller that knows none passes for the bin it expects (free_sized,
+  // classify): the geometry then comes from the run header.
+  static constexpr std::size_t kAnyBin = ~std::size_t{0};
+
   // Creates an arena in metadata memory (no lock needed).
   static Arena* create(unsigned index, const PurgeSettings& settings);
 
   unsigned index() const { return index_; }
 
-  // Small: `bin` from bin_index(). Returns nullptr when out of memory.
-  void* malloc_small(std::size_t bin) RUNSEL_EXCLUDES(lock);
+  // Small: `bin_index` from bin_index(size). Returns nullptr when out of memory.
+  void* malloc_small(std::size_t bin_index) RUNSEL_EXCLUDES(lock);
   // The same while the process has one thread (os::single_threaded()), inline
   // (small_paths.h): malloc() then pays no call into the arena.
-  void* malloc_small_one_thread(std::size_t bin) RUNSEL_EXCLUDES(lock);
+  void* malloc_small_one_thread(std::size_t bin_index) RUNSEL_EXCLUDES(lock);
   // Large: `size` a page multiple in (0, kMaxLargeSize]. When `zero`, only the
   // pages that were dirty are cleared (others are fresh or purged: zero).
   void* malloc_large(std::size_t size, bool zero) RUNSEL_EXCLUDES(lock);
@@ -173,18 +102,16 @@ class Arena {
 
   // The thread cache's batches (frontend/thread_cache.h; cache_batches.cpp),
   // each under one acquisition of the lock. fill_batch takes up to `wanted`
-  // regions of class `bin` into out[0..n), in the order malloc would have
+  // regions of class `bin_index` into out[0..n), in the order malloc would have
   // taken them, and returns n (fewer only when out of memory).
   // flush_batch frees `count` regions of this arena that a thread cache held
   // (checked when they entered it); a region that is no longer a live one
   // aborts, naming it.
-  std::size_t fill_batch(std::size_t bin, void** out, std::size_t wanted) RUNSEL_EXCLUDES(lock);
+  std::size_t fill_batch(std::size_t bin_index, void** out, std::size_t wanted) RUNSEL_EXCLUDES(lock);
   void flush_batch(void* const* regions, std::size_t count) RUNSEL_EXCLUDES(lock);
   // classify() without the lock, for a pointer the caller claims is live: as
   // free_remote reads them, the page map entry and run header of a live
-  // region do not change while it is live. `expected_bin` as in classify, or
-  // kNoExpectedBin.
-  static constexpr std::size_t kNoExpectedBin = ~std::size_t{0};
+  // region do not change while it is live. `expected_bin` as in classify.
   PointerClass classify_live(Chunk* chunk, const void* p, std::size_t expected_bin) const
       RUNSEL_NO_THREAD_SAFETY_ANALYSIS {
     return classify(chunk, p, expected_bin);
@@ -242,7 +169,6 @@ class Arena {
   // `expected_bin`: the bin the caller knows `p` belongs to (sized delete),
   // or kAnyBin. The class geometry then comes from the size, not from the
   // run header; a run of another bin is classified as without it.
-  static constexpr std::size_t kAnyBin = kNoExpectedBin;
   PointerClass classify(Chunk* chunk, const void* p, std::size_t expected_bin = kAnyBin) const
       RUNSEL_REQUIRES(lock);
   std::size_t index_of_bin(const Bin& bin) const RUNSEL_REQUIRES(lock) {
@@ -252,7 +178,7 @@ class Arena {
 
   // Both forms of malloc_small and free, over `Locking` (small_paths.h).
   template <class Locking>
-  void* malloc_small_as(std::size_t bin) RUNSEL_EXCLUDES(lock);
+  void* malloc_small_as(std::size_t bin_index) RUNSEL_EXCLUDES(lock);
   template <class Locking>
   BadPointer free_as(Chunk* chunk, void* p, std::size_t expected_bin) RUNSEL_EXCLUDES(lock);
   // Their rarer steps, out of line, each the last of its path: an allocation
@@ -268,7 +194,7 @@ class Arena {
   void free_large_then_unlock(Chunk* chunk, std::size_t page, std::size_t size)
       RUNSEL_RELEASE(lock);
 
-  Run* new_small_run(std::size_t bin) RUNSEL_REQUIRES(lock);
+  Run* new_small_run(std::size_t bin_index) RUNSEL_REQUIRES(lock);
   // The class tag a run of bin `bin_index` leaves on its pages: none in the
   // as-built profile (purge.h), which coalesces every free run.
   std::uintptr_t class_tag_of(std::size_t bin_index) const RUNSEL_REQUIRES(lock) {
@@ -376,7 +302,10 @@ class Arena {
   // Set by create() before the arena is published, constant after: read
   // without the lock.
   unsigned index_ = 0;
-  Arena* next_arena_ = nullptr;  // the arena created before this one (g_arena_list)
+  Arena* next_arena_ = nullptr;  // the arena created before this one (newest_)
+  // Every arena, the newest first, linked through next_arena_ (set before
+  // publication, constant after): the process-wide purge walks them.
+  static inline constinit std::atomic<Arena*> newest_{nullptr};
   RunKey run_key_;  // mixed into every run header's check value
   PurgeSettings purge_ RUNSEL_GUARDED_BY(lock);
   std::size_t budget_pages_ RUNSEL_GUARDED_BY(lock) = 0;  // purge_.budget_pages scaled for this arena
@@ -453,100 +382,13 @@ class Arena {
   alignas(64) std::atomic<void*> remote_frees_{nullptr};
 };
 
-// Whether `chunk` (chunk-aligned) is a chunk of the arena `bin` belongs to,
-// by the chunk registry; if so, remembered as the bin's linked_chunk. The
-// links of a bin's runs mostly stay within one or two chunks, so the lookup
-// is rare. Inline all the same: a call here would make malloc and free save
-// four more registers on every call (the values live across it).
-inline bool linked_chunk_is_arenas(Bin* bin, std::uintptr_t chunk) {
-  const ChunkOwner owner = ChunkRegistry::lookup(reinterpret_cast<const void*>(chunk));
-  if (!owner.is_arena_chunk()) return false;
-  // The bin lies inside the Arena object that owns the chunk: one of its bins.
-  const std::uintptr_t arena = reinterpret_cast<std::uintptr_t>(owner.as<Arena>());
-  if (reinterpret_cast<std::uintptr_t>(bin) - arena >= sizeof(Arena)) return false;
-  bin->linked_chunk = chunk;
-  return true;
-}
-
-// Judged without trusting `neighbour`: one of the two runs of member's bin
-// this check accepted last (Bin::linked_runs, forgotten when a run is
-// released), or else the start of a usable page (run headers are
-// page-aligned, past the chunk header and guard page) in `member`'s chunk,
-// in the bin's linked_chunk, or in another chunk the registry gives to
-// member's arena, so that reading it is safe; then its header must carry the
-// keyed check of member's bin at its address, which a header written by the
-// program (in a large block, a freed run's old header: release_small_run
-// wipes its check) cannot carry without the key, and a run of another bin or
-// arena carries only by a 1 in 2^32 chance (the check mixes the bin pointer
-// in nonlinearly), so its bin field needs no comparison of its own. The page
-// map is not read: it is a cache miss per link on the trees' paths.
-inline bool RunTraits::linked(const Run* member, const Run* neighbour) {
-  if (neighbour == nullptr) return true;
-  Bin* bin = member->bin;
-  if (neighbour == bin->linked_runs[0] || neighbour == bin->linked_runs[1]) return true;
-  const std::uintptr_t address = reinterpret_cast<std::uintptr_t>(neighbour);
-  // Page-aligned and at least kFirstUsablePage pages into its chunk, in one
-  // test: below that page the offset wraps around and sets bits above the
-  // chunk's.
-  constexpr std::uintptr_t kFirstUsableOffset = kFirstUsablePage << kPageShift;
-  if ((((address & kChunkMask) - kFirstUsableOffset) & (kPageMask | ~kChunkMask)) != 0)
-    return false;
-  const std::uintptr_t chunk = address & ~kChunkMask;
-  if (((address ^ reinterpret_cast<std::uintptr_t>(member)) & ~kChunkMask) != 0 &&
-      chunk != bin->linked_chunk && !linked_chunk_is_arenas(bin, chunk)) [[unlikely]]
-    return false;
-  if (neighbour->check != keyed_check32_mixed(bin->check_factor, address, bin->check_rotated))
-    return false;
-  bin->linked_runs[1] = bin->linked_runs[0];
-  bin->linked_runs[0] = neighbour;
-  return true;
-}
-
 // Whether the arena chunk at `address` (chunk-aligned) still has its canary
 // (chunk.h); true when no arena chunk is there. Takes that arena's lock.
 bool chunk_canary_intact(const void* address);
 
-// Inline: it is on every free.
-inline PointerClass Arena::classify(Chunk* chunk, const void* p, std::size_t expected_bin) const {
-  PointerClass target;
-  target.page = chunk->page_index(p);
-  const std::uintptr_t address = reinterpret_cast<std::uintptr_t>(p);
-  const std::uintptr_t bits = chunk->map[target.page].bits;
-  // A small run's page, the common case, in one test: allocated, neither
-  // large nor reserved (chunk.h).
-  if ((bits & (kReserved | kAllocated | kLarge)) != kAllocated) [[unlikely]] {
-    if (bits & kReserved) {
-      target.problem = BadPointer::kInHeader;
-    } else if (!(bits & kAllocated)) {
-      target.problem = BadPointer::kFreePage;
-    } else {
-      // Only a head page has a size; a tail page or an unaligned pointer is interior.
-      target.large_size = bits & ~kPageMask;
-      if (target.large_size == 0 || (address & kPageMask) != 0) {
-        target.problem = BadPointer::kInteriorLarge;
-      }
-    }
-    return target;
-  }
-  target.run = reinterpret_cast<Run*>(bits & ~kPageMask);
-  if (expected_bin != kAnyBin && target.run->bin == &bins_[expected_bin] &&
-      target.run->header_intact(run_key_)) {
-    target.info = &bin_info(expected_bin);
-  } else if (!run_header_intact(target.run)) {
-    target.problem = BadPointer::kCorruptRunHeader;
-    return target;
-  } else {
-    target.info = &info_of_run(target.run);
-  }
-  const std::uintptr_t reg0 =
-      reinterpret_cast<std::uintptr_t>(target.run) + target.info->reg0_offset;
-  target.region = address < reg0 ? 0 : target.info->region_index(address - reg0);
-  if (address < reg0 || reg0 + std::size_t{target.region} * target.info->size != address) {
-    // Inside a free region: a stale pointer into memory reused since.
-    const bool in_free_region = address >= reg0 && target.run->is_free(target.region);
-    target.problem = in_free_region ? BadPointer::kStaleSmall : BadPointer::kInteriorSmall;
-  }
-  return target;
-}
-
 }  // namespace runsel
+
+// The inline parts that need the whole Arena: the container links' check and
+// the classification of a pointer on every free.
+#include "arena/run_links.h"
+#include "arena/pointer_class_inline.h"

@@ -1,9 +1,31 @@
 // The small malloc and free paths and the container seam, inline: every
 // malloc and free of a small size runs them, so the C entry points compile
-// them in and pay no call into the arena. Only the rarer steps are calls: a
-// run for an empty container, an emptied run, the sweep of kept runs
-// (bin.cpp), a large free (arena.cpp). The bin is the only code that calls its
-// container: through the four seam functions here.
+// them in and pay no call into the arena. The bin is the only code that calls
+// its container, through the four seam functions here.
+//
+// The call tree (frontend/malloc_api.cpp down; [call] marks an out-of-line
+// step, each the last of its path and releasing the lock itself):
+//
+//   malloc, calloc, ...  allocate()                      inline
+//     one thread         Arena::malloc_small_one_thread   inline
+//     threads            Arena::malloc_small  [call]      bin.cpp
+//       malloc_small_as<Locking>
+//         take_remote_frees                  threads only; one load when empty
+//         pick_run                           seam: the container picks
+//         Run::take                          run.h: the bitmap's first free bit
+//         erase_run | touched_run            seam: full leaves, else re-keyed
+//         malloc_from_fresh_run_then_unlock  [call] bin.cpp: no run to pick
+//   free                 deallocate()                     inline
+//     one thread         Arena::free_one_thread           inline
+//     threads            Arena::free | free_remote [call] bin.cpp
+//       free_as<Locking>
+//         classify                           pointer_class_inline.h: page map,
+//                                            run header's keyed check
+//         Run::give                          run.h: the bitmap's double-free check
+//         insert_run | touched_run           seam: a full run rejoins, else re-keyed
+//         run_emptied_then_unlock            [call] bin.cpp: kept or given back
+//         sweep_empty_runs_then_unlock       [call] bin.cpp: every 4,096 frees
+//         free_large_then_unlock             [call] arena.cpp
 #pragma once
 
 #include "arena/arena.h"

@@ -49,5 +49,12 @@ Arena* arena_at(std::size_t index);
 // Writes "runsel: FUNCTION(POINTER): heap corruption: ..." naming the small
 // run whose header failed its check, and aborts.
 [[noreturn]] void fatal_corrupt_run(const char* function, const void* pointer, const void* run);
+// The message for `problem` (Arena::classify's verdict on `p` in `chunk`).
+[[noreturn]] void fatal_bad_pointer(const char* function, const void* p, Chunk* chunk,
+                                    BadPointer problem);
+// A pointer outside the arenas that huge::release refused.
+[[noreturn]] void fatal_huge(const char* function, const void* p, huge::Problem problem);
+// A pointer the chunk registry does not know.
+[[noreturn]] void fatal_unregistered(const char* function, const void* p);
 
 }  // namespace runsel

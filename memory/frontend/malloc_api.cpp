@@ -19,68 +19,6 @@ namespace {
 
 constexpr std::size_t kMaxRequest = PTRDIFF_MAX;
 
-const char* describe(BadPointer problem) {
-  switch (problem) {
-    case BadPointer::kDoubleFreeSmall:
-      return "double free of a small region";
-    case BadPointer::kFreePage:
-      return "double free: nothing is allocated at this address any more (its page is free)";
-    case BadPointer::kInteriorSmall:
-      return "not the start of a small region (an interior pointer, or a stale one into memory "
-             "reused since)";
-    case BadPointer::kStaleSmall:
-      return "not the start of a small region, and the region it points into is free (a double "
-             "free of memory reused since by another size class?)";
-    case BadPointer::kInteriorLarge:
-      return "not the start of a large allocation (an interior pointer, or a stale one into "
-             "memory reused since)";
-    case BadPointer::kInHeader:
-      return "not allocated by runsel (points into a chunk header)";
-    case BadPointer::kCorruptRunHeader:  // reported by fatal_bad_pointer
-      break;
-    case BadPointer::kNone:
-      break;
-  }
-  return "invalid pointer";
-}
-
-[[noreturn]] void fatal_bad_pointer(const char* function, const void* p, Chunk* chunk,
-                                    BadPointer problem) {
-  if (problem == BadPointer::kCorruptRunHeader) {
-    const std::uintptr_t bits = chunk->map[chunk->page_index(p)].bits;
-    fatal_corrupt_run(function, p, reinterpret_cast<const void*>(bits & ~kPageMask));
-  }
-  fatal_pointer(function, p, describe(problem));
-}
-
-[[noreturn]] void fatal_huge(const char* function, const void* p, huge::Problem problem) {
-  switch (problem) {
-    case huge::Problem::kDoubleFree:
-      fatal_pointer(function, p, "double free of a huge allocation");
-    case huge::Problem::kInterior:
-      fatal_pointer(function, p, "not the start of a huge allocation (interior pointer)");
-    case huge::Problem::kOverflowPastEnd:
-      fatal_pointer(function, p,
-                    "heap corruption: a write past the end of this huge allocation damaged the "
-                    "header of the chunk after it");
-    default:
-      break;
-  }
-  fatal_pointer(function, p, "not allocated by runsel (foreign pointer)");
-}
-
-[[noreturn]] void fatal_unregistered(const char* function, const void* p) {
-  if (huge::recently_freed(p)) fatal_huge(function, p, huge::Problem::kDoubleFree);
-  // Every huge allocation starts on a chunk boundary; runsel remembers only
-  // the last 64 it freed, so an older one looks like any unknown address.
-  if ((reinterpret_cast<std::uintptr_t>(p) & kChunkMask) == 0) {
-    fatal_pointer(function, p,
-                  "not allocated by runsel, or a huge allocation freed before (a foreign "
-                  "pointer, or a double free)");
-  }
-  fatal_huge(function, p, huge::Problem::kUnknown);
-}
-
 // A failed allocation: sets errno and returns null. Out of line, so that the
 // inline allocate() keeps nothing live for it.
 [[gnu::noinline]] void* out_of_memory() {
@@ -134,13 +72,14 @@ const char* describe(BadPointer problem) {
     return p;
   }
   return allocate_small_cache_miss(size, zero);
-#endif
+#else
   Arena* arena = t_arena;
   if (arena == nullptr || !os::single_threaded()) return allocate_small_any_thread(size, zero);
   void* p = arena->malloc_small_one_thread(bin_index(size));
   if (p == nullptr) return out_of_memory();
   if (zero) std::memset(p, 0, bin_size(bin_index(size)));  // the whole usable size
   return p;
+#endif
 }
 
 // A large allocation of `psize` bytes (a page multiple up to kMaxLargeSize):
@@ -197,12 +136,6 @@ void* allocate_aligned(std::size_t alignment, std::size_t size) {
   if (problem != huge::Problem::kNone) fatal_huge(function, p, problem);
 }
 
-#if RUNSEL_THREAD_CACHE
-// deallocate() of a small region the thread cache's inline path left: the
-// whole push, else the uncached free. A tail call from deallocate.
-[[gnu::noinline]] void deallocate_cache_slow(void* p, const char* function, Arena* arena);
-#endif
-
 // deallocate() of a pointer in an arena chunk while the process has threads:
 // with the arena's lock from a thread of that arena, else (a remote free)
 // queued for it without its lock (Arena::free_remote).
@@ -213,8 +146,10 @@ void* allocate_aligned(std::size_t alignment, std::size_t size) {
 }
 
 #if RUNSEL_THREAD_CACHE
-void deallocate_cache_slow(void* p, const char* function, Arena* arena) {
-  if (thread_cache::push(p, arena, Arena::kNoExpectedBin, function)) return;
+// deallocate() of a small region the thread cache's inline path left: the
+// whole push, else the uncached free. A tail call from deallocate.
+[[gnu::noinline]] void deallocate_cache_slow(void* p, const char* function, Arena* arena) {
+  if (thread_cache::push(p, arena, Arena::kAnyBin, function)) return;
   deallocate_any_thread(p, function, arena);
 }
 #endif
@@ -230,13 +165,14 @@ void deallocate_cache_slow(void* p, const char* function, Arena* arena) {
 #if RUNSEL_THREAD_CACHE
   // What the inline path does not take goes out of line (a tail call): the
   // cached free then saves no registers.
-  if (thread_cache::push_fast(p, arena, Arena::kNoExpectedBin)) return;
+  if (thread_cache::push_fast(p, arena, Arena::kAnyBin)) return;
   return deallocate_cache_slow(p, function, arena);
-#endif
+#else
   if (!os::single_threaded()) return deallocate_any_thread(p, function, arena);
   Chunk* chunk = Chunk::of(p);
   BadPointer problem = arena->free_one_thread(chunk, p);
   if (problem != BadPointer::kNone) fatal_bad_pointer(function, p, chunk, problem);
+#endif
 }
 
 // Sized delete: the size names the bin, so a small free finds its class's
