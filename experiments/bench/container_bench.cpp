@@ -170,7 +170,6 @@ std::uint64_t g_timed_calls = 0;  // benchmark iterations timed, all trials
 // K containers of n members each, plus for each a few outsiders to insert.
 template <class Set, bool kHookInPageMap>
 class Bins {
-
  public:
   explicit Bins(std::size_t n, std::uint64_t seed) : rng_(seed) {
     containers_ = n >= kBatchTarget ? 1 : kBatchTarget / n;
@@ -404,8 +403,8 @@ void register_container() {
   for (Call call :
        {Call::kPick, Call::kEraseWhenFull, Call::kInsertWhenFreed, Call::kEraseWhenEmpty,
         Call::kTouched, Call::kTouchedByFree, Call::kFillAndReopen}) {
-    const std::string name = std::string(Entry::kName) + (kHookInPageMap ? "+page_map/" : "/") +
-                             name_of(call);
+    const std::string name =
+        std::string(Entry::kName) + (kHookInPageMap ? "+page_map/" : "/") + name_of(call);
     benchmark::RegisterBenchmark(name.c_str(), measure<Set, kHookInPageMap>, call, name)
         ->Arg(4)
         ->Arg(64)

@@ -1,6 +1,7 @@
 // Allocator micro-benchmark: malloc+free pair cost per size, a working set of
-// 4-8 KiB blocks and its resident memory, a seeded browser-like mixed loop (single and 2 threads, with cross-thread frees) and its resident memory,
-// a loop of huge blocks, and producer/consumer threads that free each other's blocks.
+// 4-8 KiB blocks and its resident memory, a seeded browser-like mixed loop (single and 2 threads,
+// with cross-thread frees) and its resident memory, a loop of huge blocks, and producer/consumer
+// threads that free each other's blocks.
 //
 // Deliberately not linked with runsel: the same binary runs under glibc and under any
 // allocator given through LD_PRELOAD. It names the allocator that actually served
@@ -70,13 +71,13 @@ std::uint64_t uniform(std::uint64_t& state, std::uint64_t low, std::uint64_t hig
   return low + splitmix64(state) % (high - low + 1);
 }
 
-constexpr std::size_t kRingSlots = 64;        // live blocks in BM_pair_ring
-constexpr std::size_t kRingSchedule = 4096;   // precomputed slot choices for the ring
-constexpr std::size_t kMixedSlots = 4096;     // live blocks per thread in BM_mixed
-constexpr std::size_t kHotSlots = 1024;       // the short-lived part of the working set
-constexpr std::size_t kMixedOps = 1u << 16;   // precomputed operations, replayed cyclically
-constexpr std::size_t kMailboxSlots = 64;     // blocks in flight between threads
-constexpr std::size_t kTouchBytes = 32;       // bytes written into each new block
+constexpr std::size_t kRingSlots = 64;       // live blocks in BM_pair_ring
+constexpr std::size_t kRingSchedule = 4096;  // precomputed slot choices for the ring
+constexpr std::size_t kMixedSlots = 4096;    // live blocks per thread in BM_mixed
+constexpr std::size_t kHotSlots = 1024;      // the short-lived part of the working set
+constexpr std::size_t kMixedOps = 1u << 16;  // precomputed operations, replayed cyclically
+constexpr std::size_t kMailboxSlots = 64;    // blocks in flight between threads
+constexpr std::size_t kTouchBytes = 32;      // bytes written into each new block
 
 // Browser-like request sizes: mostly DOM-node and string sized, a tail of buffers
 // and a few huge (multi-chunk) allocations. Weights are per mille.
@@ -84,13 +85,13 @@ struct SizeBand {
   std::uint32_t low, high, weight;
 };
 constexpr std::array<SizeBand, 7> kSizeBands{{
-    {16, 64, 450},            // small nodes, short strings
-    {65, 128, 200},           // typical DOM nodes
-    {129, 512, 200},          // larger objects, hash-table arrays
-    {513, 3840, 100},         // the largest small classes
-    {4096, 32768, 40},        // large: page-multiple runs
-    {32769, 262144, 9},       // big buffers
-    {1048577, 2097152, 1},    // huge: above a chunk
+    {16, 64, 450},          // small nodes, short strings
+    {65, 128, 200},         // typical DOM nodes
+    {129, 512, 200},        // larger objects, hash-table arrays
+    {513, 3840, 100},       // the largest small classes
+    {4096, 32768, 40},      // large: page-multiple runs
+    {32769, 262144, 9},     // big buffers
+    {1048577, 2097152, 1},  // huge: above a chunk
 }};
 
 struct MixedOp {
@@ -107,8 +108,8 @@ constexpr std::size_t kMessageSizes = 4096;    // precomputed producer/consumer 
 
 struct Tables {
   std::array<std::uint8_t, kRingSchedule> ring_slot;
-  std::array<std::uint32_t, kHugeSizes> huge_size;         // 5-25 MiB, uniform
-  std::array<std::uint16_t, kMessageSizes> message_size;  // 16 B - 16 KiB, log-uniform
+  std::array<std::uint32_t, kHugeSizes> huge_size;           // 5-25 MiB, uniform
+  std::array<std::uint16_t, kMessageSizes> message_size;     // 16 B - 16 KiB, log-uniform
   std::array<std::uint16_t, kPageSizedOps> page_sized_size;  // 4,097 - 8,192 B, uniform
   std::array<std::uint16_t, kPageSizedOps> page_sized_slot;
   std::vector<MixedOp> mixed;  // allocated once, before any benchmark runs
@@ -120,14 +121,13 @@ Tables make_tables() {
   for (auto& slot : tables.ring_slot) slot = std::uint8_t(splitmix64(ring_seed) % kRingSlots);
 
   std::uint64_t huge_seed = 0x48554745;  // "HUGE"
-  for (auto& size : tables.huge_size)
-    size = std::uint32_t(uniform(huge_seed, 5u << 20, 25u << 20));
+  for (auto& size : tables.huge_size) size = std::uint32_t(uniform(huge_seed, 5u << 20, 25u << 20));
   std::uint64_t message_seed = 0x4d534753;  // "MSGS"
   for (auto& size : tables.message_size) {
     // log-uniform: a uniform exponent in [4, 14], then a uniform size in that octave
     const unsigned octave = unsigned(uniform(message_seed, 4, 13));
-    size = std::uint16_t(uniform(message_seed, std::uint64_t{1} << octave,
-                                 (std::uint64_t{1} << (octave + 1)) - 1));
+    size = std::uint16_t(
+        uniform(message_seed, std::uint64_t{1} << octave, (std::uint64_t{1} << (octave + 1)) - 1));
   }
 
   std::uint64_t page_sized_seed = 0x50414745;  // "PAGE"
@@ -276,8 +276,8 @@ class MixedWorker {
     if (threaded_ && op.cross_thread) {
       void* block = allocate_touched(op.size, kMailboxTag);
       benchmark::DoNotOptimize(block);
-      intact_ &= free_checked(mailbox[op.mailbox].exchange(block, std::memory_order_acq_rel),
-                              kMailboxTag);
+      intact_ &=
+          free_checked(mailbox[op.mailbox].exchange(block, std::memory_order_acq_rel), kMailboxTag);
       return;
     }
     intact_ &= free_checked(slots_[op.slot], std::uint8_t(op.slot));
@@ -455,7 +455,8 @@ void BM_producer_consumer(benchmark::State& state) {
     free(message);
   };
   for (auto _ : state) {
-    auto* message = static_cast<Message*>(allocate_touched(sizes[step++ % kMessageSizes], kMessageTag));
+    auto* message =
+        static_cast<Message*>(allocate_touched(sizes[step++ % kMessageSizes], kMessageTag));
     outbox.push(message);
     if (received == nullptr) received = inbox.take_all();
     if (received != nullptr) {

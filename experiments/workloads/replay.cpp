@@ -11,13 +11,13 @@
 // one replays nothing: exit 2, the byte offset on stderr); then the replay runs
 // inside the measured region, with a checkpoint at each mark record (named by its
 // label, cut to 39 bytes, quotes and backslashes made '_'), every N records, and at
-// the end; a trace without marks and without --every gets five evenly spaced. --scale below 1 replays only that fraction of
-// the records (the first ones); --seed is accepted and unused (a trace has no
-// randomness). Recorded addresses are mapped to the replay's blocks in slot tables
+// the end; a trace without marks and without --every gets five evenly spaced. --scale below 1
+// replays only that fraction of the records (the first ones); --seed is accepted and unused (a
+// trace has no randomness). Recorded addresses are mapped to the replay's blocks in slot tables
 // mmap'd and touched before "start", so they never change resident memory inside
 // the measured region. Each block is written in full when allocated (calloc's with
-// zeros; realloc keeps the copied bytes) and its first byte read when freed. Frees of unknown pointers are counted in the
-// JSON ("replay": {"unknown_pointers": ...}), never fatal.
+// zeros; realloc keeps the copied bytes) and its first byte read when freed. Frees of unknown
+// pointers are counted in the JSON ("replay": {"unknown_pointers": ...}), never fatal.
 #include <fcntl.h>
 #include <malloc.h>
 #include <sys/mman.h>
@@ -134,9 +134,11 @@ int main(int argc, char** argv) {
   TraceSurvey survey;
   if (!survey_trace(data, size, trace.partial, survey)) {
     if (survey.problem.what != nullptr) return reject(trace.path, survey.problem);
-    std::fprintf(stderr, "workload_replay: %s: cannot map %zu bytes for the survey's table of "
-                 "live blocks at record %" PRIu64 ": %s\n", trace.path, survey.table_failed_bytes,
-                 survey.records, std::strerror(survey.table_failed_errno));
+    std::fprintf(stderr,
+                 "workload_replay: %s: cannot map %zu bytes for the survey's table of "
+                 "live blocks at record %" PRIu64 ": %s\n",
+                 trace.path, survey.table_failed_bytes, survey.records,
+                 std::strerror(survey.table_failed_errno));
     return 2;
   }
   Header header = survey.header;

@@ -343,10 +343,9 @@ int Recorder::finish(const Heap& heap, const char* notes, bool deterministic, co
   std::fprintf(out, "{\"workload\": \"%s\", \"seed\": %llu, \"scale\": %g, \"introspect\": %s,\n",
                run.workload_name, static_cast<unsigned long long>(run.options.seed),
                run.options.scale, run.options.introspect ? "true" : "false");
-  std::fprintf(out,
-               " \"allocator\": {\"name\": \"%s\", \"provider\": \"%s\", \"purge\": \"%s\"},\n",
-               run.identity.name.c_str(), run.identity.provider.c_str(),
-               run.identity.purge.c_str());
+  std::fprintf(
+      out, " \"allocator\": {\"name\": \"%s\", \"provider\": \"%s\", \"purge\": \"%s\"},\n",
+      run.identity.name.c_str(), run.identity.provider.c_str(), run.identity.purge.c_str());
   std::fprintf(out,
                " \"measured_seconds\": %.9f, \"measured_cpu_seconds\": %.9f, "
                "\"wall_seconds\": %.9f, \"checksum\": %llu,\n",

@@ -13,8 +13,8 @@
 #include "arena/bin.h"
 #include "arena/chunk.h"
 #include "arena/huge.h"
-#include "arena/purge.h"
 #include "arena/pointer_class.h"
+#include "arena/purge.h"
 #include "arena/run.h"
 #include "arena/size_classes.h"
 #include "platform/lock.h"
@@ -73,8 +73,8 @@ class Arena {
   // The same while the process has one thread, inline like
   // malloc_small_one_thread: only a large free, an emptied run and the
   // periodic sweep of kept runs are calls.
-  BadPointer free_one_thread(Chunk* chunk, void* p,
-                             std::size_t expected_bin = kAnyBin) RUNSEL_EXCLUDES(lock);
+  BadPointer free_one_thread(Chunk* chunk, void* p, std::size_t expected_bin = kAnyBin)
+      RUNSEL_EXCLUDES(lock);
   // Arena::free with the bin the caller knows (sized delete), or kAnyBin.
   BadPointer free_sized(Chunk* chunk, void* p, std::size_t expected_bin) RUNSEL_EXCLUDES(lock);
   // Frees `p` in `chunk` (owned by this arena) from a thread of another
@@ -107,13 +107,14 @@ class Arena {
   // flush_batch frees `count` regions of this arena that a thread cache held
   // (checked when they entered it); a region that is no longer a live one
   // aborts, naming it.
-  std::size_t fill_batch(std::size_t bin_index, void** out, std::size_t wanted) RUNSEL_EXCLUDES(lock);
+  std::size_t fill_batch(std::size_t bin_index, void** out, std::size_t wanted)
+      RUNSEL_EXCLUDES(lock);
   void flush_batch(void* const* regions, std::size_t count) RUNSEL_EXCLUDES(lock);
   // classify() without the lock, for a pointer the caller claims is live: as
   // free_remote reads them, the page map entry and run header of a live
   // region do not change while it is live. `expected_bin` as in classify.
-  PointerClass classify_live(Chunk* chunk, const void* p, std::size_t expected_bin) const
-      RUNSEL_NO_THREAD_SAFETY_ANALYSIS {
+  PointerClass classify_live(Chunk* chunk, const void* p,
+                             std::size_t expected_bin) const RUNSEL_NO_THREAD_SAFETY_ANALYSIS {
     return classify(chunk, p, expected_bin);
   }
 
@@ -223,9 +224,7 @@ class Arena {
   // the geometry in force). One load from the bin the free updates anyway:
   // five instructions fewer per free than the bin's index in bins_ and the
   // table (a division by sizeof(Bin) and the table's address).
-  const BinInfo& info_of_run(const Run* run) const RUNSEL_REQUIRES(lock) {
-    return *run->bin->info;
-  }
+  const BinInfo& info_of_run(const Run* run) const RUNSEL_REQUIRES(lock) { return *run->bin->info; }
   // The seam: the only calls on a bin's container (small_paths.h), each with its
   // cheap assertions, and the container's walker after it in checked builds.
   // pick_run: the run for the next small allocation, whatever the container says.
@@ -249,8 +248,8 @@ class Arena {
   void mark_allocated(Chunk* chunk, std::size_t first, std::size_t pages, std::uintptr_t head_bits,
                       std::uintptr_t tail_bits, bool zero) RUNSEL_REQUIRES(lock);
   // Frees pages, which keep `class_tag` (a small run's, or 0): chunk.h.
-  void free_pages(Chunk* chunk, std::size_t first, std::size_t pages,
-                  std::uintptr_t class_tag = 0) RUNSEL_REQUIRES(lock);
+  void free_pages(Chunk* chunk, std::size_t first, std::size_t pages, std::uintptr_t class_tag = 0)
+      RUNSEL_REQUIRES(lock);
   void set_free_run(Chunk* chunk, std::size_t first, std::size_t pages) RUNSEL_REQUIRES(lock);
 
   Chunk* new_chunk() RUNSEL_REQUIRES(lock);
@@ -308,8 +307,9 @@ class Arena {
   static inline constinit std::atomic<Arena*> newest_{nullptr};
   RunKey run_key_;  // mixed into every run header's check value
   PurgeSettings purge_ RUNSEL_GUARDED_BY(lock);
-  std::size_t budget_pages_ RUNSEL_GUARDED_BY(lock) = 0;  // purge_.budget_pages scaled for this arena
-  bool purge_queued_ RUNSEL_GUARDED_BY(lock) = false;     // deferred: a purge waits for its delay
+  // purge_.budget_pages scaled for this arena.
+  std::size_t budget_pages_ RUNSEL_GUARDED_BY(lock) = 0;
+  bool purge_queued_ RUNSEL_GUARDED_BY(lock) = false;  // deferred: a purge waits for its delay
   std::size_t allocations_until_purge_ RUNSEL_GUARDED_BY(lock) = 0;
   DirtyDecay decay_ RUNSEL_GUARDED_BY(lock);
   // The best-fit trees of free page runs, one per class tag (chunk.h): [0]
@@ -390,5 +390,5 @@ bool chunk_canary_intact(const void* address);
 
 // The inline parts that need the whole Arena: the container links' check and
 // the classification of a pointer on every free.
-#include "arena/run_links.h"
 #include "arena/pointer_class_inline.h"
+#include "arena/run_links.h"

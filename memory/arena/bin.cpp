@@ -1,8 +1,7 @@
 // Small allocations: runs, the bins' kept empty runs, and the steps of the
 // small paths (small_paths.h) that are not on every call.
-#include "arena/small_paths.h"
-
 #include "arena/freed_key.h"
+#include "arena/small_paths.h"
 #include "platform/fatal.h"
 #include "structures/chunk_registry.h"
 
@@ -187,15 +186,17 @@ void Arena::take_queued_remote_frees() {
   while (p != nullptr) {
     const std::uintptr_t* words = static_cast<const std::uintptr_t*>(p);
     if (words[0] != freed_key_of(p)) [[unlikely]]
-      remote_free_rejected(p, "freed again, or written after its free (its first word no "
-                              "longer holds the remote-free queue's key)");
+      remote_free_rejected(p,
+                           "freed again, or written after its free (its first word no "
+                           "longer holds the remote-free queue's key)");
     void* next = decode_queue_link(p, words[1]);
     if (next != nullptr) {
       const ChunkOwner owner = ChunkRegistry::lookup(next);
       if (!owner.is_arena_chunk() || owner.as<Arena>() != this ||
           *static_cast<const std::uintptr_t*>(next) != freed_key_of(next)) [[unlikely]]
-        remote_free_rejected(p, "written after its free (its queue link does not lead to a "
-                                "region queued for this arena)");
+        remote_free_rejected(p,
+                             "written after its free (its queue link does not lead to a "
+                             "region queued for this arena)");
     }
     const PointerClass target = classify(Chunk::of(p), p);
     const BadPointer problem =
@@ -227,7 +228,9 @@ BadPointer Arena::free_small_locked(const PointerClass& target) {
   return BadPointer::kNone;
 }
 
-void* Arena::malloc_small(std::size_t bin_index) { return malloc_small_as<AnyThreadLocking>(bin_index); }
+void* Arena::malloc_small(std::size_t bin_index) {
+  return malloc_small_as<AnyThreadLocking>(bin_index);
+}
 
 BadPointer Arena::free(Chunk* chunk, void* p) {
   return free_as<AnyThreadLocking>(chunk, p, kAnyBin);

@@ -22,7 +22,7 @@ static_assert(NonFullRunSet<NonFullRuns, Run>);
 
 // A size class's runs. Only the bin touches its container.
 struct Bin {
-  NonFullRuns nonfull;             // runs with 0 < free regions < nregs
+  NonFullRuns nonfull;  // runs with 0 < free regions < nregs
   // The class's geometry (bin_info's entry; set when the arena is created), so
   // a free reaches it from the run header's bin pointer in one load.
   const BinInfo* info = nullptr;

@@ -73,8 +73,7 @@ struct ArenaWalker {
 
   // Each walks the run starting at page `i` and returns its length in pages,
   // or 0 when the page map is too damaged to go on in this chunk.
-  std::size_t free_run(Chunk* chunk, std::size_t i, std::size_t* dirty)
-      RUNSEL_REQUIRES(arena.lock);
+  std::size_t free_run(Chunk* chunk, std::size_t i, std::size_t* dirty) RUNSEL_REQUIRES(arena.lock);
   std::size_t large_run(Chunk* chunk, std::size_t i, std::size_t* allocated)
       RUNSEL_REQUIRES(arena.lock);
   std::size_t small_run(Chunk* chunk, std::size_t i, std::size_t* allocated, std::size_t* kept)
@@ -106,8 +105,9 @@ std::size_t ArenaWalker::free_run(Chunk* chunk, std::size_t i, std::size_t* dirt
       fail("chunk ", chunk, ", page ", j, ": allocated, inside the free run at page ", i);
     }
     if (chunk->map[j].class_tag() != entry.class_tag()) {
-      fail("chunk ", chunk, ", page ", j, ": class tag ", chunk->map[j].class_tag() >> kClassTagShift,
-           " inside the free run at page ", i, " tagged ", entry.class_tag() >> kClassTagShift);
+      fail("chunk ", chunk, ", page ", j, ": class tag ",
+           chunk->map[j].class_tag() >> kClassTagShift, " inside the free run at page ", i,
+           " tagged ", entry.class_tag() >> kClassTagShift);
     }
     if (chunk->map[j].dirty()) ++*dirty;
   }
@@ -155,8 +155,8 @@ std::size_t ArenaWalker::small_run(Chunk* chunk, std::size_t i, std::size_t* all
     free_regions += static_cast<std::size_t>(__builtin_popcountll(run->bitmap()[w]));
   }
   if (free_regions != run->free_count) {
-    fail("run ", run, " (bin ", bin_index, "): free count ", run->free_count, ", but its bitmap has ",
-         free_regions, " free regions");
+    fail("run ", run, " (bin ", bin_index, "): free count ", run->free_count,
+         ", but its bitmap has ", free_regions, " free regions");
   }
   if (free_regions == info.nregs) {  // an empty run is its bin's kept one, outside the set
     ++walked.bins[bin_index].empty_runs;
@@ -193,7 +193,7 @@ bool ArenaWalker::chunk_pages(Chunk* chunk) {
   std::size_t dirty = 0, allocated = 0, kept = 0;
   for (std::size_t i = kFirstUsablePage; i < kPagesPerChunk;) {
     const PageMapEntry& entry = chunk->map[i];
-    const std::size_t pages = !entry.allocated()     ? free_run(chunk, i, &dirty)
+    const std::size_t pages = !entry.allocated()      ? free_run(chunk, i, &dirty)
                               : (entry.bits & kLarge) ? large_run(chunk, i, &allocated)
                                                       : small_run(chunk, i, &allocated, &kept);
     if (pages == 0) return false;
@@ -211,8 +211,8 @@ bool ArenaWalker::chunk_pages(Chunk* chunk) {
     fail("chunk ", chunk, ": held by kept empty runs alone (", kept, " pages)");
   }
   if ((chunk->ndirty != 0) != chunk->in_dirty_list) {
-    fail("chunk ", chunk, ": in the dirty list: ", yes_no(chunk->in_dirty_list),
-         ", but it counts ", chunk->ndirty, " dirty pages");
+    fail("chunk ", chunk, ": in the dirty list: ", yes_no(chunk->in_dirty_list), ", but it counts ",
+         chunk->ndirty, " dirty pages");
   }
   // Nothing allocated and not a spare: kept for its pages' class tags.
   const bool idle = allocated == 0 && !chunk->spare;
@@ -271,8 +271,9 @@ void ArenaWalker::free_run_trees() {
 void ArenaWalker::bins(const runsel_stats_t& counted) {
   for (std::size_t b = 0; b < kNumBins; ++b) {
     auto compare = [&](const char* what, std::size_t c, std::size_t w) {
-      if (c != w) fail("bin ", b, " (", bin_info(b).size, " bytes): ", what, ": counters say ", c,
-                       ", the walk finds ", w);
+      if (c != w)
+        fail("bin ", b, " (", bin_info(b).size, " bytes): ", what, ": counters say ", c,
+             ", the walk finds ", w);
     };
     compare("runs", counted.bins[b].runs, walked.bins[b].runs);
     compare("regions in use", counted.bins[b].regions_in_use, walked.bins[b].regions_in_use);

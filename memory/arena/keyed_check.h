@@ -8,9 +8,9 @@
 // canary's, multiplies between xor-shifts; keyed_check32, the run header's,
 // takes middle bits of a product of two keyed factors): one leaked header
 // and the known distances between bins do not give the check of another bin
-// at another run (an xor fold did: check ^ fold(bin ^ bin') relabelled a run). What it does not protect: it is no cryptographic MAC; a
-// program that can read arbitrary memory can read the key, which lives in
-// arena metadata and in the process's AT_RANDOM bytes.
+// at another run (an xor fold did: check ^ fold(bin ^ bin') relabelled a run). What it does not
+// protect: it is no cryptographic MAC; a program that can read arbitrary memory can read the key,
+// which lives in arena metadata and in the process's AT_RANDOM bytes.
 #pragma once
 
 #include <cstdint>
@@ -41,8 +41,7 @@ struct RunKey {
 // so the containers' link checks skip that step.
 inline std::uint32_t keyed_check32_mixed(std::uint64_t a_mixed, std::uint64_t b,
                                          std::uint64_t rotated) {
-  const unsigned __int128 product =
-      static_cast<unsigned __int128>(a_mixed) * ((b ^ rotated) | 1);
+  const unsigned __int128 product = static_cast<unsigned __int128>(a_mixed) * ((b ^ rotated) | 1);
   return static_cast<std::uint32_t>((product >> 64) ^ (product >> 32));
 }
 inline std::uint32_t keyed_check32(std::uint64_t a, std::uint64_t b, const RunKey& key) {

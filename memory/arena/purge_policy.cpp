@@ -1,9 +1,9 @@
 // The purge policies' names and the decay schedule (purge.h). Nothing here
 // needs an arena, so the decay schedule's unit test links this file alone;
 // the arena's purge is purge.cpp.
-#include "arena/purge.h"
-
 #include <cstring>
+
+#include "arena/purge.h"
 
 namespace runsel {
 

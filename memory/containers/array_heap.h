@@ -113,9 +113,8 @@ class ArrayHeapRuns {
 
   void grow() {
     const std::size_t capacity = capacity_ == 0 ? kInitialCapacity : 2 * capacity_;
-    void* memory = capacity <= SIZE_MAX / sizeof(Node*)
-                       ? Traits::allocate(capacity * sizeof(Node*))
-                       : nullptr;
+    void* memory =
+        capacity <= SIZE_MAX / sizeof(Node*) ? Traits::allocate(capacity * sizeof(Node*)) : nullptr;
     if (memory == nullptr) out_of_metadata();
     Node** array = static_cast<Node**>(memory);
     if (size_ != 0) std::memcpy(array, heap_, size_ * sizeof(Node*));

@@ -69,11 +69,8 @@ class FirstOf {
     return true;
   }
   // For tests: a tree's root, and the structure's own first member.
-  Node* root() const
-    requires requires(const Structure& structure) { structure.root(); }
-  {
-    return structure_.root();
-  }
+  Node* root() const requires requires(const Structure& structure) { structure.root(); }
+  { return structure_.root(); }
   Node* structure_first() const { return structure_.first(); }
 
  private:
@@ -100,7 +97,6 @@ auto take_first(Structure& structure) {
 
 // The container over `Traits`' runs kept in Structure<Node, Order>.
 template <class Traits, template <class, class> class Structure, class Order>
-using FirstOfRuns =
-    FirstOf<typename Traits::Node, Structure<typename Traits::Node, Order>, Order>;
+using FirstOfRuns = FirstOf<typename Traits::Node, Structure<typename Traits::Node, Order>, Order>;
 
 }  // namespace runsel

@@ -72,7 +72,7 @@ class JeSlabsRuns {
   void touched(Node*) {}
   std::size_t size() const { return heap_.size() + (current_ != nullptr); }
 
-  Node* current() const { return current_; }       // for tests
+  Node* current() const { return current_; }          // for tests
   Node* heap_first() const { return heap_.first(); }  // for tests: the heap's root
 
   // The heap's rules (pairing_heap.h), and the current run is below the
@@ -80,7 +80,8 @@ class JeSlabsRuns {
   bool check(const char** why) const {
     if (!heap_.check(why)) return false;
     Node* lowest = heap_.first();
-    const bool below = current_ == nullptr || lowest == nullptr || age_less<Traits>(current_, lowest);
+    const bool below =
+        current_ == nullptr || lowest == nullptr || age_less<Traits>(current_, lowest);
     return below || check_failed(why, "the current run is not below the heap's minimum");
   }
 

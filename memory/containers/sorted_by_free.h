@@ -21,8 +21,8 @@
 #include <cstdint>
 
 #include "containers/address_order.h"
-#include "structures/tree_links.h"
 #include "structures/rb_tree.h"
+#include "structures/tree_links.h"
 
 namespace runsel {
 

@@ -131,14 +131,13 @@ RUNSEL_EXPORT int malloc_info(int options, FILE* out) noexcept {
   const struct {
     const char* name;
     size_t bytes;
-  } totals[] = {{"mapped", s.mapped},       {"committed", s.committed},
-                {"allocated", s.allocated}, {"waste", s.waste},
-                {"dirty", s.dirty},         {"bookkeeping", s.bookkeeping},
+  } totals[] = {{"mapped", s.mapped},         {"committed", s.committed},
+                {"allocated", s.allocated},   {"waste", s.waste},
+                {"dirty", s.dirty},           {"bookkeeping", s.bookkeeping},
                 {"bin_unused", s.bin_unused}, {"huge_allocated", s.huge_allocated}};
   for (const auto& total : totals)
     fprintf(out, "<total type=\"%s\" size=\"%zu\"/>\n", total.name, total.bytes);
-  fprintf(out, "<arenas count=\"%zu\"/>\n<huge count=\"%zu\"/>\n<bins>\n", s.narenas,
-          s.huge_count);
+  fprintf(out, "<arenas count=\"%zu\"/>\n<huge count=\"%zu\"/>\n<bins>\n", s.narenas, s.huge_count);
   for (size_t b = 0; b < s.bin_count; ++b) {
     const runsel_bin_stats& bin = s.bins[b];
     fprintf(out,

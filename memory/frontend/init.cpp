@@ -31,7 +31,7 @@ namespace {
 // below g_arena_count (published with release) are read without the lock,
 // through published_arena().
 constinit Lock g_init_lock RUNSEL_ACQUIRED_BEFORE(Arena::lock, huge::g_lock, base::g_lock,
-                                                   g_registry_lock);
+                                                  g_registry_lock);
 constinit Arena* g_arenas[kMaxArenas] RUNSEL_GUARDED_BY(g_init_lock) = {};
 constinit std::atomic<std::size_t> g_arena_count{0};
 constinit std::size_t g_arena_limit RUNSEL_GUARDED_BY(g_init_lock) = 0;  // 0: not initialised
@@ -148,7 +148,8 @@ void complain(const char* setting, const char* text, std::size_t length, const c
 
 void complain_about_conf(const char* entry, std::size_t length) {
   complain("RUNSEL_CONF", entry, length,
-           "keys: profile:as_built, purge:budget|deferred|decay, dirty_max_pages:N, deferred_allocations:N, "
+           "keys: profile:as_built, purge:budget|deferred|decay, dirty_max_pages:N, "
+           "deferred_allocations:N, "
            "decay_ms:N, total_dirty_max_pages:N, growth_dirty_share:N, spare_chunks:N, "
            "idle_dirty_chunks:N, huge_cache_mb:N, huge_cache_ms:N, run_pages:P/P/.../P (one run "
            "size in pages per size class; PxN: N regions in it)");
@@ -342,7 +343,6 @@ __attribute__((noinline)) Arena* choose_arena() {
   register_fork_handlers();  // when the load-time registration did not run
   return arena;
 }
-
 
 PurgePolicy purge_policy() {
   LockGuard guard(g_init_lock);

@@ -248,8 +248,7 @@ RUNSEL_EXPORT int runsel_check(void) {
   collect(&s);
   if (s.committed != s.allocated + s.waste + s.dirty + s.bookkeeping + s.bin_unused) {
     message("check: committed ", s.committed, " != allocated ", s.allocated, " + waste ", s.waste,
-            " + dirty ", s.dirty, " + bookkeeping ", s.bookkeeping, " + bin_unused ",
-            s.bin_unused);
+            " + dirty ", s.dirty, " + bookkeeping ", s.bookkeeping, " + bin_unused ", s.bin_unused);
     ok = false;
   }
   return ok ? 0 : -1;
@@ -288,4 +287,3 @@ RUNSEL_EXPORT size_t runsel_chunk_maps(runsel_chunk_map* out, size_t capacity) {
   }
   return total;
 }
-

@@ -338,8 +338,7 @@ bool check() {
         ok = false;
         continue;
       }
-      const PointerClass target =
-          owner.as<Arena>()->classify_live(Chunk::of(p), p, Arena::kAnyBin);
+      const PointerClass target = owner.as<Arena>()->classify_live(Chunk::of(p), p, Arena::kAnyBin);
       if (target.problem != BadPointer::kNone || target.run == nullptr ||
           target.info != &bin_info(b) || target.run->is_free(target.region)) {
         message("check: thread cache class ", b, ": ", p, " is not an allocated region of it");

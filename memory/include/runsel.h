@@ -50,25 +50,25 @@ typedef struct runsel_stats_t {
   size_t bookkeeping; /* chunk headers, run headers, internal metadata */
   size_t bin_unused;  /* free regions in small runs x region size */
   size_t small_allocated, large_allocated, huge_allocated;
-  size_t narenas;    /* arenas created so far */
-  size_t chunks;     /* arena chunks mapped, spare chunks included */
-  size_t idle_chunks; /* of those, chunks with nothing allocated kept mapped because their
-                         free pages keep their size class (purged beyond the spares) */
-  size_t huge_count; /* live huge allocations */
-  size_t dirty_max;  /* per-arena dirty page budget, in bytes */
+  size_t narenas;         /* arenas created so far */
+  size_t chunks;          /* arena chunks mapped, spare chunks included */
+  size_t idle_chunks;     /* of those, chunks with nothing allocated kept mapped because their
+                             free pages keep their size class (purged beyond the spares) */
+  size_t huge_count;      /* live huge allocations */
+  size_t dirty_max;       /* per-arena dirty page budget, in bytes */
   size_t dirty_max_total; /* the process-wide dirty budget, in bytes, once several arenas
                             exist (it then replaces dirty_max); else 0 */
-  size_t nmalloc;    /* allocation calls served (all kinds) */
-  size_t nfree;      /* frees served (all kinds) */
-  size_t purges;     /* madvise purges performed */
-  size_t huge_cached; /* mapped bytes of freed huge mappings kept for reuse */
-  size_t huge_dirty;  /* dirty bytes in huge mappings (cached ones, and pages past the
-                         usable size of reused ones); part of dirty */
-  size_t counting;   /* 1 in a counting build: the bins' pick counters are kept */
-  size_t thread_cached; /* small regions held in thread caches (-Dthread_cache=true), in
-                           bytes: part of allocated and small_allocated (allocated as far
-                           as their runs know); 0 without the cache */
-  size_t bin_count;  /* size classes of this library: bins[0 .. bin_count-1] */
+  size_t nmalloc;         /* allocation calls served (all kinds) */
+  size_t nfree;           /* frees served (all kinds) */
+  size_t purges;          /* madvise purges performed */
+  size_t huge_cached;     /* mapped bytes of freed huge mappings kept for reuse */
+  size_t huge_dirty;      /* dirty bytes in huge mappings (cached ones, and pages past the
+                             usable size of reused ones); part of dirty */
+  size_t counting;        /* 1 in a counting build: the bins' pick counters are kept */
+  size_t thread_cached;   /* small regions held in thread caches (-Dthread_cache=true), in
+                             bytes: part of allocated and small_allocated (allocated as far
+                             as their runs know); 0 without the cache */
+  size_t bin_count;       /* size classes of this library: bins[0 .. bin_count-1] */
   runsel_bin_stats bins[RUNSEL_MAX_BINS];
 } runsel_stats_t;
 

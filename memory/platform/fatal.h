@@ -140,8 +140,9 @@ template <class... Parts>
 // pointer and when it was found. Writes "runsel: free(P): PROBLEM (found when
 // its arena took in frees from other threads)" and aborts.
 [[noreturn, gnu::cold, gnu::noinline]] inline void remote_free_rejected(const void* pointer,
-                                                                       const char* problem) {
-  fatal("free(", pointer, "): ", problem, " (found when its arena took in frees from other threads)");
+                                                                        const char* problem) {
+  fatal("free(", pointer, "): ", problem,
+        " (found when its arena took in frees from other threads)");
 }
 
 }  // namespace runsel

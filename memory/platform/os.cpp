@@ -133,12 +133,14 @@ void set_holding_locks_for_fork(bool holding) { t_holding_locks_for_fork = holdi
 
 void fatal_lock_reentered() {
   if (t_holding_locks_for_fork) {
-    fatal("malloc or free called from a pthread_atfork handler that runs while runsel holds "
-          "its locks for fork() (one registered before runsel's own): aborting instead of "
-          "deadlocking");
+    fatal(
+        "malloc or free called from a pthread_atfork handler that runs while runsel holds "
+        "its locks for fork() (one registered before runsel's own): aborting instead of "
+        "deadlocking");
   }
-  fatal("malloc or free re-entered on a thread that is inside the allocator (called from a "
-        "signal handler?): aborting instead of deadlocking");
+  fatal(
+      "malloc or free re-entered on a thread that is inside the allocator (called from a "
+      "signal handler?): aborting instead of deadlocking");
 }
 
 }  // namespace runsel::os

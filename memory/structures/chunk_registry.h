@@ -8,8 +8,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "structures/chunk_geometry.h"
 #include "platform/lock.h"
+#include "structures/chunk_geometry.h"
 
 namespace runsel {
 

@@ -254,7 +254,9 @@ class LlrbTree {
   static Node* right(Node* node) {
     return reinterpret_cast<Node*>(links(node).right_and_colour & ~kRed);
   }
-  static bool is_red(Node* node) { return node != nullptr && (links(node).right_and_colour & kRed); }
+  static bool is_red(Node* node) {
+    return node != nullptr && (links(node).right_and_colour & kRed);
+  }
   static void set_red(Node* node, bool red) {
     std::uintptr_t& word = links(node).right_and_colour;
     word = (word & ~kRed) | (red ? kRed : 0);

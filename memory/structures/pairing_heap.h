@@ -174,7 +174,8 @@ struct PairingTrees {
       std::size_t siblings = 0;
       for (Node* kid = links(node).child; kid != nullptr; kid = links(kid).next) {
         if (++siblings > limit) return check_failed(why, "a child list longer than size()");
-        if (links(kid).prev != expected_prev) return check_failed(why, "a child's prev link is wrong");
+        if (links(kid).prev != expected_prev)
+          return check_failed(why, "a child's prev link is wrong");
         if (!Rep::less(node, kid)) return check_failed(why, "a child is not above its parent");
         expected_prev = kid;
       }

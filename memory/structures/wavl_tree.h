@@ -56,11 +56,11 @@ class WavlTree : public BinaryTree<WavlTree<Node, Rep>, Node, Rep> {
 
   // The rule at `node`, whose children have these ranks (-1: missing): the
   // rank it gets from each child must agree, and a leaf's must be 0.
-  static bool check_rule(Node* node, int left_rank, int right_rank, int* rank,
-                         const char** why) {
+  static bool check_rule(Node* node, int left_rank, int right_rank, int* rank, const char** why) {
     const int from_left = left_rank + step_to(left(node), node);
     const int from_right = right_rank + step_to(right(node), node);
-    if (from_left != from_right) return check_failed(why, "rank rule: a rank difference is not 1 or 2");
+    if (from_left != from_right)
+      return check_failed(why, "rank rule: a rank difference is not 1 or 2");
     if (left(node) == nullptr && right(node) == nullptr && from_left != 0) {
       return check_failed(why, "rank rule: a leaf's rank is not 0");
     }

@@ -16,8 +16,8 @@
 
 namespace {
 
-using runsel_test::first_mismatch;
 using runsel_test::fill_pattern;
+using runsel_test::first_mismatch;
 using runsel_test::kChunk;
 using runsel_test::kNoMismatch;
 using runsel_test::kPage;
@@ -245,9 +245,9 @@ TEST(Api, CallocZeroesAndRejectsOverflow) {
 // Recycled regions and pages are dirty; calloc must still hand out zeros, in
 // the whole usable size (as glibc does), not only the bytes asked for.
 TEST(Api, CallocZeroesRecycledMemory) {
-  for (size_t n : {size_t{16}, size_t{17}, size_t{48}, size_t{250}, size_t{256}, size_t{1000},
-                   size_t{3700}, size_t{3840}, size_t{4096},
-                   size_t{20000}, size_t{300000}, 2 * kChunk + 100}) {
+  for (size_t n :
+       {size_t{16}, size_t{17}, size_t{48}, size_t{250}, size_t{256}, size_t{1000}, size_t{3700},
+        size_t{3840}, size_t{4096}, size_t{20000}, size_t{300000}, 2 * kChunk + 100}) {
     int rounds = n > kLargeMax ? 4 : n > 3840 ? 30 : 100;
     for (int round = 0; round < rounds; ++round) {
       std::vector<void*> dirty;
@@ -417,7 +417,8 @@ TEST(Api, Reallocarray) {
   errno = 0;
   EXPECT_EQ(reallocarray(opaque(q), opaque(size_t{1} << 32), size_t{1} << 31), nullptr);
   EXPECT_EQ(errno, ENOMEM);
-  EXPECT_EQ(first_mismatch(q, 32, 19), kNoMismatch) << "a failed reallocarray leaves the block valid";
+  EXPECT_EQ(first_mismatch(q, 32, 19), kNoMismatch)
+      << "a failed reallocarray leaves the block valid";
   free(q);
 }
 

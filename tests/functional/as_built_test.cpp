@@ -122,8 +122,7 @@ TEST(AsBuilt, PagesAnotherClassHeldAreReused) {
   const std::size_t a = s.bins[bin_a].size, b = s.bins[bin_b].size;
   PageMaps maps;
   maps.read();
-  const std::uintptr_t expected =
-      predicted_run(maps, s.bins[bin_a].bytes_per_run / kPage);
+  const std::uintptr_t expected = predicted_run(maps, s.bins[bin_a].bytes_per_run / kPage);
   void* p = std::malloc(a);
   ASSERT_NE(p, nullptr);
   const std::uintptr_t run_a = reinterpret_cast<std::uintptr_t>(p) & ~(kPage - 1);

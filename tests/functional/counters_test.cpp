@@ -32,8 +32,12 @@ struct Delta {
 
 Delta delta(const runsel_stats_t& before, const runsel_stats_t& after, size_t b) {
   const runsel_bin_stats &x = before.bins[b], &y = after.bins[b];
-  Delta d{y.picks - x.picks, y.picks_with_choice - x.picks_with_choice,
-          y.runs_created - x.runs_created, y.runs_destroyed - x.runs_destroyed, {}, {}};
+  Delta d{y.picks - x.picks,
+          y.picks_with_choice - x.picks_with_choice,
+          y.runs_created - x.runs_created,
+          y.runs_destroyed - x.runs_destroyed,
+          {},
+          {}};
   for (size_t i = 0; i < RUNSEL_PICK_BUCKETS; ++i)
     d.nonfull[i] = y.nonfull_at_pick[i] - x.nonfull_at_pick[i];
   for (size_t i = 0; i < RUNSEL_FULLNESS_BUCKETS; ++i)

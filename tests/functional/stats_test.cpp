@@ -56,8 +56,8 @@ testing::AssertionResult FiguresConsistent(const runsel_stats_t& s) {
     // Every run with a free region is in the container, except the bin's kept
     // empty runs (one per arena at most), which are outside it.
     if (b.empty_runs > b.runs - b.nonfull_runs || b.empty_runs > s.narenas)
-      return fail() << b.empty_runs << " kept empty runs, " << b.runs << " runs, "
-                    << b.nonfull_runs << " non-full";
+      return fail() << b.empty_runs << " kept empty runs, " << b.runs << " runs, " << b.nonfull_runs
+                    << " non-full";
     if (free_regions < b.empty_runs * b.regions_per_run)
       return fail() << "fewer free regions than the kept empty runs hold";
     const size_t free_in_nonfull = free_regions - b.empty_runs * b.regions_per_run;
@@ -435,15 +435,16 @@ TEST(GlibcIntrospection, MallocInfoWritesRunselsFiguresAsXml) {
   const std::string xml(text, length);
   free(text);
   free(block);
-  EXPECT_EQ(xml.rfind(std::string("<malloc version=\"runsel-1\" variant=\"") + runsel_variant() +
-                          "\">\n",
-                      0),
-            0u)
+  EXPECT_EQ(
+      xml.rfind(std::string("<malloc version=\"runsel-1\" variant=\"") + runsel_variant() + "\">\n",
+                0),
+      0u)
       << xml;
   EXPECT_NE(xml.find("<total type=\"committed\" size=\""), std::string::npos) << xml;
   EXPECT_NE(xml.find("<bin size=\"112\" runs=\""), std::string::npos) << xml;
   EXPECT_NE(xml.find("</malloc>\n"), std::string::npos) << xml;
-  EXPECT_EQ(static_cast<size_t>(std::count(xml.begin(), xml.end(), '\n')), 1 + 8 + 3 + s.bin_count + 2)
+  EXPECT_EQ(static_cast<size_t>(std::count(xml.begin(), xml.end(), '\n')),
+            1 + 8 + 3 + s.bin_count + 2)
       << xml;
   EXPECT_GE(s.allocated, 112u);
   errno = 0;

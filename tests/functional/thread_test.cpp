@@ -270,9 +270,9 @@ TEST(Arenas, AnExitedThreadsArenaIsReused) {
 
 // Eight threads at once (so as many arenas: meson runs this test with
 // RUNSEL_ARENAS=8, the default being one per CPU) each free 14 MiB of their
-// own large blocks, keeping one in 16 so that no chunk empties: the dirty pages of all arenas together stay within the deferred
-// policy's hard bound on them, twice the process-wide budget (purge.h: 48
-// MiB), where each arena alone (below 16 MiB, its own hard bound) kept them.
+// own large blocks, keeping one in 16 so that no chunk empties: the dirty pages of all arenas
+// together stay within the deferred policy's hard bound on them, twice the process-wide budget
+// (purge.h: 48 MiB), where each arena alone (below 16 MiB, its own hard bound) kept them.
 TEST(Arenas, DirtyPagesAreBoundedAcrossArenas) {
   constexpr unsigned kThreads = 8;
   constexpr size_t kBlock = 64 * 1024, kBlocks = 240;

@@ -75,8 +75,10 @@ std::string forged_run_header() {
   for (int i = 0; i < 2000; ++i) small.push_back(static_cast<char*>(malloc(16)));
   for (int i = 0; i < 2000; ++i) wider.push_back(static_cast<char*>(malloc(32)));
   // Runs of both classes are one page (256 and 128 regions): the header is at the page start.
-  char* run16 = reinterpret_cast<char*>(reinterpret_cast<uintptr_t>(small[1000]) & ~uintptr_t{4095});
-  char* run32 = reinterpret_cast<char*>(reinterpret_cast<uintptr_t>(wider[1000]) & ~uintptr_t{4095});
+  char* run16 =
+      reinterpret_cast<char*>(reinterpret_cast<uintptr_t>(small[1000]) & ~uintptr_t{4095});
+  char* run32 =
+      reinterpret_cast<char*>(reinterpret_cast<uintptr_t>(wider[1000]) & ~uintptr_t{4095});
   uint64_t bin16, bin32;
   uint32_t check16;
   memcpy(&bin16, run16, 8);
@@ -206,31 +208,30 @@ std::string chunk_header_first_word() {
 
 }  // namespace
 
-
 std::vector<Row> corruption_rows() {
   return {
-    {"a one-byte overflow past a small block into the next run's header, then a free of a "
-     "block in that run (each of the 255 values that change the byte)",
-     "abort (SIGABRT), one line: `runsel: free(P): heap corruption: the header of run R is "
-     "damaged (a write past the end of the block before it?)`, R the run",
-     nullptr, nullptr, nullptr, overflow_into_run_header},
-    {"a run header forged for another bin from one leaked header (16-byte run relabelled "
-     "as 32-byte, its check adjusted by the two bins' xor distance), then a free in that run",
-     "abort (SIGABRT), one line: `runsel: free(P): heap corruption: the header of run R is "
-     "damaged (a write past the end of the block before it?)`, R the run",
-     nullptr, nullptr, nullptr, forged_run_header},
-    {"a one-byte overflow past a huge block that fills its mapping, into the header of the "
-     "chunk after it (each of the 255 values that change the byte), then the program goes on "
-     "and frees the huge block",
-     "abort (SIGABRT) at that free, one line: `runsel: free(P): heap corruption: a write past "
-     "the end of this huge allocation damaged the header of the chunk after it`",
-     nullptr, nullptr, nullptr, overflow_past_huge_block},
-    {"any value in any of the 8 bytes of a chunk header's first word (where the arena pointer "
-     "was), then frees and allocations in that chunk",
-     "carries on correct (`runsel_check` finds the heap intact: the arena comes from the chunk "
-     "registry, never from the header), or aborts with the line above if a huge block before "
-     "the chunk is freed",
-     nullptr, nullptr, nullptr, chunk_header_first_word},
+      {"a one-byte overflow past a small block into the next run's header, then a free of a "
+       "block in that run (each of the 255 values that change the byte)",
+       "abort (SIGABRT), one line: `runsel: free(P): heap corruption: the header of run R is "
+       "damaged (a write past the end of the block before it?)`, R the run",
+       nullptr, nullptr, nullptr, overflow_into_run_header},
+      {"a run header forged for another bin from one leaked header (16-byte run relabelled "
+       "as 32-byte, its check adjusted by the two bins' xor distance), then a free in that run",
+       "abort (SIGABRT), one line: `runsel: free(P): heap corruption: the header of run R is "
+       "damaged (a write past the end of the block before it?)`, R the run",
+       nullptr, nullptr, nullptr, forged_run_header},
+      {"a one-byte overflow past a huge block that fills its mapping, into the header of the "
+       "chunk after it (each of the 255 values that change the byte), then the program goes on "
+       "and frees the huge block",
+       "abort (SIGABRT) at that free, one line: `runsel: free(P): heap corruption: a write past "
+       "the end of this huge allocation damaged the header of the chunk after it`",
+       nullptr, nullptr, nullptr, overflow_past_huge_block},
+      {"any value in any of the 8 bytes of a chunk header's first word (where the arena pointer "
+       "was), then frees and allocations in that chunk",
+       "carries on correct (`runsel_check` finds the heap intact: the arena comes from the chunk "
+       "registry, never from the header), or aborts with the line above if a huge block before "
+       "the chunk is freed",
+       nullptr, nullptr, nullptr, chunk_header_first_word},
   };
 }
 

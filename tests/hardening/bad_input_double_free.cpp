@@ -48,7 +48,7 @@ void double_free_after_trim() {
   char* p = alone_in_a_run();
   free(p);
   runsel_thread_cache_flush();  // p back to its run, which empties
-  malloc_trim(0);  // the emptied run goes back to the arena
+  malloc_trim(0);               // the emptied run goes back to the arena
   free(announce(p));
 }
 // p's page, given back by malloc_trim, is never used again by another size
@@ -104,36 +104,36 @@ std::string double_free_huge_after_reuse() {
 
 }  // namespace
 
-
 std::vector<Row> double_free_rows() {
   return {
-    {"double free of a small block (64 B)", nullptr, double_free_small, "free",
-     "double free of a small region", nullptr},
-    {"double free of a large block (64 KiB)", nullptr, double_free_large, "free",
-     "double free: nothing is allocated at this address any more (its page is free)", nullptr},
-    {"double free of a huge block (3 MiB)", nullptr, double_free_huge, "free",
-     "double free of a huge allocation", nullptr},
-    {"double free of a small block whose run emptied, after 20,000 mallocs of 16 bytes",
-     nullptr, double_free_after_run_emptied, "free", "double free of a small region", nullptr},
-    {"double free of a small block whose emptied run was given back (`malloc_trim`)", nullptr,
-     double_free_after_trim, "free",
-     "double free: nothing is allocated at this address any more (its page is free)", nullptr},
-    {"double free of a small block whose emptied run was given back (`malloc_trim`), after "
-     "100,000 blocks of each of five other size classes (none takes its page)",
-     nullptr, double_free_after_reuse, "free",
-     "double free: nothing is allocated at this address any more (its page is free)", nullptr},
-    {"double free of a huge block after 64 other huge blocks were freed", nullptr,
-     double_free_huge_after_64_others, "free",
-     "not allocated by runsel, or a huge allocation freed before (a foreign pointer, or a "
-     "double free)",
-     nullptr},
-    {"double free of a huge block after the huge mapping cache handed its mapping out "
-     "again (the next 3 MiB malloc)",
-     "not detected: the second free frees the new block (no allocator without quarantine "
-     "can tell the two frees apart)",
-     nullptr, nullptr, nullptr, double_free_huge_after_reuse},
-    {"double free of a large block after its pages were purged", nullptr, double_free_after_purge,
-     "free", "double free: nothing is allocated at this address any more (its page is free)", nullptr},
+      {"double free of a small block (64 B)", nullptr, double_free_small, "free",
+       "double free of a small region", nullptr},
+      {"double free of a large block (64 KiB)", nullptr, double_free_large, "free",
+       "double free: nothing is allocated at this address any more (its page is free)", nullptr},
+      {"double free of a huge block (3 MiB)", nullptr, double_free_huge, "free",
+       "double free of a huge allocation", nullptr},
+      {"double free of a small block whose run emptied, after 20,000 mallocs of 16 bytes", nullptr,
+       double_free_after_run_emptied, "free", "double free of a small region", nullptr},
+      {"double free of a small block whose emptied run was given back (`malloc_trim`)", nullptr,
+       double_free_after_trim, "free",
+       "double free: nothing is allocated at this address any more (its page is free)", nullptr},
+      {"double free of a small block whose emptied run was given back (`malloc_trim`), after "
+       "100,000 blocks of each of five other size classes (none takes its page)",
+       nullptr, double_free_after_reuse, "free",
+       "double free: nothing is allocated at this address any more (its page is free)", nullptr},
+      {"double free of a huge block after 64 other huge blocks were freed", nullptr,
+       double_free_huge_after_64_others, "free",
+       "not allocated by runsel, or a huge allocation freed before (a foreign pointer, or a "
+       "double free)",
+       nullptr},
+      {"double free of a huge block after the huge mapping cache handed its mapping out "
+       "again (the next 3 MiB malloc)",
+       "not detected: the second free frees the new block (no allocator without quarantine "
+       "can tell the two frees apart)",
+       nullptr, nullptr, nullptr, double_free_huge_after_reuse},
+      {"double free of a large block after its pages were purged", nullptr, double_free_after_purge,
+       "free", "double free: nothing is allocated at this address any more (its page is free)",
+       nullptr},
   };
 }
 

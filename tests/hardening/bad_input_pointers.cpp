@@ -1,8 +1,8 @@
 // Bad input: interior, misaligned and foreign pointers given to free, realloc
 // and delete[], and a re-entry from a signal handler.
-#include "bad_input.h"
-
 #include <thread>
+
+#include "bad_input.h"
 
 namespace bad_input {
 namespace {
@@ -73,49 +73,53 @@ void signal_handler_reentry() {
 
 }  // namespace
 
-
 std::vector<Row> bad_pointer_rows() {
   return {
-    {"free of an interior pointer (small, +16)", nullptr, interior_small, "free",
-     "not the start of a small region (an interior pointer, or a stale one into memory "
-     "reused since)", nullptr},
-    {"free of a misaligned pointer (small, +1)", nullptr, misaligned_small, "free",
-     "not the start of a small region (an interior pointer, or a stale one into memory "
-     "reused since)", nullptr},
-    {"free of an interior pointer (large, +4096)", nullptr, interior_large, "free",
-     "not the start of a large allocation (an interior pointer, or a stale one into "
-     "memory reused since)", nullptr},
-    {"free of an interior pointer (huge, +1 MiB)", nullptr, interior_huge, "free",
-     "not the start of a huge allocation (interior pointer)", nullptr},
-    {"`delete[]` of an interior pointer", nullptr, delete_interior, "free",
-     "not the start of a small region (an interior pointer, or a stale one into memory "
-     "reused since)", nullptr},
-    {"free of a foreign pointer (mmap'd chunk-aligned memory with a garbage header)", nullptr,
-     foreign_mmap, "free", "not allocated by runsel (foreign pointer)", nullptr},
-    {"free of glibc's `__libc_malloc` block", nullptr, foreign_glibc, "free",
-     "not allocated by runsel (foreign pointer)", nullptr},
-    {"free of stack memory", nullptr, stack_memory, "free",
-     "not allocated by runsel (foreign pointer)", nullptr},
-    {"free of static memory", nullptr, static_memory, "free",
-     "not allocated by runsel (foreign pointer)", nullptr},
-    {"realloc of a freed small block", nullptr, realloc_freed_small, "realloc",
-     "double free of a small region", nullptr},
-    {"realloc of a small block another thread freed (queued for its arena), within its class",
-     nullptr, realloc_remotely_freed_small, "realloc", "double free of a small region", nullptr},
-    {"realloc of a freed large block", nullptr, realloc_freed_large, "realloc",
-     "double free: nothing is allocated at this address any more (its page is free)", nullptr},
-    {"realloc of a freed huge block", nullptr, realloc_freed_huge, "realloc",
-     "double free of a huge allocation", nullptr},
-    {"realloc of an interior pointer", nullptr, realloc_interior, "realloc",
-     "not the start of a small region (an interior pointer, or a stale one into memory "
-     "reused since)", nullptr},
-    {"realloc of glibc's block", nullptr, realloc_foreign, "realloc",
-     "not allocated by runsel (foreign pointer)", nullptr},
-    {"`malloc`/`free` in a signal handler that interrupted `malloc`/`free` on the same thread",
-     nullptr, signal_handler_reentry, nullptr,
-     "runsel: malloc or free re-entered on a thread that is inside the allocator (called from "
-     "a signal handler?): aborting instead of deadlocking",
-     nullptr},
+      {"free of an interior pointer (small, +16)", nullptr, interior_small, "free",
+       "not the start of a small region (an interior pointer, or a stale one into memory "
+       "reused since)",
+       nullptr},
+      {"free of a misaligned pointer (small, +1)", nullptr, misaligned_small, "free",
+       "not the start of a small region (an interior pointer, or a stale one into memory "
+       "reused since)",
+       nullptr},
+      {"free of an interior pointer (large, +4096)", nullptr, interior_large, "free",
+       "not the start of a large allocation (an interior pointer, or a stale one into "
+       "memory reused since)",
+       nullptr},
+      {"free of an interior pointer (huge, +1 MiB)", nullptr, interior_huge, "free",
+       "not the start of a huge allocation (interior pointer)", nullptr},
+      {"`delete[]` of an interior pointer", nullptr, delete_interior, "free",
+       "not the start of a small region (an interior pointer, or a stale one into memory "
+       "reused since)",
+       nullptr},
+      {"free of a foreign pointer (mmap'd chunk-aligned memory with a garbage header)", nullptr,
+       foreign_mmap, "free", "not allocated by runsel (foreign pointer)", nullptr},
+      {"free of glibc's `__libc_malloc` block", nullptr, foreign_glibc, "free",
+       "not allocated by runsel (foreign pointer)", nullptr},
+      {"free of stack memory", nullptr, stack_memory, "free",
+       "not allocated by runsel (foreign pointer)", nullptr},
+      {"free of static memory", nullptr, static_memory, "free",
+       "not allocated by runsel (foreign pointer)", nullptr},
+      {"realloc of a freed small block", nullptr, realloc_freed_small, "realloc",
+       "double free of a small region", nullptr},
+      {"realloc of a small block another thread freed (queued for its arena), within its class",
+       nullptr, realloc_remotely_freed_small, "realloc", "double free of a small region", nullptr},
+      {"realloc of a freed large block", nullptr, realloc_freed_large, "realloc",
+       "double free: nothing is allocated at this address any more (its page is free)", nullptr},
+      {"realloc of a freed huge block", nullptr, realloc_freed_huge, "realloc",
+       "double free of a huge allocation", nullptr},
+      {"realloc of an interior pointer", nullptr, realloc_interior, "realloc",
+       "not the start of a small region (an interior pointer, or a stale one into memory "
+       "reused since)",
+       nullptr},
+      {"realloc of glibc's block", nullptr, realloc_foreign, "realloc",
+       "not allocated by runsel (foreign pointer)", nullptr},
+      {"`malloc`/`free` in a signal handler that interrupted `malloc`/`free` on the same thread",
+       nullptr, signal_handler_reentry, nullptr,
+       "runsel: malloc or free re-entered on a thread that is inside the allocator (called from "
+       "a signal handler?): aborting instead of deadlocking",
+       nullptr},
   };
 }
 

@@ -2,9 +2,9 @@
 // returns "" or what went wrong): impossible sizes and alignments, null and
 // zero, the usable size of bad pointers; and what a successful call leaves
 // (errno, calloc's zeroes).
-#include "bad_input.h"
-
 #include <thread>
+
+#include "bad_input.h"
 
 namespace bad_input {
 namespace {
@@ -223,45 +223,43 @@ std::string calloc_whole_block() {
 
 }  // namespace
 
-
 std::vector<Row> refused_rows() {
   return {
-    {"`malloc`, `realloc(NULL, n)`, `valloc`, `pvalloc`, `aligned_alloc` of n > `PTRDIFF_MAX` "
-     "(2^63, `SIZE_MAX`, `SIZE_MAX`−4095)",
-     "NULL, `errno = ENOMEM`", nullptr, nullptr, nullptr, huge_sizes},
-    {"overflowing `calloc` (e.g. `SIZE_MAX/2+1` × 2, 2^32 × 2^32) or product > `PTRDIFF_MAX`",
-     "NULL, `errno = ENOMEM`", nullptr, nullptr, nullptr, calloc_overflow},
-    {"`realloc(p, n)` with n > `PTRDIFF_MAX`", "NULL, `errno = ENOMEM`, p untouched and live",
-     nullptr, nullptr, nullptr, realloc_overflow},
-    {"overflowing `reallocarray(p, SIZE_MAX/2+1, 2)`",
-     "NULL, `errno = ENOMEM`, p untouched and live", nullptr, nullptr, nullptr,
-     reallocarray_overflow},
-    {"alignment 0, 3, 24, 4097, `PTRDIFF_MAX`, `SIZE_MAX` (not a power of two); "
-     "`posix_memalign` with 4 (< `sizeof(void*)`)",
-     "`posix_memalign` returns `EINVAL` (`*result` and `errno` untouched); `aligned_alloc`, "
-     "`memalign`: NULL, `errno = EINVAL`",
-     nullptr, nullptr, nullptr, bad_alignment},
-    {"absurd power-of-two alignment (2^47, 2^52, 2^62, 2^63)",
-     "`posix_memalign` returns `ENOMEM`; `aligned_alloc`, `memalign`: NULL, `errno = ENOMEM`",
-     nullptr, nullptr, nullptr, absurd_alignment},
-    {"`free(NULL)`, `malloc(0)`, `realloc(p, 0)`",
-     "no-op; a distinct 16-byte block; a 16-byte block (like mozjemalloc, not a free)", nullptr,
-     nullptr, nullptr, null_and_zero},
-    {"`malloc_usable_size` of stack or glibc memory, of an interior pointer or of a freed "
-     "block (small, large, huge; small freed by another thread)",
-     "returns 0 (no abort)", nullptr, nullptr, nullptr, usable_size_of_bad_pointers},
+      {"`malloc`, `realloc(NULL, n)`, `valloc`, `pvalloc`, `aligned_alloc` of n > `PTRDIFF_MAX` "
+       "(2^63, `SIZE_MAX`, `SIZE_MAX`−4095)",
+       "NULL, `errno = ENOMEM`", nullptr, nullptr, nullptr, huge_sizes},
+      {"overflowing `calloc` (e.g. `SIZE_MAX/2+1` × 2, 2^32 × 2^32) or product > `PTRDIFF_MAX`",
+       "NULL, `errno = ENOMEM`", nullptr, nullptr, nullptr, calloc_overflow},
+      {"`realloc(p, n)` with n > `PTRDIFF_MAX`", "NULL, `errno = ENOMEM`, p untouched and live",
+       nullptr, nullptr, nullptr, realloc_overflow},
+      {"overflowing `reallocarray(p, SIZE_MAX/2+1, 2)`",
+       "NULL, `errno = ENOMEM`, p untouched and live", nullptr, nullptr, nullptr,
+       reallocarray_overflow},
+      {"alignment 0, 3, 24, 4097, `PTRDIFF_MAX`, `SIZE_MAX` (not a power of two); "
+       "`posix_memalign` with 4 (< `sizeof(void*)`)",
+       "`posix_memalign` returns `EINVAL` (`*result` and `errno` untouched); `aligned_alloc`, "
+       "`memalign`: NULL, `errno = EINVAL`",
+       nullptr, nullptr, nullptr, bad_alignment},
+      {"absurd power-of-two alignment (2^47, 2^52, 2^62, 2^63)",
+       "`posix_memalign` returns `ENOMEM`; `aligned_alloc`, `memalign`: NULL, `errno = ENOMEM`",
+       nullptr, nullptr, nullptr, absurd_alignment},
+      {"`free(NULL)`, `malloc(0)`, `realloc(p, 0)`",
+       "no-op; a distinct 16-byte block; a 16-byte block (like mozjemalloc, not a free)", nullptr,
+       nullptr, nullptr, null_and_zero},
+      {"`malloc_usable_size` of stack or glibc memory, of an interior pointer or of a freed "
+       "block (small, large, huge; small freed by another thread)",
+       "returns 0 (no abort)", nullptr, nullptr, nullptr, usable_size_of_bad_pointers},
   };
 }
 
-
 std::vector<Row> success_rows() {
   return {
-    {"`errno` after a call that succeeds (every allocation call; realloc small, large and "
-     "huge, in place and moving, also when growing a huge block in place fails)",
-     "unchanged", nullptr, nullptr, nullptr, errno_after_success},
-    {"`calloc(1, n)` of a recycled block where the usable size exceeds n",
-     "the whole usable size is zero, as `malloc_usable_size` reports it", nullptr, nullptr,
-     nullptr, calloc_whole_block},
+      {"`errno` after a call that succeeds (every allocation call; realloc small, large and "
+       "huge, in place and moving, also when growing a huge block in place fails)",
+       "unchanged", nullptr, nullptr, nullptr, errno_after_success},
+      {"`calloc(1, n)` of a recycled block where the usable size exceeds n",
+       "the whole usable size is zero, as `malloc_usable_size` reports it", nullptr, nullptr,
+       nullptr, calloc_whole_block},
   };
 }
 

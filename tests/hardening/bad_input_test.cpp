@@ -59,7 +59,8 @@ void expect_abort(const Row& row) {
   close(pointer_pipe[1]);
   std::string pointer;
   char buffer[64];
-  for (ssize_t n; (n = read(pointer_pipe[0], buffer, sizeof buffer)) > 0;) pointer.append(buffer, n);
+  for (ssize_t n; (n = read(pointer_pipe[0], buffer, sizeof buffer)) > 0;)
+    pointer.append(buffer, n);
   close(pointer_pipe[0]);
   const int status = child.status;
   const std::string& err = child.err;

@@ -35,7 +35,7 @@ using runsel_test::kChunk;
 using runsel_test::kPage;
 using runsel_test::opaque;
 
-constexpr size_t kBlock = 16;       // runs of 16-byte regions are one page
+constexpr size_t kBlock = 16;  // runs of 16-byte regions are one page
 // Where the links are, from the run's address: behind the 8-byte bin pointer,
 // or in the run's page map entry, whose first three words are the hook.
 char* hook_of(char* run) {

@@ -44,9 +44,16 @@ TEST(Environment, AGarbageValueIsReportedInOneLineAndIgnored) {
   // Not a number, signed, trailing text, hexadecimal, spaces, zero (RUNSEL_CONF
   // rejects dirty_max_pages:0), and numbers too long for the parser (which would
   // wrap 64 bits: 2^64 arenas used to read as 1).
-  const std::vector<std::string> bad = {"abc",  "-1",  "4x",   "+4",
-                                        "0x10", " 4",  "4 ",   "0",
-                                        "99999999999999999999", "18446744073709551616",
+  const std::vector<std::string> bad = {"abc",
+                                        "-1",
+                                        "4x",
+                                        "+4",
+                                        "0x10",
+                                        " 4",
+                                        "4 ",
+                                        "0",
+                                        "99999999999999999999",
+                                        "18446744073709551616",
                                         "1000000000000000000"};
   for (const Variable& variable : kVariables) {
     for (const std::string& value : bad) {
@@ -75,7 +82,7 @@ TEST(Environment, AGoodValueIsTakenSilently) {
 // each optionally with its regions (PxN: refused when N do not fit, or N < 2).
 TEST(Environment, RunPagesTakesOneSizePerClassOrIsReported) {
   std::string firefox153;  // Firefox 153's layout: 16 KiB for most classes below 512 B
-  for (int pages : {4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 5, 4, 4, 4, 4,
+  for (int pages : {4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4,  4, 4, 4, 4,  4, 4,  4, 5,  4, 4, 4, 4,
                     4, 5, 4, 5, 4, 4, 4, 5, 8, 4, 16, 6, 8, 4, 32, 4, 12, 9, 16, 9, 8, 16})
     firefox153 += (firefox153.empty() ? "" : "/") + std::to_string(pages);
   static runsel_stats_t stats;
@@ -84,13 +91,12 @@ TEST(Environment, RunPagesTakesOneSizePerClassOrIsReported) {
   Outcome good = run_with("RUNSEL_CONF", "run_pages:" + firefox153);
   EXPECT_TRUE(exited_zero(good.status)) << good.err;
   EXPECT_EQ(good.err, "");
-  const std::string but_last = firefox153.substr(0, firefox153.size() - 2);  // ends in "/"
+  const std::string but_last = firefox153.substr(0, firefox153.size() - 2);      // ends in "/"
   Outcome counted = run_with("RUNSEL_CONF", "run_pages:" + but_last + "16x17");  // 3,840 B
   EXPECT_TRUE(exited_zero(counted.status)) << counted.err;
   EXPECT_EQ(counted.err, "");
   for (const std::string& bad : {std::string("run_pages:4/4"), "run_pages:" + firefox153 + "/4",
-                                 "run_pages:" + but_last + "x",
-                                 "run_pages:" + but_last + "16x",
+                                 "run_pages:" + but_last + "x", "run_pages:" + but_last + "16x",
                                  "run_pages:" + but_last + "16x18",  // 69,120 B in 65,536
                                  "run_pages:" + but_last + "16x1",
                                  "run_pages:" + but_last + "1",  // 3,840 B: 1 region per page

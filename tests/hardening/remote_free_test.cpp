@@ -38,9 +38,9 @@ const char kTakenIn[] = " (found when its arena took in frees from other threads
 
 // An owner thread allocates a 64-byte block (and a block it keeps, so that
 // the block's run is not given back with its chunk when it empties) and
-// stays alive (so the remote thread gets another arena); then the remote thread runs `remote(block)`;
-// then the owner runs `owner_after(block)`. The block's address goes to
-// stderr first ("block 0x...") so the parent can name it.
+// stays alive (so the remote thread gets another arena); then the remote thread runs
+// `remote(block)`; then the owner runs `owner_after(block)`. The block's address goes to stderr
+// first ("block 0x...") so the parent can name it.
 template <class Remote, class OwnerAfter>
 void owner_and_remote(Remote remote, OwnerAfter owner_after) {
   std::atomic<void*> block{nullptr};
@@ -87,7 +87,7 @@ TEST(RemoteFree, TwoQueuedFreesOfOneBlockAbortWhenTheOwnerNextAllocates) {
           free(p);
           runsel_thread_cache_flush();
         },
-                     [](void*) { opaque(malloc(64)); });
+        [](void*) { opaque(malloc(64)); });
   });
   EXPECT_TRUE(died_of_abort(outcome.status)) << outcome.err;
   EXPECT_NE(outcome.err.find(line_for(outcome.err, "double free of a small region") + kTakenIn),
@@ -120,14 +120,13 @@ TEST(RemoteFree, QueuedThenFreedByTheOwnerAbortsAtTheOwnersFree) {
 // takes every arena's queue in and aborts.
 TEST(RemoteFree, FreedThenQueuedAbortsWhenTheQueueIsTakenIn) {
   const auto outcome = run_in_child([] {
-    owner_and_remote(
-        [](void*) {},
-        [](void* p) {  // the owner frees it, then a thread of a third arena
-          free(p);
-          runsel_thread_cache_flush();  // p free in its run
-          std::thread([p] { free(p); }).join();
-          runsel_check();
-        });
+    owner_and_remote([](void*) {},
+                     [](void* p) {  // the owner frees it, then a thread of a third arena
+                       free(p);
+                       runsel_thread_cache_flush();  // p free in its run
+                       std::thread([p] { free(p); }).join();
+                       runsel_check();
+                     });
   });
   EXPECT_TRUE(died_of_abort(outcome.status)) << outcome.err;
   EXPECT_NE(outcome.err.find(line_for(outcome.err, "double free of a small region") + kTakenIn),
@@ -138,14 +137,13 @@ TEST(RemoteFree, FreedThenQueuedAbortsWhenTheQueueIsTakenIn) {
 // A pointer that is not the start of a region is refused by the freeing
 // thread, at its free, as without the queue.
 TEST(RemoteFree, AnInteriorPointerIsRefusedAtOnce) {
-  const auto outcome = run_in_child([] {
-    owner_and_remote([](void* p) { free(static_cast<char*>(p) + 16); }, [](void*) {});
-  });
+  const auto outcome = run_in_child(
+      [] { owner_and_remote([](void* p) { free(static_cast<char*>(p) + 16); }, [](void*) {}); });
   EXPECT_TRUE(died_of_abort(outcome.status)) << outcome.err;
   char expected[64];
   snprintf(expected, sizeof expected, "runsel: free(%p): not the start of",
-           static_cast<void*>(reinterpret_cast<char*>(strtoull(
-                                  block_of(outcome.err).c_str(), nullptr, 16)) + 16));
+           static_cast<void*>(
+               reinterpret_cast<char*>(strtoull(block_of(outcome.err).c_str(), nullptr, 16)) + 16));
   EXPECT_NE(outcome.err.find(expected), std::string::npos) << outcome.err;
 }
 

@@ -29,7 +29,8 @@ TEST_P(ReportedDoubleFree, AbortsNamingThePointer) {
   const std::string prefix = "double free of ";
   ASSERT_EQ(outcome.out.rfind(prefix, 0), 0u)
       << "the program did not reach its double free: " << outcome.out << outcome.err;
-  const std::string pointer = outcome.out.substr(prefix.size(), outcome.out.find('\n') - prefix.size());
+  const std::string pointer =
+      outcome.out.substr(prefix.size(), outcome.out.find('\n') - prefix.size());
   EXPECT_TRUE(WIFSIGNALED(outcome.status) && WTERMSIG(outcome.status) == SIGABRT)
       << "status " << outcome.status << "; stdout: " << outcome.out;
   EXPECT_EQ(outcome.err.rfind("runsel: free(" + pointer + "): ", 0), 0u)

@@ -83,7 +83,7 @@ static int report_unnoticed(size_t size, int count) {
     twice = twice || is_held(q);
   }
   say("unnoticed; later mallocs gave %s\n",
-         twice ? "a block that is still live (two owners)" : "free blocks");
+      twice ? "a block that is still live (two owners)" : "free blocks");
   return 0;
 }
 
@@ -179,7 +179,7 @@ static int overflow_into_queued(void) {
   } else {
     memcpy(opaque(a), "0123456789abcdef\xff", 17);
   }
-  malloc_trim(0);                          // takes every arena's queue in
+  malloc_trim(0);  // takes every arena's queue in
   return report_unnoticed(16, 2000);
 }
 
@@ -209,7 +209,7 @@ static int atfork(void) {
   int status = 0;
   if (waitpid(child, &status, 0) != child) return 3;
   say("forked; child exited %d; handlers allocated %d times in the parent\n",
-         WIFEXITED(status) ? WEXITSTATUS(status) : -1, g_handler_blocks);
+      WIFEXITED(status) ? WEXITSTATUS(status) : -1, g_handler_blocks);
   return 0;
 }
 

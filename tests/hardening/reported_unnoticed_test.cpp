@@ -23,8 +23,7 @@ std::string preload_library() {
   return named != nullptr && *named != '\0' ? std::string(named) : runsel_test::library_path();
 }
 
-runsel_test::Outcome run_scenario(const std::string& scenario,
-                                  runsel_test::EnvChanges env = {}) {
+runsel_test::Outcome run_scenario(const std::string& scenario, runsel_test::EnvChanges env = {}) {
   runsel_test::ScratchDir scratch;
   EXPECT_FALSE(scratch.path.empty());
   struct rlimit no_core = {0, 0};  // the program is meant to abort

@@ -253,8 +253,7 @@ Outcome run_workers(size_t threads, size_t total_steps, uint64_t seed) {
     outcome.realloc_steps = shared.realloc_steps;
     outcome.first_error = shared.first_error;
   }
-  outcome.seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  outcome.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return outcome;
 }
 

@@ -20,15 +20,21 @@ std::vector<Record> records_of(const std::vector<std::uint8_t>& file) {
 }
 
 TEST(Logalloc, ParsesEveryFunctionPerProcess) {
-  const char* const lines[] = {
-      "900 900 malloc(40)=0x7f0000001000",   "900 77 calloc(2,100)=0x7f0000002000",
-      "901 5 malloc(10)=0x5500a0",           "900 900 realloc(0x7f0000001000,80)=0x7f0000003000",
-      "900 900 posix_memalign(64,300)=0x0",  "900 900 jemalloc_stats()",
-      "900 77 free(0x7f0000003000)",         "900 900 free(0x0)",
-      "900 900 aligned_alloc(128,256)=0x7F0000005000", "900 900 memalign(32,33)=(nil)",
-      "900  900 valloc(5000)=0x7f0000008000\r", "900 900 realloc(0x0,7)=0x7f0000009000"};
+  const char* const lines[] = {"900 900 malloc(40)=0x7f0000001000",
+                               "900 77 calloc(2,100)=0x7f0000002000",
+                               "901 5 malloc(10)=0x5500a0",
+                               "900 900 realloc(0x7f0000001000,80)=0x7f0000003000",
+                               "900 900 posix_memalign(64,300)=0x0",
+                               "900 900 jemalloc_stats()",
+                               "900 77 free(0x7f0000003000)",
+                               "900 900 free(0x0)",
+                               "900 900 aligned_alloc(128,256)=0x7F0000005000",
+                               "900 900 memalign(32,33)=(nil)",
+                               "900  900 valloc(5000)=0x7f0000008000\r",
+                               "900 900 realloc(0x0,7)=0x7f0000009000"};
   LogallocParser parser;
-  for (const char* line : lines) ASSERT_TRUE(parser.line(line, std::strlen(line))) << parser.error();
+  for (const char* line : lines)
+    ASSERT_TRUE(parser.line(line, std::strlen(line))) << parser.error();
   ASSERT_EQ(parser.processes().size(), 2u);
   const ProcessTrace& main = parser.processes().at(900);
   EXPECT_EQ(parser.largest(), &main);
@@ -41,17 +47,16 @@ TEST(Logalloc, ParsesEveryFunctionPerProcess) {
     std::uint32_t thread;
     std::uint64_t count, size, alignment, input, result;
   };
-  const Expected expected[] = {
-      {Op::malloc, 0, 0, 40, 0, 0, 0x7f0000001000},
-      {Op::calloc, 1, 2, 100, 0, 0, 0x7f0000002000},
-      {Op::realloc, 0, 0, 80, 0, 0x7f0000001000, 0x7f0000003000},
-      {Op::posix_memalign, 0, 0, 300, 64, 0, 0},
-      {Op::mark, 0, 0, 0, 0, 0, 0},
-      {Op::free, 1, 0, 0, 0, 0x7f0000003000, 0},
-      {Op::aligned_alloc, 0, 0, 256, 128, 0, 0x7f0000005000},
-      {Op::memalign, 0, 0, 33, 32, 0, 0},
-      {Op::valloc, 0, 0, 5000, 0, 0, 0x7f0000008000},
-      {Op::realloc, 0, 0, 7, 0, 0, 0x7f0000009000}};
+  const Expected expected[] = {{Op::malloc, 0, 0, 40, 0, 0, 0x7f0000001000},
+                               {Op::calloc, 1, 2, 100, 0, 0, 0x7f0000002000},
+                               {Op::realloc, 0, 0, 80, 0, 0x7f0000001000, 0x7f0000003000},
+                               {Op::posix_memalign, 0, 0, 300, 64, 0, 0},
+                               {Op::mark, 0, 0, 0, 0, 0, 0},
+                               {Op::free, 1, 0, 0, 0, 0x7f0000003000, 0},
+                               {Op::aligned_alloc, 0, 0, 256, 128, 0, 0x7f0000005000},
+                               {Op::memalign, 0, 0, 33, 32, 0, 0},
+                               {Op::valloc, 0, 0, 5000, 0, 0, 0x7f0000008000},
+                               {Op::realloc, 0, 0, 7, 0, 0, 0x7f0000009000}};
   ASSERT_EQ(got.size(), std::size(expected));
   for (std::size_t i = 0; i < got.size(); ++i) {
     SCOPED_TRACE(i);
@@ -101,8 +106,7 @@ TEST(Logalloc, QuotesABadLineAsPrintableText) {
   LogallocParser parser;
   EXPECT_FALSE(parser.line(line, sizeof line - 1));
   EXPECT_FALSE(parser.not_a_log()) << "it reached the call";
-  EXPECT_EQ(parser.error(),
-            "line 1, column 13: expected ')': 1 2 free(0x1\\xff\\x00\\x0a\\x5c)");
+  EXPECT_EQ(parser.error(), "line 1, column 13: expected ')': 1 2 free(0x1\\xff\\x00\\x0a\\x5c)");
   const char garbage[] = "\x89PNG\r\x1a";
   LogallocParser other;
   EXPECT_FALSE(other.line(garbage, sizeof garbage - 1));
@@ -126,7 +130,9 @@ TEST_F(TraceTest, LogallocRoundTripGivesTheSameReplayFigures) {
   write_bytes(marks, Bytes(65536, 0));
   std::string program =
       "import mmap\n"
-      "f = open('" + marks.string() + "', 'r+b')\n"
+      "f = open('" +
+      marks.string() +
+      "', 'r+b')\n"
       "m = mmap.mmap(f.fileno(), 65536)\n"
       "at, count = 64, 0\n"
       "def mark(label):\n"
@@ -144,11 +150,11 @@ TEST_F(TraceTest, LogallocRoundTripGivesTheSameReplayFigures) {
       "    for i in range(0, 4000, 3):\n"
       "        del keep[(round, i)]\n"
       "    mark('round %d thinned' % round)\n";
-  Child python = run({kPython, "-c", program},
-                     {"PYTHONMALLOC=malloc", std::string("LD_PRELOAD=") + RUNSEL_TRACE_RECORDER,
-                      "RUNSEL_TRACE=" + (dir_ / "trace.%p").string(),
-                      "RUNSEL_TRACE_MARKS=" + marks.string()},
-                     dir_);
+  Child python =
+      run({kPython, "-c", program},
+          {"PYTHONMALLOC=malloc", std::string("LD_PRELOAD=") + RUNSEL_TRACE_RECORDER,
+           "RUNSEL_TRACE=" + (dir_ / "trace.%p").string(), "RUNSEL_TRACE_MARKS=" + marks.string()},
+          dir_);
   ASSERT_TRUE(WIFEXITED(python.status) && WEXITSTATUS(python.status) == 0) << python.err;
   fs::path trace = dir_ / ("trace." + std::to_string(python.pid));
   Summary summary = summarize(read_bytes(trace));
@@ -173,23 +179,26 @@ TEST_F(TraceTest, LogallocRoundTripGivesTheSameReplayFigures) {
   EXPECT_NE(in.out.find("pid " + std::to_string(python.pid) + ": "), std::string::npos) << in.out;
   EXPECT_NE(in.out.find("pid 4242: 2 calls, 0 jemalloc_stats, 1 threads\n"), std::string::npos)
       << in.out;
-  Child compressed = run({RUNSEL_TRACE_CONVERT, "from-logalloc", log.string(),
-                          (dir_ / "back.gz.trace").string()}, {}, dir_);
+  Child compressed =
+      run({RUNSEL_TRACE_CONVERT, "from-logalloc", log.string(), (dir_ / "back.gz.trace").string()},
+          {}, dir_);
   ASSERT_TRUE(WIFEXITED(compressed.status) && WEXITSTATUS(compressed.status) == 0)
       << compressed.err;
   EXPECT_EQ(read_bytes(dir_ / "back.gz.trace"), read_bytes(back)) << "plain and gzip alike";
   Child other = run({RUNSEL_TRACE_CONVERT, "from-logalloc", "--pid", "4242", text.string(),
-                     (dir_ / "other").string()}, {}, dir_);
+                     (dir_ / "other").string()},
+                    {}, dir_);
   ASSERT_TRUE(WIFEXITED(other.status) && WEXITSTATUS(other.status) == 0) << other.err;
   EXPECT_EQ(summarize(read_bytes(dir_ / "other")).records, 2u);
   Child missing = run({RUNSEL_TRACE_CONVERT, "from-logalloc", "--pid", "4243", text.string(),
-                       (dir_ / "none").string()}, {}, dir_);
+                       (dir_ / "none").string()},
+                      {}, dir_);
   EXPECT_TRUE(WIFEXITED(missing.status) && WEXITSTATUS(missing.status) == 2) << missing.err;
 
   fs::path original_json = dir_ / "original.json", back_json = dir_ / "back.json";
   for (const auto& [input, json] : {std::pair{trace, original_json}, std::pair{back, back_json}}) {
-    Child replay = run({replayer(container()).string(), "--json", json.string(), input.string()},
-                       {}, dir_);
+    Child replay =
+        run({replayer(container()).string(), "--json", json.string(), input.string()}, {}, dir_);
     ASSERT_TRUE(WIFEXITED(replay.status) && WEXITSTATUS(replay.status) == 0) << replay.err;
   }
   std::string original = slurp(original_json), converted = slurp(back_json);
@@ -208,8 +217,8 @@ TEST_F(TraceTest, LogallocRoundTripGivesTheSameReplayFigures) {
 // with --allow-large-live-set (here the pebibyte cannot be had: counted as failed).
 TEST_F(TraceTest, ALiveSetBeyondMemoryIsRefusedUnlessAllowed) {
   LogallocParser parser;
-  for (const char* line : {"7 1 malloc(16)=0x1000", "7 1 malloc(1125899906842624)=0x10000000",
-                           "7 1 free(0x10000000)"})
+  for (const char* line :
+       {"7 1 malloc(16)=0x1000", "7 1 malloc(1125899906842624)=0x10000000", "7 1 free(0x10000000)"})
     ASSERT_TRUE(parser.line(line, std::strlen(line))) << parser.error();
   fs::path trace = dir_ / "pebibyte";
   write_bytes(trace, parser.largest()->file());

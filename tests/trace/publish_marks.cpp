@@ -48,7 +48,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   int fd = open(argv[1], O_RDWR);
-  void* file = fd < 0 ? MAP_FAILED : mmap(nullptr, 65536, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  void* file =
+      fd < 0 ? MAP_FAILED : mmap(nullptr, 65536, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (file == MAP_FAILED) {
     std::perror(argv[1]);
     return 1;

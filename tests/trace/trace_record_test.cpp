@@ -36,7 +36,8 @@ TEST_F(TraceTest, ReplaysPythonWithTheRecordedOperationCount) {
     EXPECT_EQ(replay.out, again.out);
     EXPECT_EQ(figures, slurp(second_json));
     // Writing JSON changes no figure: the replayer's own buffers are not heap.
-    Child plain = run({replayer(container()).string(), "--every", "500000", trace.string()}, {}, dir_);
+    Child plain =
+        run({replayer(container()).string(), "--every", "500000", trace.string()}, {}, dir_);
     ASSERT_TRUE(WIFEXITED(plain.status) && WEXITSTATUS(plain.status) == 0) << plain.err;
     EXPECT_EQ(replay.out, plain.out);
   }
@@ -83,8 +84,8 @@ TEST_F(TraceTest, RecordsThreadsAndAForkedChildInItsOwnFile) {
 
   for (const fs::path& path : {trace, children[0]}) {
     const fs::path json = dir_ / "own.json";
-    Child replay = run({replayer(container()).string(), "--json", json.string(), path.string()},
-                       {}, dir_);
+    Child replay =
+        run({replayer(container()).string(), "--json", json.string(), path.string()}, {}, dir_);
     ASSERT_TRUE(WIFEXITED(replay.status) && WEXITSTATUS(replay.status) == 0) << replay.err;
     EXPECT_EQ(field(replay.out, "replay", "failed"), 0u);
     EXPECT_GT(expect_within_headroom(slurp(json), path.filename().string()), 0);
@@ -180,8 +181,8 @@ TEST_F(TraceTest, ThreadsFreeingEachOthersBlocksReplayWithoutUnknownPointers) {
   // Had a reuse been recorded before its free, the replay would meet an
   // address still live (reused_live) and later free it twice (unknown).
   const fs::path json = dir_ / "own.json";
-  Child replay = run({replayer(container()).string(), "--json", json.string(), trace.string()},
-                     {}, dir_);
+  Child replay =
+      run({replayer(container()).string(), "--json", json.string(), trace.string()}, {}, dir_);
   ASSERT_TRUE(WIFEXITED(replay.status) && WEXITSTATUS(replay.status) == 0) << replay.err;
   EXPECT_EQ(field(replay.out, "replay", "ops"), summary.records);
   EXPECT_EQ(field(replay.out, "replay", "unknown_pointers"), 0u);
@@ -203,11 +204,11 @@ TEST_F(TraceTest, RecordsMarksWherePublishedAndReplaysThem) {
     file[0] = 1;  // one label published before the program runs
     write_bytes(marks, file);
   }
-  Child program = run({RUNSEL_PUBLISH_MARKS, marks.string()},
-                      {std::string("LD_PRELOAD=") + RUNSEL_TRACE_RECORDER,
-                       "RUNSEL_TRACE=" + (dir_ / "trace.%p").string(),
-                       "RUNSEL_TRACE_MARKS=" + marks.string()},
-                      dir_);
+  Child program =
+      run({RUNSEL_PUBLISH_MARKS, marks.string()},
+          {std::string("LD_PRELOAD=") + RUNSEL_TRACE_RECORDER,
+           "RUNSEL_TRACE=" + (dir_ / "trace.%p").string(), "RUNSEL_TRACE_MARKS=" + marks.string()},
+          dir_);
   ASSERT_TRUE(WIFEXITED(program.status) && WEXITSTATUS(program.status) == 0) << program.err;
   fs::path trace = dir_ / ("trace." + std::to_string(program.pid));
   Bytes bytes = read_bytes(trace);
@@ -236,7 +237,8 @@ TEST_F(TraceTest, RecordsMarksWherePublishedAndReplaysThem) {
   EXPECT_TRUE(records[first + 2].op == Op::malloc && records[first + 2].size == 3002);
   EXPECT_EQ(label(records[first + 3]), "second");
   EXPECT_EQ(label(records[first + 4]), "third");
-  EXPECT_TRUE(records[first + 5].op == Op::free && records[first + 5].input == records[first].result);
+  EXPECT_TRUE(records[first + 5].op == Op::free &&
+              records[first + 5].input == records[first].result);
   std::size_t thread_mark = first, thread_malloc = first, last_mark = first, last_free = first;
   for (std::size_t i = first; i < records.size(); ++i) {
     if (records[i].op == Op::mark && label(records[i]) == "from a thread") thread_mark = i;
@@ -261,7 +263,8 @@ TEST_F(TraceTest, RecordsMarksWherePublishedAndReplaysThem) {
 }
 
 // A figure of the JSON checkpoint named `name`: "key": N after its "name".
-std::uint64_t json_figure(const std::string& json, const std::string& name, const std::string& key) {
+std::uint64_t json_figure(const std::string& json, const std::string& name,
+                          const std::string& key) {
   std::size_t at = json.find("{\"name\": \"" + name + "\"");
   if (at == std::string::npos) {
     ADD_FAILURE() << "no checkpoint " << name << " in " << json.substr(0, 2000);
@@ -288,7 +291,8 @@ TEST_F(TraceTest, ReplaysWriteTheirBlocksAndReportExactFigures) {
     ++records;
   };
   auto mark = [&](const char* label) {
-    add(Record{.op = Op::mark, .label = label,
+    add(Record{.op = Op::mark,
+               .label = label,
                .label_length = static_cast<std::uint32_t>(std::strlen(label))});
   };
   const std::uint64_t kLarge = 200 << 10, kBase = 0x7f0000000000ull;
@@ -296,17 +300,21 @@ TEST_F(TraceTest, ReplaysWriteTheirBlocksAndReportExactFigures) {
     add(Record{.op = Op::malloc, .size = kLarge, .result = kBase + i * (1 << 20)});
   mark("large");
   for (std::uint64_t i = 0; i < 20000; ++i)
-    add(Record{.op = i % 2 ? Op::malloc : Op::calloc, .size = 24 + i % 200, .count = i % 2 ? 0u : 1u,
+    add(Record{.op = i % 2 ? Op::malloc : Op::calloc,
+               .size = 24 + i % 200,
+               .count = i % 2 ? 0u : 1u,
                .result = kBase + (1ull << 32) + i * 256});
   mark("small");
-  for (std::uint64_t i = 0; i < 20000; i += 2) add(Record{.op = Op::free, .input = kBase + (1ull << 32) + i * 256});
+  for (std::uint64_t i = 0; i < 20000; i += 2)
+    add(Record{.op = Op::free, .input = kBase + (1ull << 32) + i * 256});
   mark("half of the small freed");
   end = put_end(end, records);
   bytes.resize(static_cast<std::size_t>(end - bytes.data()));
   fs::path trace = dir_ / "synthetic", json = dir_ / "figures.json";
   write_bytes(trace, bytes);
 
-  Child replay = run({replayer(container()).string(), "--json", json.string(), trace.string()}, {}, dir_);
+  Child replay =
+      run({replayer(container()).string(), "--json", json.string(), trace.string()}, {}, dir_);
   ASSERT_TRUE(WIFEXITED(replay.status) && WEXITSTATUS(replay.status) == 0) << replay.err;
   std::string figures = slurp(json);
   EXPECT_GT(expect_within_headroom(figures, "synthetic"), 0);
@@ -317,10 +325,10 @@ TEST_F(TraceTest, ReplaysWriteTheirBlocksAndReportExactFigures) {
   for (const char* name : {"large", "small", "half of the small freed", "peak", "end"}) {
     SCOPED_TRACE(name);
     std::uint64_t committed = json_figure(figures, name, "committed");
-    EXPECT_EQ(committed, json_figure(figures, name, "allocated") + json_figure(figures, name, "waste") +
-                             json_figure(figures, name, "dirty") +
-                             json_figure(figures, name, "bookkeeping") +
-                             json_figure(figures, name, "bin_unused"));
+    EXPECT_EQ(committed,
+              json_figure(figures, name, "allocated") + json_figure(figures, name, "waste") +
+                  json_figure(figures, name, "dirty") + json_figure(figures, name, "bookkeeping") +
+                  json_figure(figures, name, "bin_unused"));
     std::size_t at = figures.find("{\"name\": \"" + std::string(name) + "\"");
     std::size_t bins = figures.find("\"bins\": [", at), bins_end = figures.find("]}", bins);
     std::uint64_t unused = 0;

@@ -8,10 +8,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <cstdio>
 #include <algorithm>
-#include <cstring>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -106,7 +106,7 @@ inline void write_bytes(const fs::path& path, const Bytes& bytes) {
 // invariant walkers run after every call: a checked replay of the python trace
 // took 63 s on a loaded 2-core machine) gets SIGALRM, which shows as a signal.
 inline Child run(const std::vector<std::string>& argv, const std::vector<std::string>& env,
-          const fs::path& dir) {
+                 const fs::path& dir) {
   fs::path out = dir / "child.out", err = dir / "child.err";
   Child child;
   child.pid = fork();
@@ -131,7 +131,7 @@ inline Child run(const std::vector<std::string>& argv, const std::vector<std::st
 
 // Records `python3 args...` into dir; returns the trace of the python process.
 inline fs::path record_python(const std::vector<std::string>& args, const fs::path& dir,
-                       Child* child = nullptr) {
+                              Child* child = nullptr) {
   std::vector<std::string> argv = {kPython};
   argv.insert(argv.end(), args.begin(), args.end());
   Child python = run(argv,
@@ -253,8 +253,8 @@ class TraceTest : public ::testing::Test {
       if (name != container() && access(replayer(name).c_str(), X_OK) == 0) others.push_back(name);
     if (others.empty() && bound_checked) return;
     const fs::path figures = dir_ / "headroom.json";
-    Child mine = run({replayer(container()).string(), "--every", every, "--json",
-                      figures.string(), trace.string()},
+    Child mine = run({replayer(container()).string(), "--every", every, "--json", figures.string(),
+                      trace.string()},
                      {}, dir_);
     ASSERT_TRUE(WIFEXITED(mine.status) && WEXITSTATUS(mine.status) == 0) << mine.err;
     EXPECT_GT(expect_within_headroom(slurp(figures), trace.filename().string()), 0);
@@ -271,7 +271,8 @@ class TraceTest : public ::testing::Test {
 
 // The figure `key` (" key=N") on the first line of a replay's output that
 // starts with `prefix`.
-inline std::uint64_t field(const std::string& output, const std::string& prefix, const std::string& key) {
+inline std::uint64_t field(const std::string& output, const std::string& prefix,
+                           const std::string& key) {
   std::istringstream lines(output);
   std::string line;
   while (std::getline(lines, line)) {

@@ -5,8 +5,6 @@
 // (--gtest_filter=*/<container>.*).
 #pragma once
 
-#include "containers/container.h"
-
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -22,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "containers/container.h"
 #include "containers/hook.h"
 #include "containers/list.h"
 #include "support/seeds.h"
@@ -343,7 +342,6 @@ void verify(Set& set, Model& model, std::size_t step) {
   Run* expected = model.expected_pick(set);
   ASSERT_EQ(set.pick(), expected) << "at step " << step;
 }
-
 
 // Every container of containers/list.h, each with the model of its policy,
 // as a list of types for TYPED_TEST_SUITE.

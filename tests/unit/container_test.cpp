@@ -97,7 +97,8 @@ void corrupt(typename Case::Set& set, std::vector<Run>& runs, int variant) {
       RunHook::hook(pick).buckets.bucket = 3;  // records a bucket it is not on
     } else {
       Run* tail = pick;
-      while (RunHook::hook(tail).buckets.list.next != nullptr) tail = RunHook::hook(tail).buckets.list.next;
+      while (RunHook::hook(tail).buckets.list.next != nullptr)
+        tail = RunHook::hook(tail).buckets.list.next;
       RunHook::hook(tail).buckets.list.next = pick;  // a cycle
     }
   } else {

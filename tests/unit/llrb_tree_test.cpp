@@ -122,8 +122,8 @@ void run_seed(std::uint64_t seed) {
         move(node, members, outsiders);
       }
       const char* why = "";
-      ASSERT_TRUE(tree.check(&why)) << "after " << what << " (step " << step << ", size "
-                                    << tree.size() << "): " << why;
+      ASSERT_TRUE(tree.check(&why))
+          << "after " << what << " (step " << step << ", size " << tree.size() << "): " << why;
       ASSERT_EQ(g_bad_links, 0u) << "a link to a non-member was followed, after " << what;
       ASSERT_EQ(tree.size(), model.size());
       ASSERT_EQ(tree.first(), model.empty() ? nullptr : *model.begin());

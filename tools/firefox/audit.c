@@ -27,8 +27,8 @@
 
 struct object {
   struct link_map* map;
-  bool executable;   // the program: its exports are the allocator
-  bool patched;      // its data slots were rewritten after its relocation
+  bool executable;  // the program: its exports are the allocator
+  bool patched;     // its data slots were rewritten after its relocation
 };
 static struct object objects[MAX_OBJECTS];
 static unsigned object_count;
@@ -39,7 +39,7 @@ static uintptr_t dynamic_address(const struct link_map* map, ElfW(Addr) value) {
   return value < map->l_addr ? map->l_addr + value : value;
 }
 
-static const ElfW(Dyn)* dynamic_entry(const struct link_map* map, ElfW(Sxword) tag) {
+static const ElfW(Dyn) * dynamic_entry(const struct link_map* map, ElfW(Sxword) tag) {
   for (const ElfW(Dyn)* d = map->l_ld; d != NULL && d->d_tag != DT_NULL; ++d)
     if (d->d_tag == tag) return d;
   return NULL;
@@ -135,8 +135,7 @@ AUDIT_EXPORT unsigned int la_objopen(struct link_map* map, Lmid_t namespace_id, 
   *cookie = object_count++;
   if (o->executable) {
     executable_map = map;
-    if (defined_address(map, "jemalloc_stats_internal") != 0 &&
-        defined_address(map, "malloc") != 0)
+    if (defined_address(map, "jemalloc_stats_internal") != 0 && defined_address(map, "malloc") != 0)
       start_recording(executable_export);  // another program (a helper, a shell) is left alone
   }
   return LA_FLG_BINDTO | LA_FLG_BINDFROM;
@@ -154,8 +153,8 @@ AUDIT_EXPORT void la_preinit(uintptr_t* cookie) {
   check_stats_layout();
 }
 
-AUDIT_EXPORT uintptr_t la_symbind64(ElfW(Sym)* symbol, unsigned int index, uintptr_t* from_cookie,
-                       uintptr_t* to_cookie, unsigned int* flags, const char* name) {
+AUDIT_EXPORT uintptr_t la_symbind64(ElfW(Sym) * symbol, unsigned int index, uintptr_t* from_cookie,
+                                    uintptr_t* to_cookie, unsigned int* flags, const char* name) {
   (void)index;
   *flags |= LA_SYMB_NOPLTENTER | LA_SYMB_NOPLTEXIT;
   if (!recording()) return symbol->st_value;
@@ -176,4 +175,3 @@ AUDIT_EXPORT uintptr_t la_symbind64(ElfW(Sym)* symbol, unsigned int index, uintp
   }
   return wrapper[function];
 }
-

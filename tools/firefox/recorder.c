@@ -17,6 +17,8 @@
 // This library lives in its own link namespace with its own libc, whose malloc
 // is not Firefox's: nothing here is recorded or recurses.
 #define _GNU_SOURCE
+#include "recorder.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -31,17 +33,35 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "recorder.h"
 #include "stats_layout.h"
 // --- the functions wrapped -------------------------------------------------------
 
-
 const char* const function_names[F_COUNT] = {
-  "malloc", "calloc", "realloc", "free", "memalign", "posix_memalign", "aligned_alloc",
-  "valloc", "strdup", "strndup", "moz_xmalloc", "moz_xcalloc", "moz_xrealloc",
-  "moz_xmemalign", "moz_xstrdup", "moz_xstrndup", "moz_xmemdup", "moz_arena_malloc",
-  "moz_arena_calloc", "moz_arena_realloc", "moz_arena_free", "moz_arena_memalign",
-  "exit", "_exit", "_Exit",
+    "malloc",
+    "calloc",
+    "realloc",
+    "free",
+    "memalign",
+    "posix_memalign",
+    "aligned_alloc",
+    "valloc",
+    "strdup",
+    "strndup",
+    "moz_xmalloc",
+    "moz_xcalloc",
+    "moz_xrealloc",
+    "moz_xmemalign",
+    "moz_xstrdup",
+    "moz_xstrndup",
+    "moz_xmemdup",
+    "moz_arena_malloc",
+    "moz_arena_calloc",
+    "moz_arena_realloc",
+    "moz_arena_free",
+    "moz_arena_memalign",
+    "exit",
+    "_exit",
+    "_Exit",
 };
 
 uintptr_t real[F_COUNT];
@@ -60,17 +80,17 @@ int function_named(const char* name) {
 
 static struct {
   pthread_mutex_t lock;
-  bool active;             // the executable is Firefox's: record
-  bool stats_usable;       // the stats layout matched (stats_layout.h)
-  pid_t pid;               // the process the open file belongs to
+  bool active;        // the executable is Firefox's: record
+  bool stats_usable;  // the stats layout matched (stats_layout.h)
+  pid_t pid;          // the process the open file belongs to
   int fd, marks_fd;
   z_stream gzip;
   char text[TEXT_BUFFER];
   size_t used;
   unsigned char out[GZIP_BUFFER];
   uint64_t lines, calls, mark_count, every;
-  uint64_t seen_labels;     // labels of the marks file already written
-  size_t next_label;        // byte offset of the next label in the marks file
+  uint64_t seen_labels;                 // labels of the marks file already written
+  size_t next_label;                    // byte offset of the next label in the marks file
   const volatile unsigned char* marks;  // the mapped marks file, or NULL
   char directory[512];
   jemalloc_stats_fn stats;
@@ -82,8 +102,8 @@ static __thread pid_t cached_tid_pid;
 
 static void say(const char* message) {
   char line[600];
-  int n = snprintf(line, sizeof line, "runsel firefox recorder (pid %d): %s\n", (int)getpid(),
-                   message);
+  int n =
+      snprintf(line, sizeof line, "runsel firefox recorder (pid %d): %s\n", (int)getpid(), message);
   if (n > 0) (void)!write(2, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
 }
 
@@ -125,8 +145,8 @@ static bool open_log(pid_t pid) {
   int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) {
     char message[700];
-    snprintf(message, sizeof message, "cannot create %s: %s; this process is not recorded",
-             path, strerror(errno));
+    snprintf(message, sizeof message, "cannot create %s: %s; this process is not recorded", path,
+             strerror(errno));
     say(message);
     log_state.active = false;
     return false;
@@ -150,7 +170,8 @@ static bool open_log(pid_t pid) {
 static char* put_decimal(char* at, uint64_t value) {
   char digits[24];
   int n = 0;
-  do digits[n++] = (char)('0' + value % 10); while ((value /= 10) != 0);
+  do digits[n++] = (char)('0' + value % 10);
+  while ((value /= 10) != 0);
   while (n > 0) *at++ = digits[--n];
   return at;
 }
@@ -161,7 +182,8 @@ static char* put_pointer(char* at, uintptr_t value) {
   *at++ = 'x';
   char digits[20];
   int n = 0;
-  do digits[n++] = hex[value & 15]; while ((value >>= 4) != 0);
+  do digits[n++] = hex[value & 15];
+  while ((value >>= 4) != 0);
   while (n > 0) *at++ = digits[--n];
   return at;
 }
@@ -253,10 +275,11 @@ static void check_marks(void) {
 static void side_record(const char* label) {
   if (log_state.marks_fd < 0) return;
   static char json[16384];
-  int n = snprintf(json, sizeof json,
-                   "{\"mark\": %llu, \"line\": %llu, \"calls\": %llu, \"label\": \"%s\", \"cmdline\": \"",
-                   (unsigned long long)log_state.mark_count, (unsigned long long)log_state.lines,
-                   (unsigned long long)log_state.calls, label);
+  int n = snprintf(
+      json, sizeof json,
+      "{\"mark\": %llu, \"line\": %llu, \"calls\": %llu, \"label\": \"%s\", \"cmdline\": \"",
+      (unsigned long long)log_state.mark_count, (unsigned long long)log_state.lines,
+      (unsigned long long)log_state.calls, label);
   int cmdline = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
   if (cmdline >= 0) {
     char arguments[512];
@@ -274,8 +297,7 @@ static void side_record(const char* label) {
     memset(&stats, 0, sizeof stats);
     memset(bins, 0, sizeof bins);
     log_state.stats(&stats, bins);
-    n += format_stats_json(json + n, sizeof json - (size_t)n, &stats, bins,
-                           log_state.num_bins());
+    n += format_stats_json(json + n, sizeof json - (size_t)n, &stats, bins, log_state.num_bins());
   } else {
     n += snprintf(json + n, sizeof json - (size_t)n,
                   ", \"stats\": null, \"why\": \"the stats layout of this Firefox is not the one "
@@ -454,14 +476,15 @@ static void w_capital_exit(int status) {
   __builtin_unreachable();
 }
 static const uintptr_t wrappers_in_order[F_COUNT] = {
-  (uintptr_t)w_malloc, (uintptr_t)w_calloc, (uintptr_t)w_realloc, (uintptr_t)w_free,
-  (uintptr_t)w_memalign, (uintptr_t)w_posix_memalign, (uintptr_t)w_aligned_alloc,
-  (uintptr_t)w_valloc, (uintptr_t)w_strdup, (uintptr_t)w_strndup, (uintptr_t)w_xmalloc,
-  (uintptr_t)w_xcalloc, (uintptr_t)w_xrealloc, (uintptr_t)w_xmemalign, (uintptr_t)w_xstrdup,
-  (uintptr_t)w_xstrndup, (uintptr_t)w_xmemdup, (uintptr_t)w_arena_malloc,
-  (uintptr_t)w_arena_calloc, (uintptr_t)w_arena_realloc, (uintptr_t)w_arena_free,
-  (uintptr_t)w_arena_memalign, (uintptr_t)w_exit, (uintptr_t)w_underscore_exit,
-  (uintptr_t)w_capital_exit,
+    (uintptr_t)w_malloc,         (uintptr_t)w_calloc,        (uintptr_t)w_realloc,
+    (uintptr_t)w_free,           (uintptr_t)w_memalign,      (uintptr_t)w_posix_memalign,
+    (uintptr_t)w_aligned_alloc,  (uintptr_t)w_valloc,        (uintptr_t)w_strdup,
+    (uintptr_t)w_strndup,        (uintptr_t)w_xmalloc,       (uintptr_t)w_xcalloc,
+    (uintptr_t)w_xrealloc,       (uintptr_t)w_xmemalign,     (uintptr_t)w_xstrdup,
+    (uintptr_t)w_xstrndup,       (uintptr_t)w_xmemdup,       (uintptr_t)w_arena_malloc,
+    (uintptr_t)w_arena_calloc,   (uintptr_t)w_arena_realloc, (uintptr_t)w_arena_free,
+    (uintptr_t)w_arena_memalign, (uintptr_t)w_exit,          (uintptr_t)w_underscore_exit,
+    (uintptr_t)w_capital_exit,
 };
 
 // --- process set-up ----------------------------------------------------------------------
@@ -484,8 +507,7 @@ void start_recording(uintptr_t (*lookup)(const char* name)) {
   const char* marks = getenv("RUNSEL_FIREFOX_MARKS");
   if (marks != NULL && marks[0] != 0) {
     int fd = open(marks, O_RDONLY | O_CLOEXEC);
-    void* mapped = fd < 0 ? MAP_FAILED
-                          : mmap(NULL, MARKS_FILE_SIZE, PROT_READ, MAP_SHARED, fd, 0);
+    void* mapped = fd < 0 ? MAP_FAILED : mmap(NULL, MARKS_FILE_SIZE, PROT_READ, MAP_SHARED, fd, 0);
     if (fd >= 0) close(fd);
     if (mapped == MAP_FAILED)
       say("cannot map RUNSEL_FIREFOX_MARKS; no tab marks in this process");

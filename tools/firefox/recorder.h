@@ -11,16 +11,38 @@
 // The functions wrapped, in this order; the exits last (from FIRST_EXIT on), wrapped
 // wherever they are defined (libc), to finish the log first.
 enum Function {
-  F_MALLOC, F_CALLOC, F_REALLOC, F_FREE, F_MEMALIGN, F_POSIX_MEMALIGN, F_ALIGNED_ALLOC,
-  F_VALLOC, F_STRDUP, F_STRNDUP, F_XMALLOC, F_XCALLOC, F_XREALLOC, F_XMEMALIGN, F_XSTRDUP,
-  F_XSTRNDUP, F_XMEMDUP, F_ARENA_MALLOC, F_ARENA_CALLOC, F_ARENA_REALLOC, F_ARENA_FREE,
-  F_ARENA_MEMALIGN, F_EXIT, F_UNDERSCORE_EXIT, F_CAPITAL_EXIT, F_COUNT
+  F_MALLOC,
+  F_CALLOC,
+  F_REALLOC,
+  F_FREE,
+  F_MEMALIGN,
+  F_POSIX_MEMALIGN,
+  F_ALIGNED_ALLOC,
+  F_VALLOC,
+  F_STRDUP,
+  F_STRNDUP,
+  F_XMALLOC,
+  F_XCALLOC,
+  F_XREALLOC,
+  F_XMEMALIGN,
+  F_XSTRDUP,
+  F_XSTRNDUP,
+  F_XMEMDUP,
+  F_ARENA_MALLOC,
+  F_ARENA_CALLOC,
+  F_ARENA_REALLOC,
+  F_ARENA_FREE,
+  F_ARENA_MEMALIGN,
+  F_EXIT,
+  F_UNDERSCORE_EXIT,
+  F_CAPITAL_EXIT,
+  F_COUNT
 };
 #define FIRST_EXIT F_EXIT
 
 extern const char* const function_names[F_COUNT];
-extern uintptr_t real[F_COUNT];     // the executable's (or libc's) definitions
-extern uintptr_t wrapper[F_COUNT];  // ours
+extern uintptr_t real[F_COUNT];        // the executable's (or libc's) definitions
+extern uintptr_t wrapper[F_COUNT];     // ours
 int function_named(const char* name);  // its Function, or -1
 
 // Recording in this process: the program is Firefox's. `lookup` gives the address of

@@ -5,7 +5,8 @@
 // resolve to the executable's exports), and exits with the replayer's code.
 //
 //   RUNSEL_FIREFOX_REPLAY="--json OUT [--partial] ... TRACE"
-//   MALLOC_OPTIONS=r LD_PRELOAD=build/tools/firefox/librunsel-firefox-replay.so firefox-esr --version
+//   MALLOC_OPTIONS=r LD_PRELOAD=build/tools/firefox/librunsel-firefox-replay.so firefox-esr
+//   --version
 //
 // The replayer reads figures through runsel's stats call; here that call is
 // answered from the executable's jemalloc_stats_internal (stats_layout.h), so
@@ -34,7 +35,8 @@ num_bins_fn firefox_bins;
 }
 
 void find_allocator() {
-  firefox_stats = reinterpret_cast<jemalloc_stats_fn>(dlsym(RTLD_DEFAULT, "jemalloc_stats_internal"));
+  firefox_stats =
+      reinterpret_cast<jemalloc_stats_fn>(dlsym(RTLD_DEFAULT, "jemalloc_stats_internal"));
   firefox_bins = reinterpret_cast<num_bins_fn>(dlsym(RTLD_DEFAULT, "jemalloc_stats_num_bins"));
   if (firefox_stats == nullptr || firefox_bins == nullptr)
     refuse("this program exports no jemalloc_stats_internal: not firefox-esr's executable");
@@ -56,8 +58,9 @@ void runsel_stats(runsel_stats_t* out) {
   if (count == 0 || count > MAX_BINS) refuse("jemalloc_stats_num_bins is out of range");
   firefox_stats(&s, bins);
   if (!stats_layout_matches(&s, count))
-    refuse("this Firefox's jemalloc_stats layout is not the known one (quantum 16, chunk 1 MiB, "
-           "page 4 KiB)");
+    refuse(
+        "this Firefox's jemalloc_stats layout is not the known one (quantum 16, chunk 1 MiB, "
+        "page 4 KiB)");
   std::memset(out, 0, sizeof *out);
   out->mapped = s.mapped;
   out->allocated = s.allocated;
@@ -112,8 +115,9 @@ static void print_geometry_and_exit() {
   std::free(warm);
   firefox_stats(&s, bins);
   if (!stats_layout_matches(&s, count))
-    refuse("this Firefox's jemalloc_stats layout is not the known one (quantum 16, chunk 1 MiB, "
-           "page 4 KiB)");
+    refuse(
+        "this Firefox's jemalloc_stats layout is not the known one (quantum 16, chunk 1 MiB, "
+        "page 4 KiB)");
   for (std::size_t i = 0; i < count; ++i)
     std::printf("%zu %zu %zu\n", bins[i].size, bins[i].bytes_per_run, bins[i].regions_per_run);
   std::fflush(stdout);

@@ -19,8 +19,8 @@
 // jemalloc_stats_t of Firefox 153 (176 bytes): three flags, then size_t fields.
 struct moz_stats {
   bool opt_junk, opt_randomize_small, opt_zero;
-  size_t narenas, quantum, quantum_max, quantum_wide, quantum_wide_max, subpage_max,
-      large_max, chunksize, page_size, real_page_size, dirty_max;
+  size_t narenas, quantum, quantum_max, quantum_wide, quantum_wide_max, subpage_max, large_max,
+      chunksize, page_size, real_page_size, dirty_max;
   size_t mapped, allocated, waste, pages_dirty, pages_fresh, pages_madvised, bookkeeping,
       bin_unused, num_operations, arena_run_header;
   size_t spare[8];  // room for a later Firefox's extra fields: never read
@@ -57,13 +57,13 @@ static inline int format_stats_json(char* out, size_t room, const struct moz_sta
                    "\"madvised\": %zu, \"bookkeeping\": %zu, \"bin_unused\": %zu, "
                    "\"num_operations\": %zu, \"randomize_small\": %s}, \"bins\": [",
                    s->narenas, s->mapped, stats_committed(s), s->allocated, s->waste,
-                   s->pages_dirty, s->pages_fresh, s->pages_madvised, s->bookkeeping,
-                   s->bin_unused, s->num_operations, s->opt_randomize_small ? "true" : "false");
+                   s->pages_dirty, s->pages_fresh, s->pages_madvised, s->bookkeeping, s->bin_unused,
+                   s->num_operations, s->opt_randomize_small ? "true" : "false");
   for (size_t i = 0; i < count && n > 0 && (size_t)n < room; ++i) {
     const struct moz_bin_stats* b = &bins[i];
-    n += snprintf(out + n, room - (size_t)n, "%s[%zu, %zu, %zu, %zu, %zu, %zu, %zu]",
-                  i ? ", " : "", b->size, b->num_runs, b->num_non_full_runs, b->bytes_unused,
-                  b->bytes_total, b->bytes_per_run, b->regions_per_run);
+    n += snprintf(out + n, room - (size_t)n, "%s[%zu, %zu, %zu, %zu, %zu, %zu, %zu]", i ? ", " : "",
+                  b->size, b->num_runs, b->num_non_full_runs, b->bytes_unused, b->bytes_total,
+                  b->bytes_per_run, b->regions_per_run);
   }
   if (n > 0 && (size_t)n < room) n += snprintf(out + n, room - (size_t)n, "]");
   return n;

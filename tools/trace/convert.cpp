@@ -23,8 +23,8 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <csignal>
 #include <cinttypes>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -105,7 +105,9 @@ struct GzipPipe {
   }
 };
 
-bool exited_zero(int status) { return status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0; }
+bool exited_zero(int status) {
+  return status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
 
 // How reading a log went, beyond what the parser made of its lines.
 struct LogReading {
@@ -154,8 +156,8 @@ class LineReader {
       const char* start = buffer_ + begin_;
       std::size_t available = end_ - begin_;
       const void* newline = std::memchr(start, '\n', available);
-      std::size_t take = newline ? static_cast<std::size_t>(static_cast<const char*>(newline) - start)
-                                 : available;
+      std::size_t take =
+          newline ? static_cast<std::size_t>(static_cast<const char*>(newline) - start) : available;
       if (line_.size() + take > kMaxLogallocLine) {
         take = kMaxLogallocLine - line_.size();
         line_.append(start, take);
@@ -181,8 +183,8 @@ class LineReader {
       const char* start = buffer_ + begin_;
       std::size_t available = end_ - begin_;
       const void* newline = std::memchr(start, '\n', available);
-      std::size_t take = newline ? static_cast<std::size_t>(static_cast<const char*>(newline) - start)
-                                 : available;
+      std::size_t take =
+          newline ? static_cast<std::size_t>(static_cast<const char*>(newline) - start) : available;
       skipped += take;
       advance(take);
       if (newline) {
@@ -257,8 +259,8 @@ int read_log(const char* log, bool gzip, bool partial, LogallocParser& parser,
   int gzip_status = gzip ? pipe.finish() : (std::fclose(in), 0);
   // gzip exiting non-zero: the file is not gzip data or is cut short, whatever the
   // parser made of what came out (killed by SIGPIPE: the parser stopped reading).
-  reading.gzip_cut = gzip && gzip_status != -1 && WIFEXITED(gzip_status) &&
-                     WEXITSTATUS(gzip_status) != 0;
+  reading.gzip_cut =
+      gzip && gzip_status != -1 && WIFEXITED(gzip_status) && WEXITSTATUS(gzip_status) != 0;
   if (reading.gzip_cut && partial && !parser.failed() && parser.lines() > 0) {
     gzip_status = 0;  // a killed program's log: its stream ends early
   } else if (reading.gzip_cut) {
@@ -274,10 +276,10 @@ int read_log(const char* log, bool gzip, bool partial, LogallocParser& parser,
       std::fprintf(stderr, "runsel-trace-convert: %s: not a runsel trace or a logalloc log (%s)\n",
                    log, parser.error().c_str());
     else
-      std::fprintf(stderr, "runsel-trace-convert: %s: malformed logalloc log at %s%s\n", log,
-                   parser.error().c_str(),
-                   reading.unterminated ? " (the last line, without its newline: cut? --partial)"
-                                        : "");
+      std::fprintf(
+          stderr, "runsel-trace-convert: %s: malformed logalloc log at %s%s\n", log,
+          parser.error().c_str(),
+          reading.unterminated ? " (the last line, without its newline: cut? --partial)" : "");
     return 2;
   }
   if (reading.read_error || (gzip && !exited_zero(gzip_status))) {
@@ -292,7 +294,8 @@ int read_log(const char* log, bool gzip, bool partial, LogallocParser& parser,
 int write_trace(const char* out, const ProcessTrace& process) {
   std::vector<std::uint8_t> bytes = process.file();
   FILE* trace = std::fopen(out, "wb");
-  bool written = trace != nullptr && std::fwrite(bytes.data(), 1, bytes.size(), trace) == bytes.size();
+  bool written =
+      trace != nullptr && std::fwrite(bytes.data(), 1, bytes.size(), trace) == bytes.size();
   if (trace == nullptr || std::fclose(trace) != 0 || !written) {
     std::fprintf(stderr, "runsel-trace-convert: %s: %s\n", out, std::strerror(errno));
     return 1;
@@ -315,8 +318,9 @@ int from_logalloc(const char* log, const char* out, bool has_pid, std::uint64_t 
   LogReading reading;
   if (int failed = read_log(log, gzip, partial, parser, reading)) return failed;
   if (!partial && reading.unterminated)
-    std::printf("note: the last line has no newline: if the program was killed it may be cut "
-                "(--partial drops it)\n");
+    std::printf(
+        "note: the last line has no newline: if the program was killed it may be cut "
+        "(--partial drops it)\n");
   if (partial)
     std::printf("partial: used %" PRIu64 " complete lines (%" PRIu64 " bytes of text)%s%s\n",
                 parser.lines(), reading.used_bytes,
@@ -364,8 +368,8 @@ int to_logalloc(const char* path, const char* out) {
     while (check.next(record)) {
     }
   if (check.failed()) {
-    std::fprintf(stderr, "runsel-trace-convert: %s: malformed trace at byte offset %zu: %s\n",
-                 path, check.problem().offset, check.problem().what);
+    std::fprintf(stderr, "runsel-trace-convert: %s: malformed trace at byte offset %zu: %s\n", path,
+                 check.problem().offset, check.problem().what);
     return 2;
   }
   std::size_t length = std::strlen(out);

@@ -148,8 +148,7 @@ class LogallocParser {
     for (int i = 0; i < call.shape->arguments; ++i) {
       if (i > 0 && !expect(',')) return false;
       bool pointer = i == 0 && call.shape->pointer_first;
-      if (!(pointer ? this->pointer(call.args[i]) : number(call.args[i], "a number")))
-        return false;
+      if (!(pointer ? this->pointer(call.args[i]) : number(call.args[i], "a number"))) return false;
     }
     if (!expect(')')) return false;
     if (call.shape->result) {
@@ -218,8 +217,8 @@ class LogallocParser {
   // "line N, column C: what: the line" (its first 120 bytes, each byte outside
   // printable ASCII as \xNN, so the message is one line of text whatever the log holds).
   bool fail(const char* what) {
-    error_ = "line " + std::to_string(number_) + ", column " +
-             std::to_string(at_ - start_ + 1) + ": " + what + ": " + quote();
+    error_ = "line " + std::to_string(number_) + ", column " + std::to_string(at_ - start_ + 1) +
+             ": " + what + ": " + quote();
     return false;
   }
 
@@ -326,9 +325,8 @@ inline int logalloc_line(char* out, std::size_t room, std::uint64_t pid, const R
     case Op::posix_memalign:
     case Op::aligned_alloc:
     case Op::memalign:
-      return std::snprintf(out, room, "%llu %llu %s(%llu,%llu)=0x%llx\n", id, thread,
-                           op_name(r.op), static_cast<unsigned long long>(r.alignment), size,
-                           p(r.result));
+      return std::snprintf(out, room, "%llu %llu %s(%llu,%llu)=0x%llx\n", id, thread, op_name(r.op),
+                           static_cast<unsigned long long>(r.alignment), size, p(r.result));
     case Op::valloc:
     case Op::pvalloc: {
       std::uint64_t bytes = r.size;

@@ -180,7 +180,7 @@ inline constexpr std::size_t kMarksLabelsStart = 64;
 struct Marks {
   const unsigned char* file = nullptr;  // mapped read-only, shared with the driver
   std::size_t size = 0;
-  std::uint64_t seen = 0;                   // labels published before now
+  std::uint64_t seen = 0;                      // labels published before now
   std::size_t next_label = kMarksLabelsStart;  // where label number `seen` starts
   bool opened = false;
 };
@@ -219,9 +219,8 @@ void open_marks_locked() {
   std::size_t size = 0;
   if (fstat(fd, &info) == 0 && info.st_size > 0)
     size = std::min(static_cast<std::size_t>(info.st_size), kMarksFileSize);
-  void* file = size > kMarksLabelsStart
-                   ? mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0)
-                   : MAP_FAILED;
+  void* file =
+      size > kMarksLabelsStart ? mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0) : MAP_FAILED;
   close(fd);
   if (file == MAP_FAILED) return;
   marks.file = static_cast<const unsigned char*>(file);

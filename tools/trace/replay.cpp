@@ -53,9 +53,9 @@ class Output {
     va_start(args, format);
     int n = std::vsnprintf(buffer_ + used_, sizeof buffer_ - used_, format, args);
     va_end(args);
-    if (n > 0) used_ += static_cast<std::size_t>(n) < sizeof buffer_ - used_
-                           ? static_cast<std::size_t>(n)
-                           : sizeof buffer_ - used_ - 1;
+    if (n > 0)
+      used_ += static_cast<std::size_t>(n) < sizeof buffer_ - used_ ? static_cast<std::size_t>(n)
+                                                                    : sizeof buffer_ - used_ - 1;
   }
   // A JSON string: the label's bytes are printable ASCII; quote and backslash escaped.
   void string(const char* text, std::size_t length) {
@@ -134,9 +134,10 @@ const char* kind_name(Kind kind) {
 
 // A counting library's pick counters of one bin (cumulative since start), as JSON members.
 void print_pick_counters(const runsel_bin_stats& bin) {
-  json.print(", \"picks\": %zu, \"picks_with_choice\": %zu, \"runs_created\": %zu"
-             ", \"runs_destroyed\": %zu, \"nonfull_at_pick\": [",
-             bin.picks, bin.picks_with_choice, bin.runs_created, bin.runs_destroyed);
+  json.print(
+      ", \"picks\": %zu, \"picks_with_choice\": %zu, \"runs_created\": %zu"
+      ", \"runs_destroyed\": %zu, \"nonfull_at_pick\": [",
+      bin.picks, bin.picks_with_choice, bin.runs_created, bin.runs_destroyed);
   for (int i = 0; i < RUNSEL_PICK_BUCKETS; ++i)
     json.print("%s%zu", i ? ", " : "", bin.nonfull_at_pick[i]);
   json.print("], \"picked_fullness\": [");
@@ -169,8 +170,11 @@ void report(Kind kind, const char* name, std::size_t name_length, const Replay& 
   std::printf("%s ops=%" PRIu64
               " live=%zu mapped=%zu committed=%zu allocated=%zu waste=%zu dirty=%zu "
               "bookkeeping=%zu bin_unused=%zu\n",
-              kind == Kind::end ? "end" : kind == Kind::peak ? "peak" : "stats", ops, live.live,
-              s.mapped, s.committed, s.allocated, s.waste, s.dirty, s.bookkeeping, s.bin_unused);
+              kind == Kind::end    ? "end"
+              : kind == Kind::peak ? "peak"
+                                   : "stats",
+              ops, live.live, s.mapped, s.committed, s.allocated, s.waste, s.dirty, s.bookkeeping,
+              s.bin_unused);
   std::printf("resident ops=%" PRIu64 " bytes=%zu own=%zu\n", ops, heap_resident, resident.own());
   if (purged.measured)
     std::printf("purged ops=%" PRIu64 " resident=%zu committed=%zu\n", ops, purged.resident,
@@ -183,10 +187,11 @@ void report(Kind kind, const char* name, std::size_t name_length, const Replay& 
   json.string(name, name_length);
   json.print(", \"kind\": \"%s\", \"ops\": %" PRIu64 ", \"live_requested\": %zu", kind_name(kind),
              ops, live.live);
-  json.print(", \"mapped\": %zu, \"committed\": %zu, \"allocated\": %zu, \"waste\": %zu"
-             ", \"dirty\": %zu, \"bookkeeping\": %zu, \"bin_unused\": %zu, \"resident\": %zu",
-             s.mapped, s.committed, s.allocated, s.waste, s.dirty, s.bookkeeping, s.bin_unused,
-             heap_resident);
+  json.print(
+      ", \"mapped\": %zu, \"committed\": %zu, \"allocated\": %zu, \"waste\": %zu"
+      ", \"dirty\": %zu, \"bookkeeping\": %zu, \"bin_unused\": %zu, \"resident\": %zu",
+      s.mapped, s.committed, s.allocated, s.waste, s.dirty, s.bookkeeping, s.bin_unused,
+      heap_resident);
   if (purged.measured)
     json.print(", \"purged_resident\": %zu, \"purged_committed\": %zu", purged.resident,
                purged.committed);
@@ -202,11 +207,12 @@ void report(Kind kind, const char* name, std::size_t name_length, const Replay& 
   json.print(",\n   \"bins\": [");
   for (size_t i = 0; i < s.bin_count; ++i) {
     const runsel_bin_stats& bin = s.bins[i];
-    json.print("%s{\"size\": %zu, \"runs\": %zu, \"nonfull_runs\": %zu, \"regions_in_use\": %zu"
-               ", \"unused_bytes\": %zu, \"bytes_per_run\": %zu, \"regions_per_run\": %zu"
-               ", \"headroom_bound\": %zu",
-               i ? ", " : "", bin.size, bin.runs, bin.nonfull_runs, bin.regions_in_use,
-               bin.unused_bytes, bin.bytes_per_run, bin.regions_per_run, headroom_bound(bin));
+    json.print(
+        "%s{\"size\": %zu, \"runs\": %zu, \"nonfull_runs\": %zu, \"regions_in_use\": %zu"
+        ", \"unused_bytes\": %zu, \"bytes_per_run\": %zu, \"regions_per_run\": %zu"
+        ", \"headroom_bound\": %zu",
+        i ? ", " : "", bin.size, bin.runs, bin.nonfull_runs, bin.regions_in_use, bin.unused_bytes,
+        bin.bytes_per_run, bin.regions_per_run, headroom_bound(bin));
     if (s.counting) print_pick_counters(bin);
     json.print("}");
   }
@@ -214,13 +220,13 @@ void report(Kind kind, const char* name, std::size_t name_length, const Replay& 
 }
 
 void print_bin_table(const runsel_stats_t& s) {
-  std::printf("bins:\n%8s %8s %9s %12s %10s %12s %12s\n", "size", "runs", "non-full",
-              "regions/run", "in use", "utilization", "unused");
+  std::printf("bins:\n%8s %8s %9s %12s %10s %12s %12s\n", "size", "runs", "non-full", "regions/run",
+              "in use", "utilization", "unused");
   for (const runsel_bin_stats& bin : s.bins) {
     if (bin.runs == 0) continue;
     double capacity = static_cast<double>(bin.runs * bin.regions_per_run);
-    std::printf("%8zu %8zu %9zu %12zu %10zu %11.1f%% %12zu\n", bin.size, bin.runs,
-                bin.nonfull_runs, bin.regions_per_run, bin.regions_in_use,
+    std::printf("%8zu %8zu %9zu %12zu %10zu %11.1f%% %12zu\n", bin.size, bin.runs, bin.nonfull_runs,
+                bin.regions_per_run, bin.regions_in_use,
                 capacity > 0 ? 100.0 * static_cast<double>(bin.regions_in_use) / capacity : 0.0,
                 bin.unused_bytes);
   }
@@ -233,10 +239,10 @@ struct Options {
   const char* json = nullptr;  // --json FILE ("-": stdout, the text then goes to stderr)
   std::uint64_t every = 0;
   std::uint64_t records = UINT64_MAX;  // --records N: replay only the first N
-  std::uint64_t windows = 0;  // --windows K: callgrind counts K evenly spread windows
-  std::uint64_t window_records = 0;  // --window-records W: records per window
-  bool partial = false;  // accept a trace cut short (its process crashed)
-  bool allow_large_live_set = false;  // replay even when the live blocks exceed memory
+  std::uint64_t windows = 0;           // --windows K: callgrind counts K evenly spread windows
+  std::uint64_t window_records = 0;    // --window-records W: records per window
+  bool partial = false;                // accept a trace cut short (its process crashed)
+  bool allow_large_live_set = false;   // replay even when the live blocks exceed memory
 };
 
 int usage(const char* program) {
@@ -339,8 +345,8 @@ void deterministic_process(char** argv) {
   static char setting[4096];
   static char* environment[8192];
   std::size_t n = 0;
-  for (char** entry = environ; *entry != nullptr && n + 2 < sizeof environment / sizeof *environment;
-       ++entry)
+  for (char** entry = environ;
+       *entry != nullptr && n + 2 < sizeof environment / sizeof *environment; ++entry)
     if (ageing_set || std::strncmp(*entry, "RUNSEL_CONF=", 12) != 0) environment[n++] = *entry;
   if (!ageing_set) {
     int length = std::snprintf(setting, sizeof setting, "RUNSEL_CONF=%s%s%s", conf ? conf : "",
@@ -382,7 +388,8 @@ int refuse_survey(const Options& options, const TraceSurvey& survey, std::size_t
     std::fprintf(stderr,
                  "runsel-replay: %s: the trace's live blocks reach %zu at once at record %" PRIu64
                  ", and their slot tables alone would make the replay hold %" PRIu64
-                 " bytes (%" PRIu64 " of slot tables, the trace and the replayer), more than "
+                 " bytes (%" PRIu64
+                 " of slot tables, the trace and the replayer), more than "
                  "the %" PRIu64 " bytes of %s: refused\n",
                  options.path, survey.peak_live_blocks, survey.records, holding.tables(),
                  holding.slot_tables, bound.bytes, bound.what);
@@ -418,8 +425,7 @@ bool live_set_fits_in_memory(const Options& options, const TraceSurvey& survey,
 
 // A slot table of the replay could not be mapped: refused (exit 2, one line).
 int refuse_tables(const Options& options, const Replay& replay) {
-  const AddressTable& failed =
-      replay.slots().failed() ? replay.slots() : replay.blocks().sizes();
+  const AddressTable& failed = replay.slots().failed() ? replay.slots() : replay.blocks().sizes();
   std::fprintf(stderr, "runsel-replay: %s: cannot map %zu bytes for a slot table: %s: refused\n",
                options.path, failed.failed_bytes(), std::strerror(failed.failed_errno()));
   return 2;
@@ -452,8 +458,9 @@ void announce_memory(const Options& options, const TraceSurvey& survey,
                options.path, holding.total(), holding.slot_tables, survey.peak_live_blocks,
                holding.live, kBytesPerBlock, holding.trace, holding.replayer,
                within ? "within" : "more than", bound.bytes, bound.what,
-               within ? "" : "; --allow-large-live-set: an allocation that cannot be had is "
-                             "counted as failed");
+               within ? ""
+                      : "; --allow-large-live-set: an allocation that cannot be had is "
+                        "counted as failed");
 }
 
 // The text header and the JSON up to its checkpoints: the trace, the variant, the
@@ -465,15 +472,15 @@ void print_preamble(const Options& options, const TraceSurvey& survey) {
               runsel_variant(), options.path, header.pid,
               (header.flags & kFlagForkedChild) ? ", forked child" : "", survey.records,
               survey.marks, survey.complete ? "" : ", partial: no end record");
-  std::printf("# blocks written as the program did: every requested byte at allocation, "
-              "realloc keeps the bytes it copied; resident: the heap's anonymous resident "
-              "bytes\n");
+  std::printf(
+      "# blocks written as the program did: every requested byte at allocation, "
+      "realloc keeps the bytes it copied; resident: the heap's anonymous resident "
+      "bytes\n");
   json.print("{\"tool\": \"runsel-replay\", \"variant\": \"%s\",\n \"trace\": {\"file\": ",
              runsel_variant());
   json.string(file_name(options.path), std::strlen(file_name(options.path)));
   json.print(", \"pid\": %" PRIu64 ", \"forked_child\": %s, \"records\": %" PRIu64
-             ", \"marks\": %" PRIu64 ", \"complete\": %s, \"peak_live_requested\": %" PRIu64
-             "},\n",
+             ", \"marks\": %" PRIu64 ", \"complete\": %s, \"peak_live_requested\": %" PRIu64 "},\n",
              header.pid, (header.flags & kFlagForkedChild) ? "true" : "false", survey.records,
              survey.marks, survey.complete ? "true" : "false", survey.peak_live_bytes);
   const char* conf = getenv("RUNSEL_CONF");
@@ -485,10 +492,11 @@ void print_preamble(const Options& options, const TraceSurvey& survey) {
               runsel_profile(), conf ? conf : "");
   if (std::strcmp(runsel_purge_policy(), "decay") == 0)
     std::printf("# the decay policy purges by the clock: figures may differ between replays\n");
-  json.print(" \"writes_blocks\": true,\n \"resident_how\": \"anonymous resident bytes of the "
-             "replay process (smaps_rollup, a page-table walk) less its slot tables and what "
-             "was resident before the first call; every block written in full when allocated\",\n"
-             " \"checkpoints\": [");
+  json.print(
+      " \"writes_blocks\": true,\n \"resident_how\": \"anonymous resident bytes of the "
+      "replay process (smaps_rollup, a page-table walk) less its slot tables and what "
+      "was resident before the first call; every block written in full when allocated\",\n"
+      " \"checkpoints\": [");
 }
 
 }  // namespace
@@ -571,10 +579,9 @@ namespace {
 void print_totals(const Windows& windows, const TraceSurvey& survey, const Replay& replay,
                   const LiveBytes& live) {
   if (windows.active())
-    std::printf("windows count=%" PRIu64 " records=%" PRIu64 " covered=%" PRIu64
-                " of=%" PRIu64 "\n",
-                windows.count(), windows.covered() / windows.count(), windows.covered(),
-                survey.records);
+    std::printf(
+        "windows count=%" PRIu64 " records=%" PRIu64 " covered=%" PRIu64 " of=%" PRIu64 "\n",
+        windows.count(), windows.covered() / windows.count(), windows.covered(), survey.records);
 
   const ReplayTally& tally = replay.tally();
   std::printf("replay ops=%" PRIu64 " unknown_pointers=%" PRIu64 " failed=%" PRIu64
@@ -584,11 +591,11 @@ void print_totals(const Windows& windows, const TraceSurvey& survey, const Repla
   runsel_stats(&stats);
   print_bin_table(stats);
   std::fflush(stdout);
-  json.print("\n ],\n \"counting\": %s,\n \"replay\": {\"ops\": %" PRIu64 ", \"unknown_pointers\": %" PRIu64
-             ", \"failed\": %" PRIu64 ", \"reused_live\": %" PRIu64
-             ", \"live_blocks\": %zu, \"checksum\": %" PRIu64 "}}\n",
-             stats.counting ? "true" : "false", tally.ops, tally.unknown_pointers, tally.failed, tally.reused_live, replay.live(),
-             live.checksum);
+  json.print("\n ],\n \"counting\": %s,\n \"replay\": {\"ops\": %" PRIu64
+             ", \"unknown_pointers\": %" PRIu64 ", \"failed\": %" PRIu64
+             ", \"reused_live\": %" PRIu64 ", \"live_blocks\": %zu, \"checksum\": %" PRIu64 "}}\n",
+             stats.counting ? "true" : "false", tally.ops, tally.unknown_pointers, tally.failed,
+             tally.reused_live, replay.live(), live.checksum);
 }
 
 }  // namespace

@@ -281,7 +281,7 @@ struct TraceSurvey {
   std::uint64_t peak_live_bytes = 0;
   std::uint64_t peak_ops = 0;  // records up to and including the one that reached the peak
   // The survey stopped early, the trace unread past `records` (problem unset):
-  bool beyond_block_limit = false;  // the next record made more live blocks than allowed
+  bool beyond_block_limit = false;     // the next record made more live blocks than allowed
   std::size_t table_failed_bytes = 0;  // its own table could not grow to this (errno below)
   int table_failed_errno = 0;
 };
@@ -369,7 +369,7 @@ inline std::uint64_t saturating_add(std::uint64_t a, std::uint64_t b) {
 }
 
 struct ReplayHolding {
-  std::uint64_t trace = 0;         // the trace file's bytes
+  std::uint64_t trace = 0;  // the trace file's bytes
   std::uint64_t replayer = kReplayerOwnBytes;
   std::uint64_t survey_table = 0;  // at its largest, while it grows
   std::uint64_t slot_tables = 0;   // both of the replay's
@@ -436,7 +436,8 @@ inline std::uint64_t proc_value(const char* path, const char* key, std::uint64_t
   std::size_t used = 0;
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return UINT64_MAX;
-  for (ssize_t n; used + 1 < sizeof text && (n = read(fd, text + used, sizeof text - 1 - used)) > 0;)
+  for (ssize_t n;
+       used + 1 < sizeof text && (n = read(fd, text + used, sizeof text - 1 - used)) > 0;)
     used += static_cast<std::size_t>(n);
   close(fd);
   text[used] = 0;

@@ -37,8 +37,8 @@ inline std::size_t anonymous_resident_bytes() {
   int fd = open("/proc/self/smaps_rollup", O_RDONLY | O_CLOEXEC);
   if (fd < 0) return 0;
   std::size_t used = 0;
-  for (ssize_t n; used + 1 < sizeof text &&
-                  (n = read(fd, text + used, sizeof text - 1 - used)) > 0;)
+  for (ssize_t n;
+       used + 1 < sizeof text && (n = read(fd, text + used, sizeof text - 1 - used)) > 0;)
     used += static_cast<std::size_t>(n);
   close(fd);
   text[used] = 0;

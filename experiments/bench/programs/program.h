@@ -19,14 +19,14 @@ namespace bench_program {
 
 struct Options {
   std::uint64_t seed = 1;
-  double scale = 1.0;     // multiplies the operation counts; sizes stay the same
-  unsigned threads = 0;   // 0: the program's default
-  bool sized = false;     // --sized: free through sized operator delete
+  double scale = 1.0;    // multiplies the operation counts; sizes stay the same
+  unsigned threads = 0;  // 0: the program's default
+  bool sized = false;    // --sized: free through sized operator delete
 };
 
 [[noreturn]] inline void usage(const char* name, const char* problem) {
-  std::fprintf(stderr, "%s: %s\nusage: %s [--seed N] [--scale X] [--threads N] [--sized]\n",
-               name, problem, name);
+  std::fprintf(stderr, "%s: %s\nusage: %s [--seed N] [--scale X] [--threads N] [--sized]\n", name,
+               problem, name);
   std::exit(2);
 }
 

@@ -74,8 +74,8 @@ int main(int argc, char** argv) {
     const std::size_t active = active_slots(phase);
     std::vector<std::thread> workers;
     for (unsigned t = 0; t < threads; ++t)
-      workers.emplace_back(churn, std::ref(table), active, Rng(options.seed * 65537 + phase * 97 + t),
-                           per_phase);
+      workers.emplace_back(churn, std::ref(table), active,
+                           Rng(options.seed * 65537 + phase * 97 + t), per_phase);
     for (std::thread& worker : workers) worker.join();
     const std::size_t next = active_slots(phase + 1);
     for (std::size_t s = next; s < kSlots; ++s)
