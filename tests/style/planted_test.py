@@ -1,0 +1,64 @@
+#!/usr/bin/env python3
+"""meson test --suite style (style_planted): each of the style test's checks finds a
+violation planted in a small tree made here, and passes the same tree without it, so a
+check that could no longer fail fails this test.
+
+    tests/style/planted_test.py
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import unittest
+from pathlib import Path
+
+import style_test  # beside this file
+
+CLEAN = {
+    "memory/platform/os.h": '#pragma once\n\n#include "platform/lock.h"\n',
+    "memory/platform/lock.h": "#pragma once\n",
+    "memory/arena/arena.h": '#pragma once\n\n#include "platform/os.h"\n#include "runsel.h"\n',
+    "tools/tool.py": "import sys\n\nprint(sys.argv)\n",
+}
+# One violation per check: the planted file's path and text.
+PLANTED = {
+    "clang_format": ("memory/arena/bad.cpp", "int  f( int x ){return x;}\n"),
+    "ruff": ("tools/bad.py", "import os\n"),  # unused import (F401)
+    "layers": ("memory/platform/up.h", '#pragma once\n\n#include "arena/arena.h"\n'),
+}
+
+
+class PlantedViolations(unittest.TestCase):
+    def tree(self, planted: tuple[str, str] | None) -> Path:
+        root = Path(self.enterContext(tempfile.TemporaryDirectory(prefix="style-")))
+        for name in (".clang-format", "ruff.toml"):
+            shutil.copy(style_test.ROOT / name, root / name)
+        files = dict(CLEAN)
+        if planted:
+            files[planted[0]] = planted[1]
+        for name, text in files.items():
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
+            (root / name).write_text(text)
+        return root
+
+    def problems(self, root: Path, check: str) -> list[str]:
+        files = style_test.repository_files(root)
+        return style_test.CHECKS[check](root, files)
+
+    def test_each_check_passes_the_clean_tree(self):
+        root = self.tree(None)
+        for check in style_test.CHECKS:
+            with self.subTest(check=check):
+                self.assertEqual(self.problems(root, check), [])
+
+    def test_each_check_finds_its_planted_violation(self):
+        for check, planted in PLANTED.items():
+            with self.subTest(check=check):
+                found = self.problems(self.tree(planted), check)
+                self.assertTrue(found, f"{check} missed {planted[0]}")
+                self.assertTrue(all(planted[0].split("/")[-1] in line for line in found), found)
+
+
+if __name__ == "__main__":
+    unittest.main()
