@@ -25,12 +25,28 @@ if __name__ == "__main__":  # the tooling package, experiments/harness/
 
 from harness import allocators as shared
 from harness import progress, trace_cli
-from harness.allocators import (CACHED_REPLAYER_PREFIX, COUNTING_TARGET_PREFIX, RECORDER_TARGET,
-                                REFERENCE as REFERENCE_VARIANT, REPLAYER_PREFIX,
-                                SETTING_TARGET_PREFIX, WORKLOAD_PREFIX, build_targets,
-                                targets_named)
-from harness.build_steps import (InputRejected, StepFailed, build, capture_json, configure,
-                                 is_configured, requested_options, run, show)
+from harness.allocators import (
+    CACHED_REPLAYER_PREFIX,
+    COUNTING_TARGET_PREFIX,
+    RECORDER_TARGET,
+    REPLAYER_PREFIX,
+    SETTING_TARGET_PREFIX,
+    WORKLOAD_PREFIX,
+    build_targets,
+    targets_named,
+)
+from harness.allocators import REFERENCE as REFERENCE_VARIANT
+from harness.build_steps import (
+    InputRejected,
+    StepFailed,
+    build,
+    capture_json,
+    configure,
+    is_configured,
+    requested_options,
+    run,
+    show,
+)
 from harness.interpreter import PACKAGE_ROOT, ROOT
 from harness.presets import DEFAULT, QUICK, positive
 from harness.worker_view import STAMP as BUILD_STAMP

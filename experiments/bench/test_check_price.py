@@ -10,6 +10,7 @@ from __future__ import annotations
 import unittest
 
 from bench import check_price
+
 from harness import cost as callgrind_cost
 
 

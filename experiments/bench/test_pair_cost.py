@@ -11,7 +11,6 @@ import math
 import unittest
 
 import numpy as np
-
 from bench import pair_cost
 
 ROUNDS = 8

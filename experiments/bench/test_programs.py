@@ -16,6 +16,7 @@ import unittest
 from pathlib import Path
 
 from bench import programs
+
 from harness.allocators import Allocator
 
 ROUNDS = 6

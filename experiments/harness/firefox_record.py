@@ -33,10 +33,11 @@ import time
 import zlib
 from pathlib import Path
 
-from .interpreter import ROOT
-from .marionette import Marionette, MarionetteError
 from webkit import webkit_corpus as corpus  # the pinned pages this workload shares
 from webkit.trace_marks import MarksFull, TraceMarks
+
+from .interpreter import ROOT
+from .marionette import Marionette, MarionetteError
 
 FIREFOX = "firefox-esr"
 RECORDER = Path("tools") / "firefox" / "librunsel-firefox-audit.so"

@@ -25,9 +25,24 @@ if __name__ == "__main__":  # run by Debian's python3 when this one lacks what t
                       "tabulate": "python3-tabulate", "distributed": "python3-distributed"},
                      "harness")
 
-from . import comparisons, counting, fanout, metrics, replays, results, runs, targets
-from . import anchors, corpus_report, firefox_workload, headroom, progress, verdict
-from . import firefox_record, webkit_record
+from . import (
+    anchors,
+    comparisons,
+    corpus_report,
+    counting,
+    fanout,
+    firefox_record,
+    firefox_workload,
+    headroom,
+    metrics,
+    progress,
+    replays,
+    results,
+    runs,
+    targets,
+    verdict,
+    webkit_record,
+)
 from .allocators import REFERENCE, SETTING_SEPARATOR, THREAD_CACHE_SETTING
 from .presets import DEFAULT, QUICK, positive
 

@@ -22,7 +22,6 @@ import statistics
 
 from .allocators import AS_BUILT, REFERENCE
 
-
 CONFIDENCE = 0.95
 
 # name: what it is (memory_value reads it from an exact checkpoint). dirty is judged as a

@@ -16,6 +16,7 @@ from matplotlib import colormaps
 from matplotlib.figure import Figure  # drawn without pyplot: no display, no global state
 
 from .report_cells import MIB
+
 # Page codes of runsel_chunk_maps (memory/include/runsel.h).
 PAGE_RESERVED, PAGE_FREE, PAGE_DIRTY, PAGE_LARGE, PAGE_SMALL = 0, 1, 2, 3, 16
 

@@ -24,9 +24,15 @@ import tempfile
 from pathlib import Path
 
 from . import cost as callgrind_cost
+from .allocators import (
+    CACHED_REPLAYER_PREFIX,
+    CACHED_TWIN,
+    REFERENCE,
+    REPLAYER_PREFIX,
+    as_built_environment,
+    same_choice_groups,
+)
 from .fanout import fanned_map
-from .allocators import (as_built_environment, CACHED_REPLAYER_PREFIX, CACHED_TWIN, REFERENCE, REPLAYER_PREFIX,
-                         same_choice_groups)
 
 COUNTING_REPLAYER = "tools/runsel-counting-replay-{}"  # on the counting twin, built on demand
 PICK_COUNTERS = ("picks", "picks_with_choice", "nonfull_at_pick", "picked_fullness",

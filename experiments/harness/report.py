@@ -15,10 +15,19 @@ import base64
 import html
 from pathlib import Path
 
-from .report_cells import (NOT_MEASURED, STATS_FIGURES, mib, delta_cell, detectable_cell,
-                           exact_cell, bytes_cell, memory_cell, instructions_cell,
-                           profile_sentence)
 from .interpreter import ensure_libraries
+from .report_cells import (
+    NOT_MEASURED,
+    STATS_FIGURES,
+    bytes_cell,
+    delta_cell,
+    detectable_cell,
+    exact_cell,
+    instructions_cell,
+    memory_cell,
+    mib,
+    profile_sentence,
+)
 
 if __name__ == "__main__":  # run by Debian's python3 when this one lacks what rendering needs
     ensure_libraries({"matplotlib": "python3-matplotlib", "scipy": "python3-scipy",
@@ -27,9 +36,8 @@ if __name__ == "__main__":  # run by Debian's python3 when this one lacks what r
 from tabulate import tabulate
 
 from . import behind_cache, corpus_report, report_anchors, report_headroom, verdict_text
+from .report_firefox import firefox_containers_table, firefox_marks_table, firefox_recording_table
 from .results import exact_point, load
-from .report_firefox import (firefox_containers_table, firefox_marks_table,
-                             firefox_recording_table)
 
 
 def point_at(pair: dict, checkpoint: str) -> dict:

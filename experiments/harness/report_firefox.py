@@ -8,7 +8,6 @@ from __future__ import annotations
 from .allocators import FIREFOX_MATCHING
 from .report_cells import profile_sentence
 
-
 FIREFOX_FIGURES = ("allocated", "committed", "bin_unused")
 
 

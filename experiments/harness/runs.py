@@ -14,10 +14,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import cost as callgrind_cost
-from .fanout import fanned_map
-from .allocators import (WORKLOAD_PREFIX, Allocator, build_targets, identity_problem,
-                         round_order, targets_named)
+from .allocators import (
+    WORKLOAD_PREFIX,
+    Allocator,
+    build_targets,
+    identity_problem,
+    round_order,
+    targets_named,
+)
 from .cost import FIXED_LAYOUT
+from .fanout import fanned_map
 
 
 @dataclass(frozen=True)

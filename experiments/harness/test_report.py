@@ -24,8 +24,7 @@ import tempfile
 import unittest
 from pathlib import Path
 
-from . import (anchors, corpus_report, report, report_anchors, report_headroom, results,
-               verdict_text)
+from . import anchors, corpus_report, report, report_anchors, report_headroom, results, verdict_text
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 FIXTURE = FIXTURES / "results.json"

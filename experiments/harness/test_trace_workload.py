@@ -29,8 +29,14 @@ from pathlib import Path
 from . import replays, runs
 from .allocators import runsel_variants, same_choice_groups
 from .interpreter import package_environment
-from .test_harness import (SYSTEM_ALLOCATORS, Failures, check_agreement, check_allocators,
-                           check_numbers, container_names)
+from .test_harness import (
+    SYSTEM_ALLOCATORS,
+    Failures,
+    check_agreement,
+    check_allocators,
+    check_numbers,
+    container_names,
+)
 
 PYTHON = "/usr/bin/python3"  # the interpreter itself (a pyenv shim would fork a shell)
 PROGRAM = """

@@ -24,9 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from . import allocators
+from . import allocators, firefox_replay
 from . import build_steps as steps
-from . import firefox_replay
 from .allocators import RECORDER_TARGET, REPLAYER_PREFIX
 from .interpreter import ROOT
 

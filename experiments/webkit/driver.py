@@ -26,9 +26,16 @@ import threading
 import time
 from pathlib import Path
 
-from web_processes import (mapped_allocator, main_process_exit_stats, memory_of, prove_allocators,
-                           read_stats_lines, web_cpu_seconds, web_processes)
 from trace_marks import MarksFull, TraceMarks
+from web_processes import (
+    main_process_exit_stats,
+    mapped_allocator,
+    memory_of,
+    prove_allocators,
+    read_stats_lines,
+    web_cpu_seconds,
+    web_processes,
+)
 from webkit_corpus import CORPUS, CorpusError, corpus_pages, page_url, pin_corpus
 
 SETTLE_SECONDS = 2.0  # after the tabs close, before the last checkpoint

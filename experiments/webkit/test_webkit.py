@@ -24,6 +24,7 @@ from pathlib import Path
 
 from trace_marks import TraceMarks  # this directory's (standard library only)
 from webkit_corpus import CORPUS
+
 from harness.allocators import measured_environment
 from harness.interpreter import SYSTEM_PYTHON
 from harness.webkit_record import DRIVER

@@ -116,6 +116,7 @@ class MarionetteClient(unittest.TestCase):
         import json as json_module
         import socket
         import threading
+
         from harness.marionette import Marionette, MarionetteError
         listener = socket.create_server(("127.0.0.1", 0))
         port = listener.getsockname()[1]
