@@ -98,7 +98,7 @@ CACHE = ROOT / "results" / "traces" / "corpus"
 DEFAULT_RANGES = ((1, 4), (1, 4), (1, 4), (1, 4), (1, 4), (5, 8), (9, 12), (13, 16))
 # What a recording depends on: the recorder, the trace format, the driver and its pages.
 RECORDING_INPUTS = (ROOT / "tools" / "trace" / "recorder.cpp",
-                    ROOT / "tools" / "trace" / "trace_format.h", DRIVER,
+                    ROOT / "experiments" / "trace" / "trace_format.h", DRIVER,
                     DRIVER.parent / "webkit_corpus.py", DRIVER.parent / "web_processes.py",
                     DRIVER.parent / "trace_marks.py",
                     CORPUS)

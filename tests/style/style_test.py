@@ -7,7 +7,9 @@ it is not a git checkout).
 - ruff: `ruff check` over the Python (ruff.toml); tools/runsel installs ruff in .tools/;
 - layers: memory/'s include layers. Each folder includes only its own and the folders
   below it: include (the public header) < platform < structures < containers < arena
-  < frontend; and memory/ includes nothing from outside it.
+  < frontend; and memory/ includes nothing from outside it. Above memory/, the house
+  runs memory/ < experiments/ < tools/ (tools/runsel drives the harness): no C or C++
+  file of experiments/ includes a header found only under tools/.
 
     tests/style/style_test.py [--root DIR] [--check NAME ...]
 
@@ -108,7 +110,28 @@ def check_layers(root: Path, files: list[Path]) -> list[str]:
     return problems
 
 
-CHECKS = {"clang_format": check_clang_format, "ruff": check_ruff, "layers": check_layers}
+def check_experiments_below_tools(root: Path, files: list[Path]) -> list[str]:
+    """experiments/'s includes that only a header under tools/ answers."""
+    def names(folder: str) -> set[str]:
+        return {f.name for f in files if f.name.endswith(CXX_SUFFIXES)
+                and (root / folder) in f.parents}
+    only_in_tools = names("tools") - names("experiments") - names("memory")
+    problems = []
+    for path in files:
+        if not path.name.endswith(CXX_SUFFIXES) or (root / "experiments") not in path.parents:
+            continue
+        text = path.read_text(errors="replace")
+        for match in INCLUDE.finditer(text):
+            if match.group(1).rsplit("/", 1)[-1] in only_in_tools or "tools/" in match.group(1):
+                line = text.count("\n", 0, match.start()) + 1
+                problems.append(f'{path.relative_to(root)}:{line}: includes "{match.group(1)}", '
+                                "a header of tools/ (experiments/ is below tools/)")
+    return problems
+
+
+CHECKS = {"clang_format": check_clang_format, "ruff": check_ruff,
+          "layers": lambda root, files: (check_layers(root, files)
+                                         + check_experiments_below_tools(root, files))}
 
 
 def main(argv: list[str]) -> int:
