@@ -258,7 +258,9 @@ class TestBuild:
     setup: str = CI_TEST_SETUP  # meson's test setup
 
     def directory(self, main_dir: Path) -> Path:
-        return main_dir if self.name == "main" else main_dir.with_name(f"{main_dir.name}-{self.name}")
+        if self.name == "main":
+            return main_dir
+        return main_dir.with_name(f"{main_dir.name}-{self.name}")
 
 
 # The builds `runsel test` runs, in this order. The extra ones live beside the
@@ -376,7 +378,8 @@ def test_builds(args: argparse.Namespace) -> list[TestBuild]:
         names = list(TEST_BUILDS)
     unknown = [name for name in names if name not in TEST_BUILDS]
     if unknown:
-        raise StepFailed(f"unknown build {', '.join(unknown)}; choose from {', '.join(TEST_BUILDS)}")
+        raise StepFailed(f"unknown build {', '.join(unknown)}; "
+                         f"choose from {', '.join(TEST_BUILDS)}")
     if not names:
         return [QUICK_BUILD if not args.suite else
                 TestBuild("main", {}, suites=tuple(args.suite), setup=QUICK_TEST_SETUP)]
@@ -475,7 +478,8 @@ def run_bench_programs(args: argparse.Namespace, libraries: dict[str, Path],
             setting, _, container = name.rpartition("-")
             specs.append(f"{container}@{setting}={root_relative(path)}")
     specs += [f"{name}={path}" for name, path in peer_preloads]
-    json_path, markdown_path = RESULTS_DIR / "bench-programs.json", RESULTS_DIR / "bench-programs.md"
+    json_path = RESULTS_DIR / "bench-programs.json"
+    markdown_path = RESULTS_DIR / "bench-programs.md"
     command = [sys.executable, BENCH_PROGRAMS, "--build-dir", args.build_dir,
                *(part for spec in specs for part in ("--preload", spec)),
                "--rounds", str(args.rounds), "--scale", str(args.scale), "--out", json_path]
@@ -666,7 +670,8 @@ def add_bench(commands, shared_options: list[argparse.ArgumentParser]) -> None:
                     "(time, peak RSS, minor faults as ratios to glibc; about 2 minutes); then "
                     f"builds {BUILD_DIR / BENCH_PROGRAM} and every variant and runs "
                     f"{BENCH_COMPARE}, ending with the speed targets, judged. Writes "
-                    f"{RESULTS_DIR}/bench-programs.{{md,json}} and {RESULTS_DIR}/bench.{{md,json}}.")
+                    f"{RESULTS_DIR}/bench-programs.{{md,json}} and "
+                    f"{RESULTS_DIR}/bench.{{md,json}}.")
     only = bench.add_mutually_exclusive_group()
     only.add_argument("--programs-only", action="store_true",
                       help="only the bench programs (builds only the libraries they run)")

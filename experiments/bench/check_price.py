@@ -59,7 +59,8 @@ def measure(build_dir: Path, trace: Path, containers: list[str], records: int, j
     """{container: {"hardened": per_call, "shipped": per_call}}."""
     builds = PROFILE_BUILDS if profile else BUILDS
     jobs_list = [(c, kind) for c in containers for kind in builds]
-    paths = {(c, kind): (build_dir / builds[kind][0].format(c), build_dir / builds[kind][1].format(c))
+    paths = {(c, kind): (build_dir / builds[kind][0].format(c),
+                         build_dir / builds[kind][1].format(c))
              for c, kind in jobs_list}
     callgrind_cost.ninja(build_dir, [path for pair in paths.values() for path in pair])
 

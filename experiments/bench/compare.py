@@ -292,7 +292,8 @@ def speed_table(summary: dict, names: list[str], baseline: str) -> str:
         cells = [f"`{benchmark}`"]
         cells += [f"{rows[name]['ns_per_op']:.1f}" if "ns_per_op" in rows.get(name, {}) else "–"
                   for name in names]
-        cells += [format_difference(rows.get(name, {}).get("ns_per_op_vs_baseline")) for name in others]
+        cells += [format_difference(rows.get(name, {}).get("ns_per_op_vs_baseline"))
+                  for name in others]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -310,7 +311,8 @@ def memory_table(summary: dict, names: list[str], baseline: str) -> str:
         cells = [f"`{benchmark}`", f"{live / mib:.1f}" if live is not None else "–"]
         cells += [f"{rows[name]['rss_bytes'] / mib:.1f}" if "rss_bytes" in rows.get(name, {})
                   else "–" for name in names]
-        cells += [format_difference(rows.get(name, {}).get("rss_bytes_vs_baseline")) for name in others]
+        cells += [format_difference(rows.get(name, {}).get("rss_bytes_vs_baseline"))
+                  for name in others]
         lines.append("| " + " | ".join(cells) + " |")
     if len(lines) == 2:
         return ""

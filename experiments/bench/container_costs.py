@@ -89,7 +89,8 @@ def main() -> int:
                     ll = t["DLmr"] + t["DLmw"]
                     cells.append(f"{t['Ir'] / c:.1f} / {d1 / c:.2f} / {ll / c:.2f}")
                 where = "page map" if placement else "run header"
-                rows.append(f"| {LABELS[call]} | `{container}` | {where} | " + " | ".join(cells) + " |")
+                rows.append(f"| {LABELS[call]} | `{container}` | {where} | "
+                            + " | ".join(cells) + " |")
     table = "\n".join(rows) + "\n"
     if args.out:
         os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)

@@ -26,6 +26,7 @@ import statistics
 import subprocess
 import sys
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from harness import allocators
@@ -138,7 +139,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     for program in args.programs:
         binary = args.build_dir / "experiments" / f"bench_{program.binary}"
         if not binary.is_file():
-            parser.error(f"no program at {binary} (ninja -C {args.build_dir} {binary.relative_to(args.build_dir)})")
+            target = binary.relative_to(args.build_dir)
+            parser.error(f"no program at {binary} (ninja -C {args.build_dir} {target})")
     return args
 
 
@@ -169,7 +171,8 @@ def run_once(args: argparse.Namespace, program: Program, allocator: Allocator) -
     try:
         reported = json.loads(stdout.strip().splitlines()[-1])
     except (IndexError, json.JSONDecodeError):
-        raise RunRejected(f"{program.name} under {allocator.name}: no JSON line on stdout") from None
+        raise RunRejected(f"{program.name} under {allocator.name}: "
+                          "no JSON line on stdout") from None
     problem = identity_problem(expected(allocator), reported["allocator"])
     if problem:
         raise RunRejected(f"{program.name} under {allocator.name}: {problem}")
@@ -220,7 +223,10 @@ def ratio(values: dict[int, float], reference: dict[int, float]) -> dict:
     shared = sorted(set(values) & set(reference))
     comparison = comparisons.compare_paired([values[r] for r in shared],
                                             [reference[r] for r in shared])
-    as_ratio = (lambda p: None if p is None else 1 + p / 100)
+
+    def as_ratio(percent: float | None) -> float | None:
+        return None if percent is None else 1 + percent / 100
+
     return {"ratio": as_ratio(comparison["percent"]), "low": as_ratio(comparison["low"]),
             "high": as_ratio(comparison["high"]), "half_width_percent": comparison["half_width"],
             "pairs": comparison["n_pairs"], "pairs_needed": comparisons.MIN_PAIRS}
@@ -241,8 +247,10 @@ def summarise(runs: list[dict], args: argparse.Namespace) -> dict:
     for metric, *_ in METRICS:
         table: dict = {}
         for program in programs + ["geometric mean"]:
-            get = ((lambda a: geometric_series(runs, programs, a, metric))
-                   if program == "geometric mean" else (lambda a: series(runs, program, a, metric)))
+            if program == "geometric mean":
+                get = partial(geometric_series, runs, programs, metric=metric)
+            else:
+                get = partial(series, runs, program, metric=metric)
             reference = get(GLIBC)
             row = {"glibc_median": statistics.median(reference.values()) if reference else None}
             for name in names[1:]:

@@ -200,7 +200,7 @@ def same_choice_groups(build_dir: Path) -> list[list[str]]:
         entries = json.loads(listing.read_text())["containers"]
     except (OSError, ValueError, KeyError) as error:
         raise SystemExit(f"harness: cannot read the container table from {listing}: {error} "
-                         f"(configure the build with meson first)")
+                         f"(configure the build with meson first)") from None
     groups: dict[str, list[str]] = {}
     for entry in entries:
         groups.setdefault(entry["picks"], []).append(entry["name"])

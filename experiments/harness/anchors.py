@@ -60,7 +60,8 @@ def firefox_point(process: dict, container: str, moment: str) -> dict | None:
     or "closed" (tabs_closed)."""
     marks = [mark for mark in process["marks"] if mark["label"] != "every"]
     if moment == "loaded":
-        chosen = [m for m in marks if m["label"].startswith("tab_") and m["label"].endswith("_loaded")]
+        chosen = [m for m in marks
+                  if m["label"].startswith("tab_") and m["label"].endswith("_loaded")]
     else:
         chosen = [m for m in marks if m["label"] == "tabs_closed"]
     return chosen[-1]["figures"].get(container) if chosen else None

@@ -2,8 +2,8 @@
 of the corpus replayed exactly once more on the containers built with the per-thread
 cache on (build/tools/runsel-cached-replay-<container>, linked with
 libsetting-tcache-<container>.so), with callgrind windows over the first of them
-(presets' cache_cost_traces). With the cache, the bins see fewer, larger operations (batches of fills
-and flushes), as jemalloc's bins do behind its tcache.
+(presets' cache_cost_traces). With the cache, the bins see fewer, larger operations
+(batches of fills and flushes), as jemalloc's bins do behind its tcache.
 
 Gives results.json's corpus["behind_cache"] (experiments/README.md, "Behind a thread
 cache"): each container against rb_first without the cache and with it, judged over the

@@ -105,7 +105,8 @@ def column_sentence(judged: dict, column: tuple[str, str], reference: str) -> st
         parts.append("higher: " + ", ".join(interval_words(c, j) for c, j in groups["higher"]))
     if groups["not resolvable"]:
         parts.append("not resolvable: " + ", ".join(
-            f"{c} ({j['percent']:+.2f} ± {j['half_width']:.2f})" for c, j in groups["not resolvable"]))
+            f"{c} ({j['percent']:+.2f} ± {j['half_width']:.2f})"
+            for c, j in groups["not resolvable"]))
     if groups["identical"]:
         parts.append("identical to " + reference + " on every trace: "
                      + ", ".join(c for c, _ in groups["identical"]))
@@ -324,7 +325,8 @@ def per_class_table(results: dict, moment: str = "closed"):
     table = {c: bins(c) for c in containers}
     spread = {size: max(abs(table[c].get(size, 0) - value) for c in containers)
               for size, value in base.items()}
-    top = sorted((size for size in spread if spread[size] > 0), key=lambda s: -spread[s])[:TOP_CLASSES]
+    top = sorted((size for size in spread if spread[size] > 0),
+                 key=lambda s: -spread[s])[:TOP_CLASSES]
     if not top:
         return "Size classes that differ most", [], [], ""
     headers = ["container", *[f"{size} B" for size in sorted(top)]]

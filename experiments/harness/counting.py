@@ -85,8 +85,8 @@ def run_counting(workloads: list[runs.Workload], libraries: dict[str, Path], sca
 
     def run(item: tuple) -> dict:
         workload, variant, library = item
-        return runs.run_once(workload, allocator_discovery.Allocator(variant, True, library.resolve()),
-                             scale, seed, timeout, prefix)
+        allocator = allocator_discovery.Allocator(variant, True, library.resolve())
+        return runs.run_once(workload, allocator, scale, seed, timeout, prefix)
 
     def done(item: tuple, result: dict) -> None:
         workload, variant, _ = item

@@ -50,7 +50,8 @@ SCROLL = ("const done = arguments[arguments.length - 1];"
           "(async () => {"
           "const height = document.documentElement.scrollHeight;"
           "const step = Math.max(innerHeight, height / 24);"
-          "const frame = () => new Promise(go => { requestAnimationFrame(go); setTimeout(go, 50); });"
+          "const frame = () => new Promise(go => {"
+          " requestAnimationFrame(go); setTimeout(go, 50); });"
           "for (let y = 0; y <= height; y += step) { scrollTo(0, y); await frame(); }"
           "scrollTo(0, 0); await frame(); return height; })().then(done, e => done(-1));")
 # A fresh profile that never reaches the network and shows nothing first.
@@ -402,8 +403,9 @@ def record(build_dir: Path, out: Path, pages: int | None, page_timeout: float,
         try:
             session.run()
         except (MarionetteError, OSError) as failure:
-            raise RecordFailed(f"driving Firefox failed: {failure}; its stderr: "
-                               f"{(scratch / 'firefox.stderr').read_text(errors='replace')[-600:]}")
+            stderr = (scratch / "firefox.stderr").read_text(errors="replace")[-600:]
+            raise RecordFailed(f"driving Firefox failed: {failure}; "
+                               f"its stderr: {stderr}") from failure
         finally:
             session.quit()
         parent_pid = session.process.pid

@@ -55,7 +55,8 @@ def geometry(build_dir: Path) -> list[dict]:
     done = subprocess.run([FIREFOX, "--version"], capture_output=True, text=True, timeout=60,
                           env=firefox_environment(library(build_dir), RUNSEL_FIREFOX_GEOMETRY="1"))
     if done.returncode != 0:
-        raise FirefoxFailed(f"reading Firefox's bin statistics failed: {done.stderr.strip()[-300:]}")
+        raise FirefoxFailed("reading Firefox's bin statistics failed: "
+                            f"{done.stderr.strip()[-300:]}")
     rows = [line.split() for line in done.stdout.splitlines() if line.strip()]
     if not rows or any(len(row) != 3 or not all(part.isdigit() for part in row) for row in rows):
         raise FirefoxFailed(f"unexpected bin statistics from {FIREFOX}: {done.stdout[:200]!r}")

@@ -92,7 +92,8 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--allocator", action="append", default=[], metavar="NAME")
     parser.add_argument("--webkit-pages", type=positive(int), metavar="N",
                         help="pages of the webkit corpus each webkit run loads "
-                             f"(default {DEFAULT['webkit_pages']}, --quick {QUICK['webkit_pages']})")
+                             f"(default {DEFAULT['webkit_pages']}, "
+                             f"--quick {QUICK['webkit_pages']})")
     parser.add_argument("--webkit-repeat", type=positive(int), metavar="N",
                         help="rounds the webkit workload takes part in (default "
                              f"{DEFAULT['webkit_repeat']}, --quick {QUICK['webkit_repeat']})")
@@ -173,12 +174,14 @@ def chosen(args: argparse.Namespace) -> tuple[list[runs.Workload], list, list[st
     """(workloads, allocators, missing peers) of this run, as --workload and --allocator
     pick them from what the build defines and the machine has."""
     programs = [] if args.only_firefox else runs.discover_workloads(args.build_dir)
-    workloads = [] if args.only_firefox else pick([dataclasses.replace(w, peer_repeat=args.peer_repeat)
-                      for w in programs if w.name != REPLAY]
-                     + [webkit_record.webkit_workload(args)]
-                     + [dataclasses.replace(w, peer_repeat=args.peer_repeat)
-                        for w in runs.trace_workloads(programs, args.trace)],
-                     args.workload, "workload")
+    workloads = []
+    if not args.only_firefox:
+        defined = ([dataclasses.replace(w, peer_repeat=args.peer_repeat)
+                    for w in programs if w.name != REPLAY]
+                   + [webkit_record.webkit_workload(args)]
+                   + [dataclasses.replace(w, peer_repeat=args.peer_repeat)
+                      for w in runs.trace_workloads(programs, args.trace)])
+        workloads = pick(defined, args.workload, "workload")
     if any(workload.name == webkit_record.WEBKIT for workload in workloads):
         webkit_record.check_webkit()
     system, missing = allocator_discovery.system_allocators()

@@ -71,6 +71,10 @@ def firefox_places(process: dict) -> tuple[dict[str, dict[str, dict]], dict[str,
                     "session": names}
 
 
+def mean(values: list[float]) -> float:
+    return sum(values) / len(values)
+
+
 def trace_headroom(places: dict[str, dict[str, dict]], chosen: dict[str, list[str]],
                    containers: list[str]) -> dict:
     """One trace: per moment the bound and each container's bin_unused, excess and kept
@@ -83,7 +87,6 @@ def trace_headroom(places: dict[str, dict[str, dict]], chosen: dict[str, list[st
                        and places[name][c].get("bin_unused") is not None for c in containers)]
         if not rows:
             continue
-        mean = lambda values: sum(values) / len(rows)  # noqa: E731
         found[moment] = {
             "checkpoints": len(rows),
             "bound": mean([bound_of(there[containers[0]]) for _, there in rows]),

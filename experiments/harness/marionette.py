@@ -30,13 +30,14 @@ class Marionette:
                 self.socket = socket.create_connection(("127.0.0.1", self.port), timeout=5)
                 self.socket.settimeout(self.timeout)
                 return self.receive()
-            except OSError:
+            except OSError as error:
                 if self.socket is not None:
                     self.socket.close()
                     self.socket = None
                 if time.monotonic() > deadline or not alive():
-                    raise MarionetteError(f"no Marionette server on 127.0.0.1:{self.port} "
-                                          "(did firefox-esr start with --marionette?)")
+                    message = (f"no Marionette server on 127.0.0.1:{self.port} "
+                               "(did firefox-esr start with --marionette?)")
+                    raise MarionetteError(message) from error
                 time.sleep(0.25)
 
     def receive(self) -> object:
@@ -63,7 +64,8 @@ class Marionette:
         self.socket.sendall(str(len(data)).encode() + b":" + data)
         while True:
             answer = self.receive()
-            if isinstance(answer, list) and len(answer) == 4 and answer[0] == 1 and answer[1] == message_id:
+            if (isinstance(answer, list) and len(answer) == 4 and answer[0] == 1
+                    and answer[1] == message_id):
                 break
         _, _, error, result = answer
         if error:

@@ -213,7 +213,8 @@ def summarize(valid_runs: list[dict], allocators: list[str], workloads: list,
             # pages (a few KiB more or less between two variants that make the very same
             # choices, before the workload allocates anything) cancel out of it.
             pair["key_growth"] = [
-                None if resident is None else resident - run["document"]["checkpoints"][0]["resident"]
+                None if resident is None
+                else resident - run["document"]["checkpoints"][0]["resident"]
                 for resident, run in zip(pair["key_resident"], runs_by_allocator[allocator])]
         for allocator, pair in pairs.items():
             if reference and allocator != REFERENCE:

@@ -206,8 +206,9 @@ def chunk_occupancy(results: dict, workload: str, path: Path,
 def corpus_answer(results: dict, path: Path) -> Path | None:
     """The answer at a glance: containers (rows) against the answer table's figures
     (corpus_report.ANSWER_COLUMNS) and resident when closed, judged over the answer's
-    group of the trace corpus (judgement.answer_group; columns); a cell is green where the container is resolved lower
-    than the reference, red where higher, grey where not resolvable, white otherwise
+    group of the trace corpus (judgement.answer_group; columns); a cell is green where the
+    container is resolved lower than the reference, red where higher, grey where not
+    resolvable, white otherwise
     (identical on every trace, one trace only, not measured); the mean difference is
     written in it ("=" identical, "-" none). None when there is no judgement."""
     from . import corpus_report

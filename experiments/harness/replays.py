@@ -240,7 +240,8 @@ def corpus_summaries(traces: dict[str, Path], build_dir: Path, family: str,
                     f"callgrind windows of {job[0]} on {job[1]}"),
                 kind="corpus callgrind windows" + kind)))
         except callgrind_cost.CostFailed as failure:
-            costs = {(trace, name): {"error": str(failure)} for trace in costed for name in programs}
+            costs = {(trace, name): {"error": str(failure)}
+                     for trace in costed for name in programs}
     first = next(iter(traces))
     picks = counted_replays(traces[first], build_dir, list(programs), timeout) if counters else {}
     entries = {}

@@ -64,10 +64,12 @@ def verdict_table(results: dict):
     note = (f"Differences to {reference} in percent (negative = less). Time: "
             f"{'CPU' if any_cpu_time(results) else 'wall'} time of the measured region, "
             f"{settings['repeat']} interleaved rounds at scale {settings['scale']}"
-            f"{extra_rounds_text(settings)}, paired by round: trimmed mean of the per-round log ratios, as a percent, with a 95 % paired bootstrap interval "
+            f"{extra_rounds_text(settings)}, paired by round: trimmed mean of the per-round "
+            "log ratios, as a percent, with a 95 % paired bootstrap interval "
             "(scipy.stats.bootstrap, BCa). \"Detects\" is the interval's half-width, the "
             f"smallest difference the comparison could have seen; {resolution['resolving']} of "
-            f"{resolution['with_interval']} time comparisons resolve ±{target:g} %. A comparison wider than "
+            f"{resolution['with_interval']} time comparisons resolve ±{target:g} %. "
+            "A comparison wider than "
             f"that says \"underpowered\", never \"same time\". Memory: what each run's "
             "resident set grew by from its first checkpoint to the workload's key checkpoint "
             "(see Summary; the library's own pages, a few KiB apart between variants before "
@@ -109,7 +111,8 @@ def published_table(results: dict):
     rules = results["verdict"]["rules"]
     note = ("Published: Mozilla bug 1857133, Windows, against mozjemalloc's tree as built "
             "(runsel's moz_tree); ours against rb_first, the idealized lowest-address policy "
-            "(moz_tree departs from it after its current run empties); sp3 as time (negative = faster), base and tp6 as resident memory. "
+            "(moz_tree departs from it after its current run empties); sp3 as time "
+            "(negative = faster), base and tp6 as resident memory. "
             "Ours: sp3 ↔ time of churn and of live webkit; base ↔ memory of steady_state; "
             "tp6 ↔ memory of page_load and of webkit. Refuted: our interval lies below half "
             "the published effect (or on the other side of 0). Confirmed: otherwise, when it "
@@ -117,7 +120,8 @@ def published_table(results: dict):
             f"{rules['negligible_published_percent']} % claims no change: confirmed when ours "
             "lies within "
             f"±{rules['equivalence_margin_percent']} %, refuted when wholly outside. Otherwise "
-            "not resolvable.\n\n" + verdict_text.agreement_paragraph(results["verdict"]["published"]))
+            "not resolvable.\n\n"
+            + verdict_text.agreement_paragraph(results["verdict"]["published"]))
     return "Bug 1857133 beside ours", headers, rows, note
 
 
@@ -142,7 +146,8 @@ def question_table(results: dict):
                      *[question_cell(cells.get(label)) for label in labels],
                      "; ".join(map(verdict_text.worse_text, answer["worse"])) or "nowhere"])
     note = ("Time against lifo's (live workloads, paired by round like the verdict), memory "
-            "against rb_first's (the verdict's memory column: growth to the key checkpoint). \"Shown worse\" means the "
+            "against rb_first's (the verdict's memory column: growth to the key checkpoint). "
+            "\"Shown worse\" means the "
             "interval, or the exact difference of a replay, lies above zero; an interval "
             "that holds zero shows nothing either way. " + verdict_text.question_answer(asked))
     return "Lifo's time and rb_first's memory at once?", headers, rows, note
@@ -260,7 +265,8 @@ def summary_table(results: dict):
                          "-" if pair["minor_faults"] is None else f"{pair['minor_faults']:.0f}",
                          mib(pair["peak_resident"]), mib(point["resident"]),
                          mib(point["live_requested"]),
-                         "-" if point["fragmentation"] is None else f"{point['fragmentation']:.2f}"])
+                         "-" if point["fragmentation"] is None
+                         else f"{point['fragmentation']:.2f}"])
     settings = results["settings"]
     layout = ("address-space randomisation on" if settings.get("aslr")
               else "address-space randomisation off (setarch -R)")
@@ -268,7 +274,8 @@ def summary_table(results: dict):
     rounds = (f"{settings['repeat']} interleaved runs" if peers >= settings["repeat"] else
               f"{settings['repeat']} interleaved runs ({peers} for the peers and the settings)")
     note = (f"Median of {rounds} at scale {settings['scale']}, "
-            f"{layout}. {settings_text(results)}\"median ms\": {'CPU' if any_cpu_time(results) else 'wall'} time of "
+            f"{layout}. {settings_text(results)}\"median ms\": "
+            f"{'CPU' if any_cpu_time(results) else 'wall'} time of "
             "the measured region (all threads), which the comparisons use; wall time beside it. "
             "Key = the checkpoint in brackets after the workload: its last one that still "
             "holds a live set (≥ 64 KiB), unless the workload names one. Fragmentation = "
@@ -473,7 +480,9 @@ def text_table(headers, rows) -> str:
 
 
 def markdown_table(headers, rows) -> str:
-    escape = lambda cell: str(cell).replace("|", "\\|")  # noqa: E731
+    def escape(cell) -> str:
+        return str(cell).replace("|", "\\|")
+
     return tabulate([[escape(cell) for cell in row] for row in rows],
                     headers=[escape(cell) for cell in headers], tablefmt="github",
                     disable_numparse=True)

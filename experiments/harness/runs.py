@@ -34,7 +34,8 @@ class Workload:
     repeat: int | None = None  # rounds it takes part in (None: every round)
     allocators: tuple[str, ...] = ()  # only under these (empty: every allocator)
     peer_repeat: int | None = None  # rounds the other allocators take part in (None: repeat)
-    counted: bool = True  # instruction counts and counting runs (callgrind cannot run a browser in time)
+    # instruction counts and counting runs (callgrind cannot run a browser in time)
+    counted: bool = True
     family: str = "synthetic"  # "synthetic", "webkit" or "trace": which question it speaks to
     kind: str = "live"         # "live": timed runs under LD_PRELOAD
     label: str | None = None   # the verdict table's name for it (default: name)
@@ -166,8 +167,8 @@ def profiling_twin(allocator: Allocator) -> Allocator:
     allocator with the container's calls out of line); any other allocator as it is."""
     if not allocator.runsel or allocator.preload is None:
         return allocator
-    return Allocator(allocator.name, True,
-                     allocator.preload.parent / callgrind_cost.PROFILE_LIBRARY.format(allocator.name))
+    profile = callgrind_cost.PROFILE_LIBRARY.format(allocator.name)
+    return Allocator(allocator.name, True, allocator.preload.parent / profile)
 
 
 def count_instructions(workload: Workload, allocator: Allocator, counter: str, scale: float,
@@ -224,7 +225,10 @@ def run_instruction_counts(workloads: list[Workload], allocators: list[Allocator
     # Counts do not depend on the load (callgrind), so every core counts; perf stat's
     # hardware counters would, so they run one at a time.
     pairs = [(workload, allocator) for workload in workloads for allocator in allocators]
-    count = lambda pair: count_instructions(*pair, counter, scale, seed, timeout)  # noqa: E731
+
+    def count(pair: tuple) -> dict:
+        return count_instructions(*pair, counter, scale, seed, timeout)
+
     if counter == "callgrind":
         fanned_map(count, pairs, done, kind="callgrind count (synthetic)")
     else:

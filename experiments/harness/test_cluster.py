@@ -229,7 +229,7 @@ def main() -> int:
     args, rest = parser.parse_known_args()
     BUILD_DIR = args.build_dir
     try:
-        import distributed  # noqa: F401
+        import distributed  # noqa: F401 (imported only to learn whether it is installed)
     except ImportError:
         print("skipped: Dask distributed is not installed (Debian: python3-distributed)")
         return SKIP

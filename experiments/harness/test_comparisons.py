@@ -1,8 +1,8 @@
 """meson test --suite harness (harness_statistics): the comparisons and the verdict on
-synthetic data with known answers, and the report's Firefox tables on a known entry. A planted difference must be found with an interval
-that holds it; noise must read "same time" only when the interval is tight, and
-"underpowered" otherwise; pairing must cancel drift shared by a round; and the bug
-1857133 judgements must follow their rules.
+synthetic data with known answers, and the report's Firefox tables on a known entry. A
+planted difference must be found with an interval that holds it; noise must read "same
+time" only when the interval is tight, and "underpowered" otherwise; pairing must cancel
+drift shared by a round; and the bug 1857133 judgements must follow their rules.
 
     /usr/bin/python3 -m harness.test_comparisons  (in experiments/)
 """
@@ -149,7 +149,10 @@ def synthetic_summary() -> dict:
     page_load; a replay with exact figures; no cost for array_heap."""
     rng = np.random.default_rng(7)
     base = np.exp(rng.normal(0, 0.1, ROUNDS))
-    noise = lambda: np.exp(rng.normal(0, 0.004, ROUNDS))  # noqa: E731
+
+    def noise() -> np.ndarray:
+        return np.exp(rng.normal(0, 0.004, ROUNDS))
+
     resident = [100_000_000] * ROUNDS
     summary = {}
     for name in ("churn", "steady_state", "page_load"):
@@ -170,8 +173,11 @@ def synthetic_summary() -> dict:
                          "key_checkpoint": "k", "memory_comparable": name != "page_load",
                          "memory_note": None if name != "page_load" else "differs",
                          "allocators": pairs}
-    exact = lambda resident: {"writes_blocks": True, "peak": {"resident": resident * 2},  # noqa: E731
-                              "checkpoints": [{"name": "tabs", "resident": resident}]}
+
+    def exact(resident: int) -> dict:
+        return {"writes_blocks": True, "peak": {"resident": resident * 2},
+                "checkpoints": [{"name": "tabs", "resident": resident}]}
+
     summary["webkit replay"] = {
         "kind": "replay", "family": "webkit", "label": "webkit replay",
         "key_checkpoint": "tabs", "memory_comparable": True, "memory_note": None,
@@ -260,8 +266,10 @@ class MemoryFromWhatTheRunAdded(unittest.TestCase):
 
     @staticmethod
     def make_run(allocator: str, repetition: int, start: int, growth: int) -> dict:
-        point = lambda name, resident, live: {"name": name, "resident": resident,  # noqa: E731
-                                              "live_requested": live, "minor_faults": 0}
+        def point(name: str, resident: int, live: int) -> dict:
+            return {"name": name, "resident": resident, "live_requested": live,
+                    "minor_faults": 0}
+
         document = {"checkpoints": [point("start", start, 0),
                                     point("k", start + growth, 8 << 20)],
                     "measured_seconds": 1.0 + 0.01 * repetition,
@@ -355,7 +363,9 @@ class Targets(unittest.TestCase):
         self.assertEqual(resident["rb_first@purge:decay"]["status"], targets.MISSED)
 
     def test_bench_targets_take_the_best_peer_and_leave_missing_benchmarks_blank(self):
-        ns = lambda value: {"ns_per_op": [value * s for s in (1.0, 1.01, 0.99, 1.02, 0.98)]}
+        def ns(value: float) -> dict:
+            return {"ns_per_op": [value * s for s in (1.0, 1.01, 0.99, 1.02, 0.98)]}
+
         samples = {"BM_huge_loop/real_time": {"rb_first": ns(30.0), "glibc": ns(20.0),
                                               "jemalloc": ns(1000.0), "tcmalloc": ns(25.0)},
                    "BM_pair_ring/64": {"rb_first": ns(18.0), "glibc": ns(6.0)}}

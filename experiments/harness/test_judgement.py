@@ -26,14 +26,27 @@ def replay_entry(figures: dict[str, dict[str, int]]) -> dict:
     """A summary entry of kind "replay" (replays.py) whose containers have these figures at
     tabs_closed (the key checkpoint is tab_4_loaded, with the same figures)."""
     def points(values: dict[str, int]) -> list[dict]:
-        return [{"name": name, "kind": "mark", **values} for name in ("tab_4_loaded", "tabs_closed")] \
-            + [{"name": "peak", "kind": "peak", **values}, {"name": "end", "kind": "end", **values}]
+        return ([{"name": name, "kind": "mark", **values}
+                 for name in ("tab_4_loaded", "tabs_closed")]
+                + [{"name": "peak", "kind": "peak", **values},
+                   {"name": "end", "kind": "end", **values}])
     return {"kind": "replay", "key_checkpoint": "tab_4_loaded",
             "allocators": {name: {"exact": {"checkpoints": points(values)},
                                   "cost": {"calls": 1000, "allocator_instructions":
                                            values["instructions"],
                                            "allocator_d1_misses": 10, "allocator_ll_misses": 1}}
                            for name, values in figures.items()}}
+
+
+def trace_figures(rng: np.random.Generator, base: int, dirty: int, shared: float,
+                  noise: float, ratio: float) -> dict[str, int]:
+    """One container's figures on one trace: footprint `ratio` times the trace's base,
+    times its own noise; resident moved by the trace-wide `shared` swing."""
+    footprint = int(base * ratio * np.exp(rng.normal(0, noise)))
+    unused = int(footprint * 0.1 * ratio)
+    return {"committed": footprint + dirty, "dirty": dirty, "bin_unused": unused,
+            "resident": int((footprint + dirty) * np.exp(shared)),
+            "purged_resident": footprint, "instructions": int(80_000 * ratio)}
 
 
 def corpus(seed: int, traces: int, planted: float, noise: float, swing: float) -> dict:
@@ -48,16 +61,9 @@ def corpus(seed: int, traces: int, planted: float, noise: float, swing: float) -
         base = int(rng.uniform(150, 250) * MiB)
         dirty = int(rng.uniform(0.15, 0.36) * base)
         shared = rng.normal(0, swing)
-
-        def figures(ratio: float) -> dict[str, int]:
-            footprint = int(base * ratio * np.exp(rng.normal(0, noise)))
-            unused = int(footprint * 0.1 * ratio)
-            return {"committed": footprint + dirty, "dirty": dirty, "bin_unused": unused,
-                    "resident": int((footprint + dirty) * np.exp(shared)),
-                    "purged_resident": footprint, "instructions": int(80_000 * ratio)}
-        entries[f"trace{trace}"] = replay_entry({"rb_first": figures(1.0),
-                                                 "planted": figures(planted),
-                                                 "noisy": figures(1.0)})
+        entries[f"trace{trace}"] = replay_entry(
+            {name: trace_figures(rng, base, dirty, shared, noise, ratio)
+             for name, ratio in (("rb_first", 1.0), ("planted", planted), ("noisy", 1.0))})
     return entries
 
 

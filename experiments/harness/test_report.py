@@ -209,14 +209,14 @@ class RenderedFromTheFixture(unittest.TestCase):
                 name = judgement_moments(entry)[moment]
                 mine, base = (point_named(entry, anchors.SHIPPED, name),
                               point_named(entry, anchors.IDEALIZED, name))
-                value = lambda point: (point["committed"] - point["dirty"]  # noqa: E731
-                                       if figure == "footprint" else point[figure])
-                expected = 100 * (value(mine) - value(base)) / value(base)
+                expected = (100 * (figure_of(mine, figure) - figure_of(base, figure))
+                            / figure_of(base, figure))
                 self.assertAlmostEqual(trace["differences"][column], expected)
                 self.assertEqual(cells[header], f"{expected:+.3f} %")
             mean = rows[len(group["traces"])]
             self.assertEqual(mean["trace"], f"mean over {len(group['traces'])} traces")
-            self.assertAlmostEqual(group["judged"][column]["mean"], judged[moment][figure]["percent"])
+            self.assertAlmostEqual(group["judged"][column]["mean"],
+                                   judged[moment][figure]["percent"])
             self.assertTrue(mean[header].startswith(f"{judged[moment][figure]['percent']:+.3f} %"))
 
     def test_the_instructions_table_gives_both_anchors_and_their_difference(self):
@@ -270,6 +270,11 @@ def judgement_moments(entry: dict) -> dict:
 def point_named(entry: dict, container: str, name: str) -> dict:
     return next(point for point in entry["allocators"][container]["exact"]["checkpoints"]
                 if point["name"] == name)
+
+
+def figure_of(point: dict, figure: str) -> int:
+    """A replay checkpoint's figure; footprint is committed less dirty."""
+    return point["committed"] - point["dirty"] if figure == "footprint" else point[figure]
 
 
 class AnchorsOfFirefoxLogs(unittest.TestCase):

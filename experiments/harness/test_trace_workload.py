@@ -103,7 +103,8 @@ def check_exact_replays(build_dir: Path, trace: Path, variants: list[str], recor
         picked = [[(b["size"], b["picks"], b["runs_created"])
                    for b in pairs[name]["counters"]["bins"]]
                   for name in group
-                  if name in pairs and pairs[name]["counters"] and "bins" in pairs[name]["counters"]]
+                  if name in pairs and pairs[name]["counters"]
+                  and "bins" in pairs[name]["counters"]]
         failures.expect(all(p == picked[0] for p in picked),
                         f"{', '.join(group)} count different picks")
         same = [pairs[name]["exact"]["checkpoints"] for name in group if name in pairs]

@@ -140,7 +140,8 @@ def checkpoint_table(points: dict[str, dict], reference: str | None) -> str:
     for name, point in points.items():
         row = [name]
         for compared in COMPARED:
-            value, reference_value = figure(point, compared), figure(base, compared) if base else None
+            value = figure(point, compared)
+            reference_value = figure(base, compared) if base else None
             row += ["-" if value is None else str(value),
                     "-" if value is None else difference_text(value, reference_value)]
         rows.append(row)
@@ -518,7 +519,8 @@ def replay_every_container(args: argparse.Namespace, trace: Path) -> int:
     if args.reference == "firefox" or args.geometry != "classic":
         library = target_file(args.build_dir, "runsel-firefox-replay", "shared library")
         if library is None:
-            raise steps.StepFailed("meson defines no runsel-firefox-replay (tools/firefox/meson.build)")
+            raise steps.StepFailed("meson defines no runsel-firefox-replay "
+                                   "(tools/firefox/meson.build)")
         steps.build(args.build_dir, [library])
         firefox_library = library
     conf = None
@@ -586,7 +588,8 @@ def print_replays(args: argparse.Namespace, trace: Path, replays: ReplayFigures,
         print(f"# NAME@firefox: the container with the installed Firefox's run sizes, read from "
               f"its bin statistics (RUNSEL_CONF={conf}); the others: the classic rule's")
     if args.reference == "firefox":
-        version = replays.heads[firefox_replay.REFERENCE_NAME].get("firefox_version") or "firefox-esr"
+        head = replays.heads[firefox_replay.REFERENCE_NAME]
+        version = head.get("firefox_version") or "firefox-esr"
         print(f"# firefox: the same trace on {version}'s "
               "own mozjemalloc (its executable's malloc/free, MALLOC_OPTIONS=r), figures from "
               "its jemalloc_stats_internal")

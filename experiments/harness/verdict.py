@@ -208,7 +208,8 @@ def question(summary: dict, rows: list[dict]) -> dict:
             for figure, comparison in checks:
                 said = shown_worse(comparison)
                 intervals += bool(comparison and comparison.get("low") is not None
-                                  and not comparison.get("exact") and not comparison.get("constant"))
+                                  and not comparison.get("exact")
+                                  and not comparison.get("constant"))
                 where = {"workload": row["workload"], "label": row["label"], "figure": figure}
                 if said:
                     worse.append({**where, "comparison": comparison})

@@ -46,7 +46,7 @@ def tooling_problem(shipped: str | None, modules: list[str]) -> str | None:
     for name in modules:
         try:
             module = importlib.import_module(name)
-        except Exception as failure:  # whatever the import raised is the reason
+        except Exception as failure:  # noqa: BLE001 (an import may raise anything: the reason)
             return f"cannot import the tooling's {name} ({type(failure).__name__}: {failure})"
         where = os.path.dirname(module.__file__ or "")
         if shipped and shipped not in where:

@@ -99,7 +99,8 @@ class Browser:
         settings = view.get_settings()
         settings.set_enable_javascript(True)
         view.connect("web-process-terminated",
-                     lambda _, reason: self.fail(f"a web process ended early ({reason.value_nick})"))
+                     lambda _, reason: self.fail("a web process ended early "
+                                                 f"({reason.value_nick})"))
         # No modal dialogs in an unattended run: the Rust book's print.html calls
         # window.print() once loaded; alert()/confirm() would wait for a click.
         view.connect("print", lambda *_: True)
@@ -183,9 +184,11 @@ class Browser:
         then `retry(failure)` decides (a page still building its search results can answer
         a poll with an unsupported result type)."""
         def finished(view, result):
+            # Every exception, not only the GLib.Error of a script that threw: one raised
+            # out of this GLib callback would only be printed, and the run would not end.
             try:
                 value = view.evaluate_javascript_finish(result)
-            except Exception as failure:  # noqa: BLE001 (GLib.Error: the script threw)
+            except Exception as failure:  # noqa: BLE001 (GLib.Error, and bugs: see above)
                 if retry is not None:
                     self.step(retry, failure)
                 else:
@@ -199,7 +202,8 @@ class Browser:
         own scripts run, are done."""
         page = self.pages[index]
         ready = page.get("ready", "true")
-        script = f"JSON.stringify([document.title, Boolean({ready}), document.getElementsByTagName('*').length])"
+        script = (f"JSON.stringify([document.title, Boolean({ready}), "
+                  "document.getElementsByTagName('*').length])")
 
         def checked(text: str) -> None:
             title, is_ready, elements = json.loads(text)
@@ -224,14 +228,15 @@ class Browser:
         """Scrolls to the bottom in at most 24 steps, one frame each, then back to the top."""
         body = ("const height = document.documentElement.scrollHeight;"
                 "const step = Math.max(innerHeight, height / 24);"
-                "const frame = () => new Promise(done => { requestAnimationFrame(done); setTimeout(done, 50); });"
+                "const frame = () => new Promise(done => {"
+                " requestAnimationFrame(done); setTimeout(done, 50); });"
                 "for (let y = 0; y <= height; y += step) { scrollTo(0, y); await frame(); }"
                 "scrollTo(0, 0); await frame(); return height;")
 
         def scrolled(view, result):
             try:
                 height = view.call_async_javascript_function_finish(result).to_int32()
-            except Exception as failure:  # noqa: BLE001
+            except Exception as failure:  # noqa: BLE001 (as in evaluate: a GLib callback)
                 # A search page still building its results can answer with an
                 # unsupported result type: scroll again until the page's deadline.
                 if time.monotonic() > deadline:

@@ -103,7 +103,8 @@ def prove_allocators(browser, stats: dict[int, dict]) -> tuple[dict, list[dict]]
         proof = {"pid": pid, **mapped}
         if mapped["mapped"] == "runsel":
             line = stats.get(pid)
-            proof["identity"] = f"runsel:{line['variant']}" if line else "runsel:? (no RUNSEL_STATS line)"
+            proof["identity"] = (f"runsel:{line['variant']}" if line
+                                 else "runsel:? (no RUNSEL_STATS line)")
             proof["proof"] = "RUNSEL_STATS line of this pid" if line else "none"
             if line:
                 proof["runsel_exit"] = line
@@ -115,7 +116,8 @@ def prove_allocators(browser, stats: dict[int, dict]) -> tuple[dict, list[dict]]
         proofs.append(proof)
     identities = sorted({proof["identity"] for proof in proofs})
     providers = sorted({proof["provider"] for proof in proofs})
-    allocator = {"name": identities[0] if len(identities) == 1 else "mixed: " + ", ".join(identities),
+    allocator = {"name": (identities[0] if len(identities) == 1
+                          else "mixed: " + ", ".join(identities)),
                  "provider": providers[0] if len(providers) == 1 else ""}
     return allocator, proofs
 

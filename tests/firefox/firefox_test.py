@@ -33,10 +33,10 @@ import time
 import unittest
 from pathlib import Path
 
+from harness import firefox_record  # PYTHONPATH=experiments (meson sets it)
+
 ROOT = Path(__file__).resolve().parents[2]
 CLI = ROOT / "tools" / "runsel_cli.py"
-
-from harness import firefox_record  # PYTHONPATH=experiments (meson sets it)
 
 BUILD_DIR = Path("build")
 RECORDING: dict = {}  # the one-page session, recorded once for every test
@@ -96,7 +96,8 @@ class Recording(unittest.TestCase):
                  for name, doc in replays.items()}
         self.assertGreaterEqual(len(marks["lifo"]), 3)  # tab_1_loaded, tabs_closed, exit
         for name in ("lifo", "firefox"):
-            self.assertEqual(replays[name]["trace"]["records"], replays["rb_first"]["trace"]["records"])
+            self.assertEqual(replays[name]["trace"]["records"],
+                             replays["rb_first"]["trace"]["records"])
             self.assertEqual(replays[name]["replay"]["reused_live"], 0)
             self.assertEqual(replays[name]["replay"]["checksum"],
                              replays["rb_first"]["replay"]["checksum"])

@@ -136,7 +136,7 @@ def main():
     if prefix is None:
         print("note: setarch -R unavailable; running with ASLR, five times each")
     reports = {exe: run(prefix, exe) for exe in args.same + args.different}
-    for exe, report in reports.items():
+    for report in reports.values():
         print(f"{report['variant']:>12}: addresses {report['addresses']}  {report['heap']}")
         print(f"{'':>12}  {report['metadata']}")
 

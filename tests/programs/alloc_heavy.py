@@ -1,4 +1,5 @@
-# Deterministic allocation-heavy workload for runsel's programs test: dicts, lists, strings, big bytes; prints checksums.
+# Deterministic allocation-heavy workload for runsel's programs test: dicts, lists,
+# strings, big bytes; prints checksums.
 import hashlib
 import random
 import sys
@@ -24,7 +25,8 @@ def main():
         by_length.setdefault(len(word), []).append(word)
     for length in sorted(by_length):
         group = sorted(by_length[length])
-        out.append("len %d: %d words, first %s, last %s" % (length, len(group), group[0], group[-1]))
+        out.append("len %d: %d words, first %s, last %s"
+                   % (length, len(group), group[0], group[-1]))
     top = sorted(counts.items(), key=lambda item: (-item[1], item[0]))[:10]
     out.append("top " + " ".join("%s=%d" % item for item in top))
 
