@@ -152,7 +152,8 @@ def main(argv: list[str]) -> int:
             continue
         for problem in problems:
             print(problem)
-        print(f"style: {name}: " + (f"{len(problems)} problems" if problems else "ok"))
+        count = len(problems)
+        print(f"style: {name}: " + (f"{count} problem{'s' * (count != 1)}" if count else "ok"))
         if problems:
             status = max(status, 1)
     return status
