@@ -84,6 +84,20 @@ class Recording(unittest.TestCase):
             first = log.readline()
         self.assertRegex(first, r"^\d+ \d+ [a-z_]+\([0-9a-fx,]*\)(=0x[0-9a-f]+)?\n$")
 
+    def test_a_session_longer_than_the_open_tabs_closes_the_oldest_and_goes_on(self):
+        # The reported case: a 20-page session stopped at page 5, "WebDriver:NewWindow: no
+        # such window: Browsing context has been discarded": the new tab was asked for
+        # from the tab just closed to make room. One page more than MAX_TABS shows it.
+        pages = firefox_record.MAX_TABS + 1
+        with tempfile.TemporaryDirectory(prefix="runsel-firefox-test-") as scratch:
+            document = firefox_record.record(BUILD_DIR, Path(scratch), pages=pages,
+                                             page_timeout=120, force=True)
+        self.assertTrue(document["passed"], document["problems"])
+        self.assertEqual(len(document["pages"]), pages)
+        content = next(p for p in document["processes"] if p["role"] == "content")
+        self.assertIn(f"tab_{pages}_loaded", content["mark_labels"])
+        self.assertIn("tabs_closed", content["mark_labels"])
+
     def test_the_content_log_replays_on_two_containers_and_on_firefox(self):
         with tempfile.TemporaryDirectory() as scratch:
             figures = Path(scratch) / "replays.json"
@@ -196,6 +210,34 @@ class LogChecks(unittest.TestCase):
         self.assertFalse(figures["complete"])
         self.assertEqual(figures["lines"], 10)
         self.assertEqual(figures["live_reuses"], 1)
+
+
+class Coverage(unittest.TestCase):
+    """Coverage against num_operations, which mozjemalloc sums over the arenas alive."""
+
+    @staticmethod
+    def marks(*pairs: tuple[int, int]) -> list[dict]:
+        return [{"label": f"mark_{n}", "calls": calls, "stats": {"num_operations": operations}}
+                for n, (calls, operations) in enumerate(pairs, 1)]
+
+    def test_it_is_checked_before_an_arena_takes_its_count_away(self):
+        # The 20-page session as recorded: 99 % up to tab 9, then an arena disposed of
+        # took 1.5 M operations from the sum, and the end read 129 %.
+        marks = self.marks((9_175_974, 9_271_054), (9_598_339, 7_779_336),
+                           (18_416_688, 14_314_620))
+        self.assertEqual(firefox_record.coverage_mark(marks)["label"], "mark_1")
+
+    def test_a_count_that_never_falls_is_checked_at_the_last_mark(self):
+        marks = self.marks((10, 11), (20, 21), (30, 31))
+        self.assertEqual(firefox_record.coverage_mark(marks)["label"], "mark_3")
+
+    def test_a_session_that_lost_calls_after_the_fall_still_fails(self):
+        summary = {"role": "content", "pid": 1, "live_reuses": 0, "coverage": 0.99,
+                   "coverage_mark": "mark_1", "least_coverage": 0.5,
+                   "frees_dropped_share": 0.0, "mark_labels": ["tabs_closed"]}
+        problems = firefox_record.problems_of(summary, ["tabs_closed"])
+        self.assertEqual(len(problems), 1)
+        self.assertIn("fall to 50.0%", problems[0])
 
 
 class Partial(unittest.TestCase):
