@@ -178,7 +178,7 @@ void* allocate_aligned(std::size_t alignment, std::size_t size) {
 
 // Sized delete: the size names the bin, so a small free finds its class's
 // geometry from the size instead of through the run header's bin pointer,
-// which it then only compares (Arena::classify's expected_bin); a size that
+// which it then only compares (Arena::classify's expected_bin). A size that
 // does not match the run is ignored, and the free goes on as an unsized one.
 // Remote frees go through the queue (Arena::free_remote) as unsized ones.
 [[gnu::always_inline]] inline void deallocate_sized(void* p, std::size_t size) {
