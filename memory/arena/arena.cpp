@@ -287,10 +287,10 @@ void Arena::free_pages(Chunk* chunk, std::size_t first, std::size_t pages,
 // budget applies (purge.h), its dirty pages wait for the policy like any, and
 // that budget bounds them across arenas. Otherwise only the most recently
 // emptied ones (purge_.idle_dirty_chunks) keep their dirty pages for the
-// purge policy; when another empties, the idle chunk that has had dirty pages
-// longest (the dirty list is oldest first) is purged at once, as unmapping
-// would have given its pages back (so, like an unmapping, not counted as a
-// purge of the policy).
+// purge policy. When another empties, the idle chunk that has had dirty pages
+// longest (the dirty list is oldest first) is purged at once. Unmapping would
+// have given those pages back too, so, like an unmapping, this is not counted
+// as a purge of the policy.
 void Arena::idle_tagged_chunk(Chunk* chunk) {
   chunk->idle = true;
   ++idle_chunks_;

@@ -78,15 +78,17 @@ class Arena {
   // Arena::free with the bin the caller knows (sized delete), or kAnyBin.
   BadPointer free_sized(Chunk* chunk, void* p, std::size_t expected_bin) RUNSEL_EXCLUDES(lock);
   // Frees `p` in `chunk` (owned by this arena) from a thread of another
-  // arena, without this arena's lock when `p` is a small region: it is
-  // checked as free() checks it (page map, run header) and queued on the
-  // arena's remote frees, a lock-free stack linked through the regions'
-  // second words (the first holds the freed key, arena/freed_key.h), which
-  // whoever next holds the lock takes in (take_remote_frees). A double free
-  // is then caught there, by the region's bitmap bit (twice in the queue:
-  // the second visit finds the bit set), or before, by any path that finds
-  // the key and takes the queue in (the thread cache's push, usable_size).
-  // Large allocations take the lock. Returns kNone or the problem.
+  // arena. A small region is freed without this arena's lock:
+  // - It is checked as free() checks it (page map, run header).
+  // - It is queued on the arena's remote frees, a lock-free stack linked
+  //   through the regions' second words (the first holds the freed key,
+  //   arena/freed_key.h).
+  // - Whoever next holds the lock takes the queue in (take_remote_frees).
+  // A double free is then caught there, by the region's bitmap bit (twice in
+  // the queue: the second visit finds the bit set). Or it is caught before, by
+  // any path that finds the key and takes the queue in (the thread cache's
+  // push, usable_size). Large allocations take the lock. Returns kNone or the
+  // problem.
   BadPointer free_remote(Chunk* chunk, void* p) RUNSEL_EXCLUDES(lock);
   // Frees every region queued by free_remote; aborts naming a region that
   // was already free. Cheap when the queue is empty (one load).

@@ -40,16 +40,19 @@ void Arena::release_small_run(Run* run) {
   free_pages(chunk, chunk->page_index(run), info.run_pages, class_tag_of(index_of_bin(bin)));
 }
 
-// An emptied run stays in its bin, outside the container, until another run
-// of the bin empties (then the older of the two goes back to the arena), or
-// until 4,096 to 8,192 small frees in the arena went by without reusing it
-// (sweep_empty_runs), or until the program trims; and at once when nothing
-// else in its chunk is allocated, so that it never holds a chunk (and the
-// chunk's dirty pages) on its own. Two reasons:
-// - a double free of an address in it is still caught: its bit says free,
-//   whereas pages given back at once can be reused by another size class,
-//   which a second free would then hit;
-// - a malloc/free pair at a bin's edge (the bin's only run filling and
+// An emptied run stays in its bin, outside the container. It goes back to the
+// arena:
+// - When another run of the bin empties: the older of the two goes back.
+// - When 4,096 to 8,192 small frees in the arena went by without reusing it
+//   (sweep_empty_runs).
+// - When the program trims.
+// - At once when nothing else in its chunk is allocated, so that it never
+//   holds a chunk (and the chunk's dirty pages) on its own.
+// Two reasons to keep it:
+// - A double free of an address in it is still caught: its bit says free.
+//   Pages given back at once could be reused by another size class, which a
+//   second free would then hit.
+// - A malloc/free pair at a bin's edge (the bin's only run filling and
 //   emptying) reuses the run instead of carving and returning pages each time.
 // The container never sees the kept run: it is used only when the container
 // is empty, in place of a new run, so what the containers choose between is

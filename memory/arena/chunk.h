@@ -5,27 +5,27 @@
 // free to another arena.
 //
 // Page map entry bits, per page:
-//   small run page:  run header address | kAllocated (the first page's entry
-//                    also holds the run's serial number and, with
-//                    -Dhook_placement=page_map, its container hook: run.h)
-//   large head page: size in bytes      | kAllocated | kLarge
-//   large tail page:                      kAllocated | kLarge (size 0)
+//   small run page:  run header address | kAllocated (see below).
+//   large head page: size in bytes      | kAllocated | kLarge.
+//   large tail page:                      kAllocated | kLarge (size 0).
 //   free page:       [size in bytes at the run's first and last page] | kDirty?
-//                    | class tag (every page of the free run: see below)
-//   header / guard:  kAllocated | kReserved
+//                    | class tag (every page of the free run: see below).
+//   header / guard:  kAllocated | kReserved.
+// A small run's first page's entry also holds the run's serial number and,
+// with -Dhook_placement=page_map, its container hook (run.h).
 //
 // The class tag of a free page is 1 + the size class of the last small run
 // that held it, or 0 if no small run ever did. Pages keep it for the life of
-// the chunk, and a tagged page is only ever used again by a run of its own
-// class: so a pointer that was the start of a small region of class C is,
-// whatever happens to its run and chunk, either free, inside a run of class
-// C, or never handed out as the start of a block of another class or of a
-// large allocation. That is what lets free() catch a double free after the
-// page was given back (a stale pointer can only meet a free page or a
-// region of its own class, whose bitmap knows it is free). The price: a
-// small run's pages never go to another class or to a large allocation, and
-// a chunk with tagged pages is never unmapped (purged pages cost only address
-// space).
+// the chunk. A tagged page is only ever used again by a run of its own class.
+// So a pointer that was the start of a small region of class C, whatever
+// happens to its run and chunk, is either free, inside a run of class C, or
+// never handed out as the start of a block of another class or of a large
+// allocation. That is what lets free() catch a double free after the page was
+// given back: a stale pointer can only meet a free page or a region of its own
+// class, whose bitmap knows it is free. The price:
+// - A small run's pages never go to another class or to a large allocation.
+// - A chunk with tagged pages is never unmapped (purged pages cost only
+//   address space).
 // Invariant: arena.dirty_pages == sum over chunks of ndirty == free pages
 // with kDirty set; the first page of each free run (except the spare chunks')
 // is in the arena's best-fit tree of its class tag.

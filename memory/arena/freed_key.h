@@ -1,9 +1,10 @@
 // The key a freed small region carries in its first word while runsel holds it
 // outside its run (its bitmap bit still says allocated): queued on its arena's
 // remote frees, or in a thread cache. A path that must know whether a region
-// is live, without its arena's lock, reads that word: no key, and the region
-// is the program's; the key, and the region is in a queue or a cache (or the
-// program wrote the key by chance, which costs only a look in both).
+// is live, without its arena's lock, reads that word:
+// - No key: the region is the program's.
+// - The key: the region is in a queue or a cache. Or the program wrote the
+//   key by chance, which costs only a look in both.
 #pragma once
 
 #include <cstdint>

@@ -4,13 +4,15 @@
 //
 // What it protects: a value written over the checked field without the key
 // fails the check (1 in 2^32 passes by chance for the run header's 32-bit
-// check). Neither function is linear in its inputs (keyed_mix, the chunk
-// canary's, multiplies between xor-shifts; keyed_check32, the run header's,
-// takes middle bits of a product of two keyed factors): one leaked header
-// and the known distances between bins do not give the check of another bin
-// at another run (an xor fold did: check ^ fold(bin ^ bin') relabelled a run). What it does not
-// protect: it is no cryptographic MAC; a program that can read arbitrary memory can read the key,
-// which lives in arena metadata and in the process's AT_RANDOM bytes.
+// check). Neither function is linear in its inputs:
+// - keyed_mix, the chunk canary's, multiplies between xor-shifts.
+// - keyed_check32, the run header's, takes middle bits of a product of two
+//   keyed factors.
+// So one leaked header and the known distances between bins do not give the
+// check of another bin at another run. An xor fold did: check ^ fold(bin ^
+// bin') relabelled a run. What it does not protect: it is no cryptographic
+// MAC. A program that can read arbitrary memory can read the key, which lives
+// in arena metadata and in the process's AT_RANDOM bytes.
 #pragma once
 
 #include <cstdint>

@@ -32,32 +32,39 @@ struct PurgeSettings {
   std::size_t budget_pages = 256;  // mozjemalloc's 1 MiB per arena
   std::size_t deferred_allocations = 1024;
   std::uint64_t decay_window_ns = 10'000'000'000ULL;  // 10 s, as jemalloc
-  // The process-wide budget (0: none): once the process has more than one
-  // arena, `budget` and `deferred` weigh the dirty pages of all arenas
-  // together against it instead of each arena's own against budget_pages
-  // (`deferred` purges at once above twice it), an arena's purge takes the
-  // excess over half of it from its own pages, and idle chunks keep their
-  // dirty pages for the policy; `decay` keeps its schedule and purges the
-  // same way when the total crosses it. A process with one arena is
-  // unchanged. 48 MiB: measured on the threaded bench programs and the
-  // threads workload against 8 to 64 MiB, the least that keeps what a phase
-  // drains for the next (stress, peak RSS and minor faults against glibc's:
-  // 8 MiB 0.75x and 5.8x, 32 MiB 1.05x and 2.3x, 48 MiB 1.19x and 1.5x,
-  // 64 MiB 1.29x and 1.2x; threads: 32 MiB 0.82x and 2.4x, 48 MiB 0.97x and
-  // 2.0x), while 8 arenas could keep 128 MiB before.
+  // The process-wide budget (0: none). Once the process has more than one
+  // arena:
+  // - `budget` and `deferred` weigh the dirty pages of all arenas together
+  //   against it, instead of each arena's own against budget_pages
+  //   (`deferred` purges at once above twice it).
+  // - An arena's purge takes the excess over half of it from its own pages.
+  // - Idle chunks keep their dirty pages for the policy.
+  // - `decay` keeps its schedule and purges the same way when the total
+  //   crosses it.
+  // A process with one arena is unchanged.
+  // 48 MiB: measured against 8 to 64 MiB on the threaded bench programs and
+  // the threads workload. It is the least that keeps what a phase drains for
+  // the next, while 8 arenas could keep 128 MiB before. Peak RSS and minor
+  // faults against glibc's:
+  // - stress: 8 MiB 0.75x and 5.8x, 32 MiB 1.05x and 2.3x, 48 MiB 1.19x and
+  //   1.5x, 64 MiB 1.29x and 1.2x.
+  // - threads: 32 MiB 0.82x and 2.4x, 48 MiB 0.97x and 2.0x.
   std::size_t total_budget_pages = 48 * 256;
-  // The growth purge (0: none), while the process-wide budget applies: an
-  // arena that commits fresh pages (a new run or large allocation that none
-  // of its dirty pages could serve: they belong to other size classes, or
-  // lie in stretches too short) purges as many of its own dirty pages, down
-  // to 1/growth_dirty_share of its committed pages. Each arena keeps its own
-  // classes' dirty pages, which the process-wide budget leaves alone until
-  // the total crosses it, after the peak if ever. 8: on producer_consumer
-  // (peak RSS 1.27x to 1.31x glibc's without it) and stress (minor faults
-  // 0.8x to 1.1x), over several runs, 16 gave 1.18x to 1.20x and 1.4x to
-  // 2.2x faults (purged pages are faulted back when their class returns),
-  // 12 1.20x to 1.22x and 1.3x to 1.9x, 8 1.23x to 1.25x and 1.0x to 1.5x
-  // (experiments/bench/README.md, 2026-11-27).
+  // The growth purge (0: none), while the process-wide budget applies. An
+  // arena that commits fresh pages purges as many of its own dirty pages,
+  // down to 1/growth_dirty_share of its committed pages. Fresh pages: a new
+  // run or large allocation that none of its dirty pages could serve (they
+  // belong to other size classes, or lie in stretches too short). Each arena
+  // keeps its own classes' dirty pages, which the process-wide budget leaves
+  // alone until the total crosses it, after the peak if ever.
+  // 8: over several runs, producer_consumer's peak RSS against glibc's, and
+  // stress's minor faults against glibc's (experiments/bench/README.md,
+  // 2026-11-27):
+  // - Without it: 1.27x to 1.31x, and 0.8x to 1.1x.
+  // - 16: 1.18x to 1.20x, and 1.4x to 2.2x (purged pages are faulted back
+  //   when their class returns).
+  // - 12: 1.20x to 1.22x, and 1.3x to 1.9x.
+  // - 8: 1.23x to 1.25x, and 1.0x to 1.5x.
   std::size_t growth_dirty_share = 8;
   // Spare chunks an arena keeps (chunks whose pages are all free).
   std::size_t spare_chunks = 8;
@@ -67,10 +74,10 @@ struct PurgeSettings {
   std::size_t idle_dirty_chunks = 1;
   // mozjemalloc's run lifecycle (RUNSEL_CONF profile:as_built; memory/README.md,
   // "The as-built profile"):
-  // - an emptied small run goes back to the arena at once (no kept run);
-  // - free pages carry no class tag, so every free run coalesces with its free
-  //   neighbours and a new run takes the lowest best fit among them all;
-  // - a chunk that empties becomes the spare and the older spare goes.
+  // - An emptied small run goes back to the arena at once (no kept run).
+  // - Free pages carry no class tag, so every free run coalesces with its free
+  //   neighbours and a new run takes the lowest best fit among them all.
+  // - A chunk that empties becomes the spare and the older spare goes.
   // It checks less: a double free of a region whose run was given back reaches
   // whatever reuses the address.
   bool as_built_lifecycle = false;

@@ -99,16 +99,18 @@ struct Run {
 
 static_assert(sizeof(Run) == kRunHeaderFixedBytes, "size_classes.h assumes this header size");
 
-// What the containers know of runs (containers/container.h): the node, where
-// its hook is, whether a link may be followed, the keys some of them order
-// by (its free regions, its regions in all, from the bin in arena.h, and its
-// serial number) and their side memory (the metadata allocator, never the
-// heap they describe). The serial number is kept where the run header has no
-// room: in the page map entry of the run's first page, whose free-run tree
-// links are idle while the run is allocated. The hook is there too, beside
-// the serial number (chunk.h), as mozjemalloc kept its tree nodes; with
-// -Dhook_placement=run_header it is in the run header, which is then 24
-// bytes longer: the one line that differs between the placements.
+// What the containers know of runs (containers/container.h):
+// - The node, and where its hook is.
+// - Whether a link may be followed.
+// - The keys some of them order by: its free regions, its regions in all
+//   (from the bin in arena.h), and its serial number.
+// - Their side memory: the metadata allocator, never the heap they describe.
+// The serial number is kept where the run header has no room: in the page map
+// entry of the run's first page, whose free-run tree links are idle while the
+// run is allocated. The hook is there too, beside the serial number (chunk.h),
+// as mozjemalloc kept its tree nodes; with -Dhook_placement=run_header it is in
+// the run header, which is then 24 bytes longer: the one line that differs
+// between the placements.
 struct RunTraits {
   using Node = Run;
   static SmallRunHead& head(const Run* run) {

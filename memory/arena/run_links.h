@@ -27,18 +27,20 @@ inline bool linked_chunk_is_arenas(Bin* bin, std::uintptr_t chunk) {
   return true;
 }
 
-// Judged without trusting `neighbour`: one of the two runs of member's bin
-// this check accepted last (Bin::linked_runs, forgotten when a run is
-// released), or else the start of a usable page (run headers are
-// page-aligned, past the chunk header and guard page) in `member`'s chunk,
-// in the bin's linked_chunk, or in another chunk the registry gives to
-// member's arena, so that reading it is safe; then its header must carry the
-// keyed check of member's bin at its address, which a header written by the
-// program (in a large block, a freed run's old header: release_small_run
-// wipes its check) cannot carry without the key, and a run of another bin or
-// arena carries only by a 1 in 2^32 chance (the check mixes the bin pointer
-// in nonlinearly), so its bin field needs no comparison of its own. The page
-// map is not read: it is a cache miss per link on the trees' paths.
+// Judged without trusting `neighbour`. It is accepted at once if it is one of
+// the two runs of member's bin this check accepted last (Bin::linked_runs,
+// forgotten when a run is released). Otherwise:
+// - It must be the start of a usable page (run headers are page-aligned, past
+//   the chunk header and guard page). That page must be in `member`'s chunk,
+//   in the bin's linked_chunk, or in another chunk the registry gives to
+//   member's arena, so that reading it is safe.
+// - Then its header must carry the keyed check of member's bin at its
+//   address. A header written by the program cannot carry it without the key
+//   (in a large block, or a freed run's old header: release_small_run wipes
+//   its check). A run of another bin or arena carries it only by a 1 in 2^32
+//   chance (the check mixes the bin pointer in nonlinearly), so its bin field
+//   needs no comparison of its own.
+// The page map is not read: it is a cache miss per link on the trees' paths.
 inline bool RunTraits::linked(const Run* member, const Run* neighbour) {
   if (neighbour == nullptr) return true;
   Bin* bin = member->bin;

@@ -4,7 +4,8 @@
 // its container, through the four seam functions here.
 //
 // The call tree (frontend/malloc_api.cpp down; [call] marks an out-of-line
-// step, each the last of its path and releasing the lock itself):
+// step, each the last of its path and releasing the lock itself). The malloc
+// side:
 //
 //   malloc, calloc, ...  allocate()                      inline
 //     one thread         Arena::malloc_small_one_thread   inline
@@ -14,18 +15,21 @@
 //         pick_run                           seam: the container picks
 //         Run::take                          run.h: the bitmap's first free bit
 //         erase_run | touched_run            seam: full leaves, else re-keyed
-//         malloc_from_fresh_run_then_unlock  [call] bin.cpp: no run to pick
+//         malloc_from_fresh_run_then_unlock  [call] bin.cpp: no run to pick.
+//
+// The free side:
+//
 //   free                 deallocate()                     inline
 //     one thread         Arena::free_one_thread           inline
 //     threads            Arena::free | free_remote [call] bin.cpp
 //       free_as<Locking>
 //         classify                           pointer_class_inline.h: page map,
-//                                            run header's keyed check
+//                                            run header's keyed check.
 //         Run::give                          run.h: the bitmap's double-free check
 //         insert_run | touched_run           seam: a full run rejoins, else re-keyed
 //         run_emptied_then_unlock            [call] bin.cpp: kept or given back
 //         sweep_empty_runs_then_unlock       [call] bin.cpp: every 4,096 frees
-//         free_large_then_unlock             [call] arena.cpp
+//         free_large_then_unlock             [call] arena.cpp.
 #pragma once
 
 #include "arena/arena.h"

@@ -14,13 +14,13 @@ namespace runsel {
 
 // Every container is a class template over one parameter, its traits: what
 // it holds and where things are. A traits type T gives
-//   using Node = ...;                         the node (a run header)
+//   using Node = ...;                         the node (a run header).
 //   static ContainerHook<Node>& hook(Node*)   where the node's links live:
 //                                             the run header, or the page map
 //                                             entry of the run's first page
-//                                             (arena/run.h: one traits choice)
+//                                             (arena/run.h: one traits choice).
 //   static bool linked(const Node* member, const Node* neighbour)
-// and, for the containers that need them, the keys (OccupancyAccess,
+// For the containers that need them, it also gives the keys (OccupancyAccess,
 // SerialAccess) and side memory (SideMemory) below.
 //
 // linked() is true when `neighbour` is null or a node of the same set (for

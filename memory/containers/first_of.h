@@ -7,10 +7,10 @@
 // in held_, and the structure holds the others. A bin fills and empties its
 // lowest run far more often than any other, so most inserts and erases are
 // of that run, and neither touches the structure:
-// - erase(held_) only forgets it; the structure's first becomes the held run
-//   at the next pick(), not before (held_ is null until then);
+// - erase(held_) only forgets it. The structure's first becomes the held run
+//   at the next pick(), not before (held_ is null until then).
 // - insert(run) below everything the structure holds becomes held_ at once
-//   (the old held run, if any, goes into the structure);
+//   (the old held run, if any, goes into the structure).
 // - pick() of an empty held_ takes the structure's first out.
 // So a run that fills and regains a region, again and again, as a steady
 // small-block loop's lowest run does, never reaches the structure. The picks

@@ -69,11 +69,13 @@ class FullestFirstRuns {
 
   std::size_t size() const { return size_; }
 
-  // Invariants: a bucket's bit is set exactly when its list is not empty;
-  // every list is doubly linked from its head (the head's prev null) and
-  // ends at null; every run on list b records bucket b and its occupancy
-  // maps to b (touched was called after every change); exactly size() runs
-  // are on the lists.
+  // Invariants:
+  // - A bucket's bit is set exactly when its list is not empty.
+  // - Every list is doubly linked from its head (the head's prev null) and
+  //   ends at null.
+  // - Every run on list b records bucket b, and its occupancy maps to b
+  //   (touched was called after every change).
+  // - Exactly size() runs are on the lists.
   bool check(const char** why) const {
     std::size_t count = 0;
     for (std::size_t bucket = 0; bucket < kBuckets; ++bucket) {

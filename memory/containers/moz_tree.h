@@ -14,10 +14,10 @@
 //   no longer a member; what a free into it, or into another full run,
 //   meets until then is mozjemalloc's full current run).
 // - insert(run), a full run with one region freed (or a new run): the full
-//   current run itself stays current; with no current run, the run becomes
-//   current whatever its address, even with lower runs in the tree; below
+//   current run itself stays current. With no current run, the run becomes
+//   current whatever its address, even with lower runs in the tree. Below
 //   the current run's address, it becomes current and the old current run
-//   goes into the tree (unless full: then it is dropped); otherwise it goes
+//   goes into the tree (unless full: then it is dropped). Otherwise it goes
 //   into the tree.
 // So the pick is the lowest non-full run only while there is a current run:
 // after the current run empties, the next full run to regain a region is
@@ -25,23 +25,30 @@
 // lowest) departs from the allocator it idealizes.
 // The tree is mozjemalloc's too: a left-leaning red-black tree with two-word
 // nodes (left; right with the colour in its low bit), no parent pointers and
-// no cached minimum (structures/llrb_tree.h). How faithful: the choices, the
-// node size, the tree's shape rules (a 2-3-4 tree, a 4-node as two red left
-// links in a row), the walk to the minimum and the balancing are
-// mozjemalloc's: insert splits 4-nodes on the way down and erase moves red
-// links down, each in one pass from the root with no path kept. What differs:
+// no cached minimum (structures/llrb_tree.h). How faithful: these are
+// mozjemalloc's:
+// - the choices and the node size;
+// - the tree's shape rules (a 2-3-4 tree, a 4-node as two red left links in
+//   a row);
+// - the walk to the minimum and the balancing. Insert splits 4-nodes on the
+//   way down and erase moves red links down, each in one pass from the root
+//   with no path kept.
+// What differs:
 // every link the tree follows is verified first (structures/verified_links.h);
 // the shipped twins (libshipped-malloc-moz_tree.so) leave that out, for the
 // cost as mozjemalloc paid it (containers/README.md, "The price of the link
 // checks"). mozjemalloc kept the node in the page map entry of the
 // run's first page: -Dhook_placement=page_map does that (arena/run.h); by
 // default the node is in the run header.
-// Complexity: pick O(1) with a non-full current run, else O(log n) (the walk
-// to the minimum and its removal); insert O(1) when the run becomes current,
-// else O(log n); erase O(1) for the current run, else O(log n) (a search
-// from the root by address: no parent pointers); touched O(1), a no-op;
-// check O(n). Memory: two words of the 24-byte ContainerHook; four words per
-// bin (root, size, current run, whether it is full).
+// Complexity:
+// - pick O(1) with a non-full current run, else O(log n) (the walk to the
+//   minimum and its removal).
+// - insert O(1) when the run becomes current, else O(log n).
+// - erase O(1) for the current run, else O(log n) (a search from the root by
+//   address: no parent pointers).
+// - touched O(1), a no-op; check O(n).
+// Memory: two words of the 24-byte ContainerHook; four words per bin (root,
+// size, current run, whether it is full).
 #pragma once
 
 #include <cstddef>

@@ -82,13 +82,17 @@ constexpr std::size_t kMaxRequest = PTRDIFF_MAX;
 #endif
 }
 
+// Returns `p`, having set errno to ENOMEM when it is null.
+void* enomem_if_null(void* p) {
+  if (p == nullptr) errno = ENOMEM;
+  return p;
+}
+
 // A large allocation of `psize` bytes (a page multiple up to kMaxLargeSize):
 // page-aligned whatever the size classes are.
 void* allocate_pages(std::size_t psize) {
   Arena* arena = thread_arena();
-  void* p = arena ? arena->malloc_large(psize, false) : nullptr;
-  if (p == nullptr) errno = ENOMEM;
-  return p;
+  return enomem_if_null(arena ? arena->malloc_large(psize, false) : nullptr);
 }
 
 // `alignment` is a power of two.
@@ -119,13 +123,10 @@ void* allocate_aligned(std::size_t alignment, std::size_t size) {
   if (alignment == kPageSize && psize <= kMaxLargeSize) return allocate_pages(psize);
   if (alignment < kChunkSize && psize + alignment - kPageSize <= kMaxLargeSize) {
     Arena* arena = thread_arena();
-    void* p = arena ? arena->malloc_large_aligned(psize, alignment) : nullptr;
-    if (p == nullptr) errno = ENOMEM;
-    return p;
+    return enomem_if_null(arena ? arena->malloc_large_aligned(psize, alignment) : nullptr);
   }
-  void* p = huge::allocate(size, alignment > kChunkSize ? alignment : kChunkSize, false);
-  if (p == nullptr) errno = ENOMEM;
-  return p;
+  return enomem_if_null(
+      huge::allocate(size, alignment > kChunkSize ? alignment : kChunkSize, false));
 }
 
 // deallocate() of a pointer that is not in an arena chunk: a huge allocation,
@@ -177,7 +178,7 @@ void* allocate_aligned(std::size_t alignment, std::size_t size) {
 
 // Sized delete: the size names the bin, so a small free finds its class's
 // geometry from the size instead of through the run header's bin pointer,
-// which it then only compares (Arena::classify's expected_bin); a size that
+// which it then only compares (Arena::classify's expected_bin). A size that
 // does not match the run is ignored, and the free goes on as an unsized one.
 // Remote frees go through the queue (Arena::free_remote) as unsized ones.
 [[gnu::always_inline]] inline void deallocate_sized(void* p, std::size_t size) {
@@ -257,6 +258,16 @@ void* reallocate(void* p, std::size_t size) {
 
 bool is_power_of_two(std::size_t x) { return x != 0 && (x & (x - 1)) == 0; }
 
+// aligned_alloc and memalign: any `alignment`, EINVAL when it is not a power
+// of two.
+void* allocate_any_alignment(std::size_t alignment, std::size_t size) {
+  if (!is_power_of_two(alignment)) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  return allocate_aligned(alignment, size);
+}
+
 }  // namespace
 
 std::size_t good_size(std::size_t size) {
@@ -275,10 +286,7 @@ RUNSEL_EXPORT void free(void* p) noexcept { deallocate(p, "free"); }
 
 RUNSEL_EXPORT void* calloc(size_t count, size_t size) noexcept {
   size_t total;
-  if (__builtin_mul_overflow(count, size, &total)) {
-    errno = ENOMEM;
-    return nullptr;
-  }
+  if (__builtin_mul_overflow(count, size, &total)) return out_of_memory();
   return allocate(total, true);
 }
 
@@ -286,10 +294,7 @@ RUNSEL_EXPORT void* realloc(void* p, size_t size) noexcept { return reallocate(p
 
 RUNSEL_EXPORT void* reallocarray(void* p, size_t count, size_t size) noexcept {
   size_t total;
-  if (__builtin_mul_overflow(count, size, &total)) {
-    errno = ENOMEM;
-    return nullptr;
-  }
+  if (__builtin_mul_overflow(count, size, &total)) return out_of_memory();
   return reallocate(p, total);
 }
 
@@ -304,19 +309,11 @@ RUNSEL_EXPORT int posix_memalign(void** result, size_t alignment, size_t size) n
 }
 
 RUNSEL_EXPORT void* aligned_alloc(size_t alignment, size_t size) noexcept {
-  if (!is_power_of_two(alignment)) {
-    errno = EINVAL;
-    return nullptr;
-  }
-  return allocate_aligned(alignment, size);
+  return allocate_any_alignment(alignment, size);
 }
 
 RUNSEL_EXPORT void* memalign(size_t alignment, size_t size) noexcept {
-  if (!is_power_of_two(alignment)) {
-    errno = EINVAL;
-    return nullptr;
-  }
-  return allocate_aligned(alignment, size);
+  return allocate_any_alignment(alignment, size);
 }
 
 RUNSEL_EXPORT void* valloc(size_t size) noexcept { return allocate_aligned(kPageSize, size); }

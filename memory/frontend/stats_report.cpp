@@ -23,6 +23,20 @@ static_assert(RUNSEL_MAX_BINS >= kNumBins, "runsel.h's RUNSEL_MAX_BINS is below 
 
 namespace {
 
+// Calls `visit` on every arena created so far, under that arena's lock;
+// returns how many arenas it visited. clang's lock analysis does not follow
+// the lock into `visit`, so each visit opens with arena->lock.assert_held().
+template <typename Visit>
+std::size_t for_each_arena_locked(Visit&& visit) {
+  const std::size_t count = arena_count();
+  for (std::size_t i = 0; i < count; ++i) {
+    Arena* arena = arena_at(i);
+    LockGuard guard(arena->lock);
+    visit(arena);
+  }
+  return count;
+}
+
 void collect(runsel_stats_t* s) {
   std::memset(s, 0, sizeof(*s));
   s->bin_count = kNumBins;
@@ -32,16 +46,13 @@ void collect(runsel_stats_t* s) {
     s->bins[b].regions_per_run = info.nregs;
     s->bins[b].bytes_per_run = info.run_bytes();
   }
-  const std::size_t count = arena_count();
-  for (std::size_t i = 0; i < count; ++i) {
-    Arena* arena = arena_at(i);
-    LockGuard guard(arena->lock);
+  s->narenas = for_each_arena_locked([s](Arena* arena) {
+    arena->lock.assert_held();
     arena->take_remote_frees();
     arena->add_figures(s);
     s->dirty_max = arena->dirty_max_pages() * kPageSize;
     s->dirty_max_total = arena->process_dirty_max_pages() * kPageSize;
-  }
-  s->narenas = count;
+  });
   s->counting = kCounters ? 1 : 0;
 
   const huge::Figures h = huge::figures();
@@ -197,23 +208,19 @@ RUNSEL_EXPORT void runsel_stats(runsel_stats_t* stats) {
 }
 
 RUNSEL_EXPORT void runsel_free_dirty_pages(void) {
-  const std::size_t count = arena_count();
-  for (std::size_t i = 0; i < count; ++i) {
-    Arena* arena = arena_at(i);
-    LockGuard guard(arena->lock);
+  for_each_arena_locked([](Arena* arena) {
+    arena->lock.assert_held();
     arena->purge_all();
-  }
+  });
   huge::release_cached(true);
 }
 
 RUNSEL_EXPORT size_t runsel_purge_now(void) {
   std::size_t pages = 0;
-  const std::size_t count = arena_count();
-  for (std::size_t i = 0; i < count; ++i) {
-    Arena* arena = arena_at(i);
-    LockGuard guard(arena->lock);
+  for_each_arena_locked([&pages](Arena* arena) {
+    arena->lock.assert_held();
     pages += arena->purge_due();
-  }
+  });
   return pages * kPageSize + huge::release_cached(false);
 }
 
@@ -233,13 +240,11 @@ RUNSEL_EXPORT size_t runsel_scale_dirty_budget(unsigned percent) {
 
 RUNSEL_EXPORT int runsel_check(void) {
   bool ok = true;
-  const std::size_t count = arena_count();
-  for (std::size_t i = 0; i < count; ++i) {
-    Arena* arena = arena_at(i);
-    LockGuard guard(arena->lock);
+  for_each_arena_locked([&ok](Arena* arena) {
+    arena->lock.assert_held();
     arena->take_remote_frees();
     ok = arena->walk_and_compare() && ok;
-  }
+  });
   ok = huge::walk_and_compare() && ok;
 #if RUNSEL_THREAD_CACHE
   ok = thread_cache::check() && ok;
@@ -277,13 +282,11 @@ RUNSEL_EXPORT size_t runsel_thread_cache_slots(size_t bin, void** out, size_t ca
 
 RUNSEL_EXPORT size_t runsel_chunk_maps(runsel_chunk_map* out, size_t capacity) {
   std::size_t total = 0;
-  const std::size_t count = arena_count();
-  for (std::size_t i = 0; i < count; ++i) {
-    Arena* arena = arena_at(i);
-    LockGuard guard(arena->lock);
+  for_each_arena_locked([&](Arena* arena) {
+    arena->lock.assert_held();
     arena->take_remote_frees();
     total += arena->chunk_maps(out + (total < capacity ? total : capacity),
                                total < capacity ? capacity - total : 0);
-  }
+  });
   return total;
 }

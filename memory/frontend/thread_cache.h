@@ -2,34 +2,36 @@
 // default, since mozjemalloc has none): each thread keeps, per small size
 // class, a bounded stack of regions it freed or took in a batch, so most small
 // mallocs and frees touch no arena. jemalloc's tcache is the model:
-// - bound: twice the regions of one run of the class, within [20, 200] slots;
-// - a miss fills capacity >> fill_shift regions from the thread's arena under
-//   one lock (Arena::fill_batch); a full stack flushes its older half, owners
-//   grouped: the thread's arena under one lock (Arena::flush_batch), other
-//   arenas through their remote-free queues (Arena::free_remote);
-// - an incremental GC every kGcEvents cache events visits one class: it
+// - Bound: twice the regions of one run of the class, within [20, 200] slots.
+// - A miss fills capacity >> fill_shift regions from the thread's arena under
+//   one lock (Arena::fill_batch).
+// - A full stack flushes its older half, owners grouped: the thread's arena
+//   under one lock (Arena::flush_batch), other arenas through their
+//   remote-free queues (Arena::free_remote).
+// - An incremental GC every kGcEvents cache events visits one class. It
 //   flushes three quarters of the regions that stayed unused since its last
-//   visit (the low-water mark) and halves the class's next fill; a class
-//   that ran empty doubles it;
-// - a thread's exit flushes its whole cache; fork keeps only the forking
+//   visit (the low-water mark) and halves the class's next fill. A class that
+//   ran empty doubles it.
+// - A thread's exit flushes its whole cache. Fork keeps only the forking
 //   thread's cache (the others' regions are lost with their threads).
 // To the arenas, a cached region is allocated: the heap walker and the stats
 // stay exact, and runsel_stats reports the cached bytes apart (thread_cached).
 //
-// What a free into the cache checks, before the region enters it: the chunk
-// registry (a foreign pointer never gets here), the page map entry, the run
-// header's keyed check, the region's start (Arena::classify, as free does
-// under the lock) and the region's bitmap bit (free: a double free of a
-// region already given back). A cached region's first word holds a key
-// (a process-random value mixed with its address; a region queued for its
-// arena by another thread holds the same); a free that finds the key looks
-// for the pointer in the caches and aborts if it is there (a double free of a
-// region still cached), then takes in its arena's remote frees, so that the
-// bitmap bit tells a region queued already (a double free the uncached free
-// then reports); popping a region clears it. The key is
-// what a write into freed memory (a use after free) can wipe: a double free
-// after such a write is not caught while the region is cached (as with
-// glibc's tcache), and the region is then handed out twice.
+// What a free into the cache checks, before the region enters it:
+// - The chunk registry (a foreign pointer never gets here).
+// - The page map entry, the run header's keyed check and the region's start
+//   (Arena::classify, as free does under the lock).
+// - The region's bitmap bit (free: a double free of a region already given
+//   back).
+// A cached region's first word holds a key: a process-random value mixed with
+// its address. A region queued for its arena by another thread holds the same.
+// A free that finds the key looks for the pointer in the caches and aborts if
+// it is there (a double free of a region still cached). Then it takes in its
+// arena's remote frees, so that the bitmap bit tells a region queued already (a
+// double free the uncached free then reports). Popping a region clears the key.
+// The key is what a write into freed memory (a use after free) can wipe: a
+// double free after such a write is not caught while the region is cached (as
+// with glibc's tcache), and the region is then handed out twice.
 #pragma once
 
 #if RUNSEL_THREAD_CACHE

@@ -4,8 +4,8 @@
 // holds (malloc called from a signal handler that interrupted malloc) aborts
 // with one line instead of waiting for itself forever. While the process has
 // a single thread the lock is a plain load and store of its state, with no
-// owner bookkeeping: nobody else can contend, and no thread can start while
-// runsel holds a lock, so a lock found taken can only be this thread's, held
+// owner bookkeeping. Nobody else can contend, and no thread can start while
+// runsel holds a lock. So a lock found taken can only be this thread's, held
 // by the code a signal handler interrupted: a re-entry, reported at once.
 #pragma once
 

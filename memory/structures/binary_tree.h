@@ -1,26 +1,26 @@
-// What RbTree and WavlTree share: an intrusive binary search tree whose links
+// What RbTree and WavlTree share: an intrusive binary search tree. Its links
 // are left, right and a parent pointer with one spare bit (the colour, or the
-// rank parity), its root, cached minimum and size, and everything that does
-// not depend on how it is balanced: insert() and erase() (linking a new leaf,
-// unlinking a node), walks, lookups, rotations, and check()'s walk. The tree
-// that derives from it (`Tree`, passed in so the calls bind statically)
-// supplies only its balancing:
-//   kNewLeafBit                  the bit a new leaf gets;
-//   repair_after_insert(node)    rebalances after `node` was linked as a leaf;
+// rank parity); it keeps its root, cached minimum and size. It holds
+// everything that does not depend on how it is balanced: insert() and erase()
+// (linking a new leaf, unlinking a node), walks, lookups, rotations, and
+// check()'s walk. The tree that derives from it (`Tree`, passed in so the
+// calls bind statically) supplies only its balancing:
+//   kNewLeafBit                  the bit a new leaf gets.
+//   repair_after_insert(node)    rebalances after `node` was linked as a leaf.
 //   erase_debt(unlinked)         what taking out `unlinked` (the node erase()
 //                                unlinks physically, see node_to_unlink) owes
-//                                the balance, read before it is unlinked;
+//                                the balance, read before it is unlinked.
 //   repair_after_erase(hole, hole_parent, debt)
-//                                pays it, from where the node was unlinked;
+//                                pays it, from where the node was unlinked.
 //   kMissingFigure, check_rule   check()'s figure of a missing child and its
 //                                rule at each node (see check_walk).
 //
-// Links are verified where the Rep says how (structures/verified_links.h):
+// Links are verified where the Rep says how (structures/verified_links.h).
 // insert, erase, their repairs, rotations and next()/previous() check every
-// link they read before following it (a node of the tree, whose parent has
-// it as a child and whose children name it as parent), and abort naming the
-// node when one does not, except that the insert repairs climb, unchecked,
-// the path insert()'s descent has just verified (path_parent);
+// link they read before following it: a node of the tree, whose parent has
+// it as a child and whose children name it as parent. They abort naming the
+// node when one does not. The exception: the insert repairs climb, unchecked,
+// the path insert()'s descent has just verified (path_parent).
 // check_walk() and first_not_below() do not check.
 //
 // Complexity: next() and previous() amortised O(1); first_not_below() and
@@ -183,17 +183,17 @@ class BinaryTree {
   // pending nodes.
   static constexpr int kMaxDepth = 130;
 
-  // check()'s walk, whatever the balancing: verifies what every search tree
-  // holds (an empty tree is empty, the root has no parent, every child links
+  // check()'s walk, whatever the balancing. It verifies what every search tree
+  // holds: an empty tree is empty, the root has no parent, every child links
   // back to its parent, exactly size() nodes are reachable, no path is deeper
   // than kMaxDepth, the in-order nodes strictly increase and the first is the
-  // cached minimum) and the balance rule, folded bottom-up: `missing` is the
-  // figure of a missing child, and rule(node, left, right, &figure, why)
-  // derives a node's figure (a black height, a rank) from its children's,
-  // or returns check_failed(why, ...). On the first violation sets *why (if why is
-  // not null) and returns false. Safe against cycles and over-deep paths
-  // (the walk stops after size() nodes or kMaxDepth levels); it does not
-  // verify a link before it follows it.
+  // cached minimum. It also verifies the balance rule, folded bottom-up.
+  // `missing` is the figure of a missing child. rule(node, left, right,
+  // &figure, why) derives a node's figure (a black height, a rank) from its
+  // children's, or returns check_failed(why, ...). On the first violation sets
+  // *why (if why is not null) and returns false. Safe against cycles and
+  // over-deep paths (the walk stops after size() nodes or kMaxDepth levels); it
+  // does not verify a link before it follows it.
   template <class Rule>
   bool check_walk(const char** why, int missing, Rule rule) const {
     const char* ignored;

@@ -5,11 +5,13 @@
 // size, nothing else: no cached minimum, so first() walks left from the root
 // every time, as mozjemalloc's First() did.
 //
-// Rules (check()): no right child is red; no three red nodes in a row (a
-// 2-3-4 tree: a black node with a red left child whose own left child is red
-// is a 4-node); the root is black; every path from a node down to a missing
-// child meets as many black nodes; the in-order sequence rises strictly by
-// Rep::less.
+// Rules (check()):
+// - No right child is red.
+// - No three red nodes in a row (a 2-3-4 tree: a black node with a red left
+//   child whose own left child is red is a 4-node).
+// - The root is black.
+// - Every path from a node down to a missing child meets as many black nodes.
+// - The in-order sequence rises strictly by Rep::less.
 //
 // insert() and erase() are mozjemalloc's algorithm: one pass down from the
 // root, no recursion, no path kept. insert() splits every 4-node it meets on
@@ -19,12 +21,12 @@
 // black; a node with a right subtree is replaced by its successor, met at
 // the bottom of the same descent.
 //
-// Links are verified where the Rep says how (structures/verified_links.h):
-// every child link insert() and erase() read is checked before it is
-// followed, and a node the rules say exists (the node to erase on its search
-// path, a sibling a transform moves) is there, or the call aborts naming the
-// node; first() verifies the links it walks too (its result is erased next).
-// check() and contains() do not.
+// Links are verified where the Rep says how (structures/verified_links.h).
+// Every child link insert() and erase() read is checked before it is
+// followed. A node the rules say exists (the node to erase on its search
+// path, a sibling a transform moves) must be there. Otherwise the call aborts
+// naming the node. first() verifies the links it walks too (its result is
+// erased next). check() and contains() do not.
 //
 // Complexity: insert, erase O(log n) (at most 3 log2(n + 1) levels);
 // first() O(log n); check() O(n).

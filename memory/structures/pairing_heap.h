@@ -6,9 +6,9 @@
 // link, so the root is the minimum after every call, and the removal of the
 // root pairs up all of its children (two-pass pairing). LazyPairingHeap keeps
 // the same root but appends inserts to an auxiliary list of trees hanging off
-// the root's `next` link, melding the front of that list a little on each
-// insert (a binary counter: after the k-th append it melds the front pair
-// ctz(k) times, so the list holds about log2 k trees of doubling sizes), and
+// the root's `next` link. It melds the front of that list a little on each
+// insert: a binary counter, so after the k-th append it melds the front pair
+// ctz(k) times, and the list holds about log2 k trees of doubling sizes. It
 // pairs the list up only when the root leaves. An insert that is below the
 // root becomes the root at once, the old root and its list beneath it. Both
 // are one BasicPairingHeap, which differ only in where a tree above the root
@@ -95,10 +95,10 @@ struct PairingTrees {
   }
 
   // Two-pass pairing of the sibling list starting at `first` (already
-  // verified by the caller: checked_child or checked_next), iteratively:
-  // pass one reads the list through checked_next, melds neighbours left to
-  // right and chains the results through `next` in reverse; pass two
-  // melds that chain (links written here) from the rightmost pair leftwards.
+  // verified by the caller: checked_child or checked_next), iteratively.
+  // Pass one reads the list through checked_next, melds neighbours left to
+  // right and chains the results through `next` in reverse. Pass two melds
+  // that chain (links written here) from the rightmost pair leftwards.
   // Returns the new root (prev and next cleared), or nullptr.
   static Node* pair_up(Node* first) {
     if (first == nullptr) return nullptr;
@@ -258,11 +258,13 @@ class BasicPairingHeap {
   Node* first() const { return root_; }
   std::size_t size() const { return size_; }
 
-  // Invariants: the root has no parent; its `next` chain (the aux list,
-  // empty in the eager heap) is doubly linked from the root, and every tree
-  // on it is above the root, so the root is the minimum; the root's tree and
-  // every aux tree are heaps (check_tree); exactly size() nodes are
-  // reachable.
+  // Invariants:
+  // - The root has no parent.
+  // - Its `next` chain (the aux list, empty in the eager heap) is doubly
+  //   linked from the root, and every tree on it is above the root, so the
+  //   root is the minimum.
+  // - The root's tree and every aux tree are heaps (check_tree).
+  // - Exactly size() nodes are reachable.
   bool check(const char** why) const {
     const char* ignored;
     if (why == nullptr) why = &ignored;

@@ -5,17 +5,17 @@
 // node representation (a tree's or heap's Rep, a list container's traits)
 // says what a valid link is:
 //   static bool linked(const Node* member, const Node* neighbour)
-// true when `neighbour`, read from `member`'s links, is null or a node of the
-// same structure (for runs, RunTraits::linked in arena/arena.h: the header
-// of a run of the same bin, judged first by its address (one of the two runs
-// the bin accepted last; else page-aligned, past the chunk header, in
-// member's chunk or another chunk of its arena) and only then by the check
-// word read from `neighbour`). A Rep without linked() (the
-// arena's own trees, whose nodes live in allocator metadata) is trusted and
-// pays nothing.
+// It is true when `neighbour`, read from `member`'s links, is null or a node
+// of the same structure. For runs (RunTraits::linked in arena/run_links.h) that
+// is the header of a run of the same bin. It is judged first by its address:
+// one of the two runs the bin accepted last; else page-aligned, past the
+// chunk header, in member's chunk or another chunk of its arena. Only then is
+// it judged by the check word read from `neighbour`. A Rep without linked()
+// (the arena's own trees, whose nodes live in allocator metadata) is trusted
+// and pays nothing.
 // -DRUNSEL_VERIFY_LINKS=0 turns the verification off for every structure
 // (meson's profile-malloc-shipped-<container> twins, for the cost of the
-// containers as their allocators ship them, with no hardening); the checks
+// containers as their allocators ship them, with no hardening). The checks
 // every container shares (the run header's keyed check on free, the bitmap's
 // double-free check, the page map) stay.
 #pragma once

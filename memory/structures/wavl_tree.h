@@ -1,6 +1,6 @@
-// Intrusive weak-AVL (WAVL) tree over nodes that embed TreeLinks<Node>; the
+// Intrusive weak-AVL (WAVL) tree over nodes that embed TreeLinks<Node>. The
 // order and the place of the links come from a representation type Rep (see
-// TreeRep), as for RbTree, and so does what does not depend on the balancing
+// TreeRep), as for RbTree. So does what does not depend on the balancing
 // (BinaryTree: insert() and erase() but their repairs, walks, lookups,
 // rotations, check() but its rule).
 //
