@@ -136,7 +136,7 @@ def with_preset(args: argparse.Namespace) -> argparse.Namespace:
     args.webkit_replay_allocators = () if args.allocator else preset["webkit_replay_allocators"]
     args.webkit_cost_records = preset["webkit_cost_records"]
     for name in ("corpus_ranges", "corpus_cost_traces", "corpus_windows",
-                 "corpus_window_records", "cache_cost_traces"):
+                 "corpus_window_records", "corpus_hardened_traces", "cache_cost_traces"):
         setattr(args, name, preset[name])
     if args.no_thread_cache:
         args.cache_cost_traces = None
