@@ -158,6 +158,20 @@ class Workers(unittest.TestCase):
             lambda: sys.modules["webkit"].__file__).popitem()[1])
         self.assertFalse(Path(module).is_relative_to(PACKAGE_ROOT), module)
 
+    def test_the_cost_step_counts_both_builds_on_a_worker(self):
+        """The callgrind counts run on the worker, on the as-shipped profiling twin and on
+        the hardened one (cost.BUILDS), from the build folder it sees."""
+        fanout.configure(self.cluster.address, self.build)
+        fanout.start(shared=[self.trace], programs=["valgrind"])
+        entry = replays.exact_replay_summary(self.trace, self.build, containers=["lifo"],
+                                             cost_records=1000, counters=False)
+        pair = entry["allocators"]["lifo"]
+        for build in ("cost", "cost_hardened"):
+            self.assertNotIn("error", pair[build] or {"error": "not measured"}, pair[build])
+            self.assertGreater(pair[build]["calls"], 0)
+        self.assertEqual(pair["cost"]["calls"], pair["cost_hardened"]["calls"])
+        self.assertEqual(fanout.task_cpu()["callgrind cost (--trace)"]["tasks"], 2)
+
     def test_the_report_stops_when_a_worker_cannot_see_the_build(self):
         hidden = f"/proc/self/cwd/{self.build.name}"  # the build here, nothing on the worker
         with tempfile.TemporaryDirectory(prefix="runsel-cluster-report-") as out:
