@@ -215,8 +215,9 @@ def record_first(args: argparse.Namespace, workloads: list) -> dict:
 
 def shared_paths(args: argparse.Namespace, recorded: dict) -> list[Path]:
     """What the deterministic steps' tasks read besides the build, which every worker of a
-    cluster must see at the same path: the --trace files, the recorded traces, and the
-    output folder, where the --corpus-file logs become traces."""
+    cluster must see at the same path: the --trace files, the recorded traces, the
+    output folder, where the --corpus-file logs become traces, and the profiling twins'
+    replayers the callgrind counts run (as shipped and hardened)."""
     paths = [Path(os.path.abspath(path)) for path in args.trace]
     if isinstance(recorded["webkit"], list):
         paths += [Path(entry["trace"]) for entry in recorded["webkit"]]
@@ -225,6 +226,10 @@ def shared_paths(args: argparse.Namespace, recorded: dict) -> list[Path]:
     if args.corpus_file:
         args.out.mkdir(parents=True, exist_ok=True)
         paths.append(args.out)
+    # The callgrind counts' replayers, the profiling twins as shipped and hardened
+    # (cost.BUILDS), where this machine has them: a worker's build must have them too.
+    paths += sorted(path for path in (args.build_dir / "tools").glob(
+        "runsel-profile-replay-*") if path.is_file())
     return paths
 
 
