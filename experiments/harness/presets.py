@@ -47,8 +47,10 @@ DEFAULT = {"repeat": 12, "scale": 1.0, "instruction_scale": 0.05, "extend": 0,
            # windows on every container).
            "corpus_hardened_traces": 1,
            # Behind a thread cache (behind_cache.py): the corpus replayed on the containers
-           # built with the cache, with callgrind windows on this many of its traces.
-           "cache_cost_traces": 2}
+           # built with the cache, with callgrind windows on this many of its traces (built
+           # hardened only, so compared with the plain replays' hardened counts: no more
+           # traces than corpus_hardened_traces).
+           "cache_cost_traces": 1}
 QUICK = {"repeat": 5, "scale": 0.05, "instruction_scale": 0.01, "extend": 0,
          "webkit_pages": 2, "webkit_repeat": 1, "webkit_peer_repeat": 1,
          "webkit_allocators": QUICK_ANCHORS, "webkit_replay_allocators": QUICK_REPLAYS,
