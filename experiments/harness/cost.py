@@ -9,8 +9,9 @@ inside the library itself. Each variant has two: hardened, as the drop-in librar
 (every link verified), and as shipped (libprofile-malloc-shipped-<container>.so and
 tools/runsel-profile-replay-shipped-<container>, built with -DRUNSEL_VERIFY_LINKS=0: no
 link verification, every check the containers share kept). A replay's cost is counted on
-both (BUILDS): as shipped is the verdict's figure, hardened is shown beside it. The cache is simulated with fixed parameters, so counts do
-not depend on the machine: I1 and D1 32 KiB 8-way, LL 8 MiB 16-way, 64-byte lines.
+both (BUILDS): as shipped is the verdict's figure, hardened is shown beside it. The cache
+is simulated with fixed parameters, so counts do not depend on the machine: I1 and D1
+32 KiB 8-way, LL 8 MiB 16-way, 64-byte lines.
 
     python3 -m harness.cost --build-dir build --trace PATH [--records N]  (PYTHONPATH=experiments)
         [--windows K [--window-records W]] [--container NAME ...]

@@ -87,8 +87,8 @@ def check_exact_replays(build_dir: Path, trace: Path, variants: list[str], recor
     for name, pair in pairs.items():
         for build in ("cost", "cost_hardened"):
             cost = pair[build] or {}
-            failures.expect(cost.get("calls") == min(records, cost_records) and ordered_cost(cost),
-                            f"{name}: replay {build} {cost}")
+            failures.expect(cost.get("calls") == min(records, cost_records)
+                            and ordered_cost(cost), f"{name}: replay {build} {cost}")
     check_the_builds_differ(pairs, failures)
     for name, pair in pairs.items():
         bins = (pair["counters"] or {}).get("bins") or []
