@@ -112,13 +112,15 @@ def check_exact_replays(build_dir: Path, trace: Path, variants: list[str], recor
 def check_the_builds_differ(pairs: dict[str, dict], failures: Failures,
                             container: str = "sorted_by_free") -> None:
     """The as-shipped cost is counted on another build than the hardened one: a tree
-    container verifies O(log n) links per operation when hardened (sorted_by_free pays
-    ~21 instructions per call for it on a WebKit trace), none as shipped."""
+    container verifies O(log n) links per operation when hardened, none as shipped
+    (sorted_by_free pays 21 instructions per call for it over the report's whole Firefox
+    content log, 2.9 over its first 20,000 records). Counts are deterministic, so the
+    same replayer twice would give exactly the same figure."""
     if container not in pairs:
         return
     shipped, hardened = (pairs[container][build] or {} for build in ("cost", "cost_hardened"))
     per_call = [block.get("allocator_instructions_per_call") for block in (shipped, hardened)]
-    failures.expect(None not in per_call and per_call[1] - per_call[0] > 1,
+    failures.expect(None not in per_call and per_call[1] - per_call[0] > 0.1,
                     f"{container}: instructions per call as shipped {per_call[0]}, hardened "
                     f"{per_call[1]}: the as-shipped replayer is not the unverified build")
 
