@@ -97,16 +97,22 @@ def cost_group(group: str, entries: dict[str, dict]) -> dict | None:
         today = judgement.cost_value(pairs[TODAY].get("cost"), COST_FIGURE)
         if shipped is None or today is None:
             continue
+        # Beside it, the same difference on the hardened builds (None where not counted).
+        hardened = [judgement.cost_value(pairs[name].get("cost_hardened"), COST_FIGURE)
+                    for name in (SHIPPED, TODAY)]
         traces.append({"trace": name, "shipped": shipped, "today": today,
                        "difference": shipped - today,
                        "percent": judgement.percent_difference(shipped, today),
+                       "difference_hardened": None if None in hardened
+                       else hardened[0] - hardened[1],
                        "calls": pairs[SHIPPED]["cost"]["calls"],
                        "share": pairs[SHIPPED]["cost"].get("share")})
     if not traces:
         return None
     return {"group": group, "label": GROUP_LABELS.get(group, group), "traces": traces,
-            "judged": {key: interval({t["trace"]: t[key] for t in traces})
-                       for key in ("shipped", "today", "difference", "percent")}}
+            "judged": {key: interval({t["trace"]: t.get(key) for t in traces})
+                       for key in ("shipped", "today", "difference", "percent",
+                                   "difference_hardened")}}
 
 
 def build(corpus: dict | None, firefox: dict | None) -> dict | None:

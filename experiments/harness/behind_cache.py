@@ -39,6 +39,14 @@ def cache_effect(plain: dict[str, dict], cached: dict[str, dict], container: str
     return judgement.judge_corpus(pairs, WITHOUT, [WITH])["containers"][WITH] if pairs else None
 
 
+def hardened(entries: dict[str, dict]) -> dict[str, dict]:
+    """The entries with their hardened cost as the one judged ("cost"): the containers
+    with the cache are built hardened only, so both sides of this table are."""
+    return {name: {**entry, "allocators": {container: {**pair, "cost": pair.get("cost_hardened")}
+                                           for container, pair in entry["allocators"].items()}}
+            for name, entry in entries.items()}
+
+
 def build(traces: dict[str, Path], build_dir: Path, plain: dict[str, dict], timeout: float,
           progress, cost_traces: int, windows: int, window_records: int,
           containers: list[str] | None = None) -> dict | None:
@@ -55,9 +63,9 @@ def build(traces: dict[str, Path], build_dir: Path, plain: dict[str, dict], time
             window_records=window_records, cached=True)
     except replays.ReplayFailed as failure:
         return {"error": str(failure), "containers": chosen}
-    usable = {name: entry for name, entry in entries.items() if "error" not in entry}
-    compared = {name: entry for name, entry in plain.items()
-                if name in usable and "error" not in entry}
+    usable = hardened({name: entry for name, entry in entries.items() if "error" not in entry})
+    compared = hardened({name: entry for name, entry in plain.items()
+                         if name in usable and "error" not in entry})
     others = [name for name in chosen if name != REFERENCE]
     return {"containers": chosen, "entries": entries, "traces": list(usable),
             "without": judgement.judge_corpus(compared, REFERENCE, others) if compared else None,
@@ -107,7 +115,8 @@ def table(results: dict):
             "bounds, fills and flushes in batches): how much of the container's effect "
             "survives when its bins see the cache's batches instead of every call. The last "
             "rows: what the cache itself changes for each container (with against without). "
-            "Instructions: the allocator's own per call, callgrind over "
+            "Instructions: the allocator's own per call, hardened on both sides (the "
+            "containers with the cache have no as-shipped build), callgrind over "
             f"{cost.get('windows')} windows of {cost.get('window_records')} records on the "
             f"first {cost.get('traces')} traces. bin_unused is left out: regions held in the "
             "cache count as allocated for the runs, so it would not compare like for like.")

@@ -212,7 +212,7 @@ def answer_paragraph(results: dict) -> str:
         + column_sentence(judged, ("closed", "purged_resident"), reference),
         column_sentence(judged, ("loaded", "purged_resident"), reference),
         column_sentence(judged, ("closed", "footprint"), reference),
-        f"**Cost** (the allocator's own instructions, counted by callgrind over "
+        f"**Cost** (the allocator's own instructions as shipped, counted by callgrind over "
         f"{cost.get('windows')} windows of {cost.get('window_records')} records spread over "
         f"each of {costed['n_traces']} traces; the share covered is in the corpus table). "
         + column_sentence(judged, ("cost", "instructions_per_call"), reference),
@@ -254,8 +254,9 @@ def answer_table(results: dict):
             "[95 % interval, Student's t on the per-trace differences, paired by trace]; "
             "\"?\" = not resolvable (the interval straddles 0); identical = the same figure on "
             "every trace. Every replay is exact for its trace; the traces are the replicates. "
-            "Cost: the allocator's own instructions and simulated misses per call (callgrind, "
-            "the replayer's own work left out), "
+            "Cost: the allocator's own instructions and simulated misses per call as shipped, "
+            "without link verification (hardened beside it: \"The price of the link checks\"; "
+            "callgrind, the replayer's own work left out), "
             + (f"covering {100 * shares[0]:.2f}–{100 * shares[-1]:.2f} % of each trace's records."
                if shares else "not measured."))
     return "Over the trace corpus", headers, rows, note

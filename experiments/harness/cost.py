@@ -5,13 +5,19 @@ The profiling twin of each runsel variant (build/libprofile-malloc-<container>.s
 build/tools/runsel-profile-replay-<container> linked with it) keeps the container's
 calls out of line (memory/containers/selected.h), so the container's instructions are
 the inclusive cost of its four members; the allocator's are the instructions executed
-inside the library itself. The cache is simulated with fixed parameters, so counts do
-not depend on the machine: I1 and D1 32 KiB 8-way, LL 8 MiB 16-way, 64-byte lines.
+inside the library itself. Each variant has two: hardened, as the drop-in libraries run
+(every link verified), and as shipped (libprofile-malloc-shipped-<container>.so and
+tools/runsel-profile-replay-shipped-<container>, built with -DRUNSEL_VERIFY_LINKS=0: no
+link verification, every check the containers share kept). A replay's cost is counted on
+both (BUILDS): as shipped is the verdict's figure, hardened is shown beside it. The cache
+is simulated with fixed parameters, so counts do not depend on the machine: I1 and D1
+32 KiB 8-way, LL 8 MiB 16-way, 64-byte lines.
 
     python3 -m harness.cost --build-dir build --trace PATH [--records N]  (PYTHONPATH=experiments)
         [--windows K [--window-records W]] [--container NAME ...]
 builds the profiling twins it needs, then prints the replay cost of a trace as JSON on
-every runsel variant of the build, or on each --container given.
+every runsel variant of the build, or on each --container given: {container: {"cost": as
+shipped, "cost_hardened": hardened}}.
 """
 
 from __future__ import annotations
@@ -38,6 +44,11 @@ TOOL = "callgrind --cache-sim=yes (I1, D1 32 KiB 8-way; LL 8 MiB 16-way; 64 B li
 FIXED_LAYOUT = ["setarch", "-R"]
 PROFILE_LIBRARY = "libprofile-malloc-{}.so"
 PROFILE_REPLAYER = "tools/runsel-profile-replay-{}"
+# The builds a replay's cost is counted on, by their key in results.json's replay
+# entries: the prefix each adds to the container's name in its profiling twins' names
+# (meson.build). As shipped first: the verdict's figure; hardened, shown beside it.
+SHIPPED, HARDENED = "cost", "cost_hardened"
+BUILDS = {SHIPPED: "shipped-", HARDENED: ""}
 REPLAY_REGION = "runsel_replay_measured*"  # tools/trace/replay.cpp
 NO_AGEING = "huge_cache_ms:10000000000"  # as tools/trace/replay.cpp sets it (kNoAgeing)
 # Replays counted under callgrind stop after this many records: ~50x slower than native.
@@ -187,16 +198,25 @@ def read_perf(text: str) -> dict:
 # --- running ------------------------------------------------------------------------------
 
 
-def profile_targets(build_dir: Path, containers: list[str]) -> list[Path]:
-    """The profiling libraries and replayers of these containers."""
-    return [build_dir / PROFILE_LIBRARY.format(c) for c in containers] + \
-        [build_dir / PROFILE_REPLAYER.format(c) for c in containers]
+def twin(container: str, build: str = SHIPPED) -> str:
+    """The container's name in the names of its profiling twins of that build (BUILDS):
+    "shipped-lifo" as shipped, "lifo" hardened ("cached-lifo": the thread cache's)."""
+    return BUILDS[build] + container
 
 
-def build_profile_twins(build_dir: Path, containers: list[str]) -> None:
-    """Builds the profiling twins, libraries and replayers (meson builds them only when
-    asked)."""
-    ninja(build_dir, profile_targets(build_dir, containers))
+def profile_targets(build_dir: Path, containers: list[str],
+                    builds: tuple[str, ...] = (SHIPPED, HARDENED)) -> list[Path]:
+    """The profiling libraries and replayers of these containers, in these builds."""
+    names = [twin(c, build) for build in builds for c in containers]
+    return [build_dir / PROFILE_LIBRARY.format(name) for name in names] + \
+        [build_dir / PROFILE_REPLAYER.format(name) for name in names]
+
+
+def build_profile_twins(build_dir: Path, containers: list[str],
+                        builds: tuple[str, ...] = (SHIPPED, HARDENED)) -> None:
+    """Builds the profiling twins, libraries and replayers, of these builds (meson builds
+    them only when asked)."""
+    ninja(build_dir, profile_targets(build_dir, containers, builds))
 
 
 def build_profile_libraries(build_dir: Path, containers: list[str]) -> None:
@@ -224,15 +244,18 @@ def replay_environment() -> dict[str, str]:
 def replay_cost(trace: Path, build_dir: Path, container: str, records: int = DEFAULT_RECORDS,
                 timeout: float = 600, windows: int | None = None,
                 window_records: int = WINDOW_RECORDS, replayer: Path | None = None,
-                library: Path | None = None) -> dict:
+                library: Path | None = None, build: str = SHIPPED) -> dict:
     """The cost of replaying the trace on one container (the replay loop only: reading and
-    checking the trace is left out): its first `records` records, or with `windows`, that
-    many windows of `window_records` records spread evenly over the whole trace. The block
-    says what it covered: `records` counted, `trace_records`, `share` of the trace.
-    replayer and library: another build of the container than its profiling twin (the
+    checking the trace is left out) in one build (BUILDS: its profiling twin as shipped,
+    or hardened): its first `records` records, or with `windows`, that many windows of
+    `window_records` records spread evenly over the whole trace. The block says what it
+    covered: `records` counted, `trace_records`, `share` of the trace.
+    replayer and library: another build of the container than its profiling twins (the
     container's own share is then None: its calls are inlined)."""
-    replayer = replayer or build_dir / PROFILE_REPLAYER.format(container)
-    library = library or build_dir / PROFILE_LIBRARY.format(container)
+    replayer = replayer or build_dir / PROFILE_REPLAYER.format(twin(container, build))
+    library = library or build_dir / PROFILE_LIBRARY.format(twin(container, build))
+    if not replayer.is_file():
+        raise CostFailed(f"no {replayer} on this machine (build_profile_twins builds it)")
     with tempfile.TemporaryDirectory(prefix="runsel-cost-") as scratch:
         out = Path(scratch) / "callgrind.out"
         if windows:
@@ -284,8 +307,10 @@ def main() -> int:
     containers = args.container or [variant.name for variant in runsel_variants(args.build_dir)]
     try:
         build_profile_twins(args.build_dir.resolve(), containers)
-        costs = {c: replay_cost(args.trace.resolve(), args.build_dir.resolve(), c, args.records,
-                                windows=args.windows, window_records=args.window_records)
+        costs = {c: {build: replay_cost(args.trace.resolve(), args.build_dir.resolve(), c,
+                                        args.records, windows=args.windows,
+                                        window_records=args.window_records, build=build)
+                     for build in BUILDS}
                  for c in containers}
     except CostFailed as failure:
         sys.exit(f"cost: {failure}")

@@ -152,7 +152,7 @@ def with_preset(args: argparse.Namespace) -> argparse.Namespace:
     args.webkit_replay_allocators = () if args.allocator else preset["webkit_replay_allocators"]
     args.webkit_cost_records = preset["webkit_cost_records"]
     for name in ("corpus_ranges", "corpus_cost_traces", "corpus_windows",
-                 "corpus_window_records", "cache_cost_traces"):
+                 "corpus_window_records", "corpus_hardened_traces", "cache_cost_traces"):
         setattr(args, name, preset[name])
     if args.no_thread_cache:
         args.cache_cost_traces = None
@@ -233,8 +233,9 @@ def record_first(args: argparse.Namespace, workloads: list) -> dict:
 
 def shared_paths(args: argparse.Namespace, recorded: dict) -> list[Path]:
     """What the deterministic steps' tasks read besides the build, which every worker of a
-    cluster must see at the same path: the --trace files, the recorded traces, and the
-    output folder, where the --corpus-file logs become traces."""
+    cluster must see at the same path: the --trace files, the recorded traces, the
+    output folder, where the --corpus-file logs become traces, and the profiling twins'
+    replayers the callgrind counts run (as shipped and hardened)."""
     paths = [Path(os.path.abspath(path)) for path in args.trace]
     if isinstance(recorded["webkit"], list):
         paths += [Path(entry["trace"]) for entry in recorded["webkit"]]
@@ -243,6 +244,10 @@ def shared_paths(args: argparse.Namespace, recorded: dict) -> list[Path]:
     if args.corpus_file:
         args.out.mkdir(parents=True, exist_ok=True)
         paths.append(args.out)
+    # The callgrind counts' replayers, the profiling twins as shipped and hardened
+    # (cost.BUILDS), where this machine has them: a worker's build must have them too.
+    paths += sorted(path for path in (args.build_dir / "tools").glob(
+        "runsel-profile-replay-*") if path.is_file())
     return paths
 
 

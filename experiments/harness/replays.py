@@ -5,7 +5,8 @@ one results.json summary entry of kind "replay" per trace (experiments/README.md
 "results.json"); the reference container is replayed twice to prove the figures repeat.
 Each container's cost (instructions, simulated cache misses, the allocator's and the
 container's share) comes from callgrind on the first records of the trace (cost.py;
-corpus_summaries: windows spread over the whole trace instead), and
+corpus_summaries: windows spread over the whole trace instead), as shipped ("cost") and
+hardened ("cost_hardened"), and
 its pick counters (what choices the container had) from one more replay on the counting
 twin of its library.
 
@@ -157,22 +158,24 @@ def exact_replay_summary(trace: Path, build_dir: Path, family: str = "trace",
                 if REFERENCE in programs else {})
     picks = (counted_replays(trace, build_dir, list(documents), timeout)
              if counters else {name: None for name in documents})
-    costs = {name: None for name in documents}
+    costs: dict[tuple[str, str], dict | None] = {}
     if cost_records:
+        cost_jobs = [(name, build) for build in callgrind_cost.BUILDS for name in documents]
         try:
             callgrind_cost.build_profile_twins(build_dir, list(documents))
         except callgrind_cost.CostFailed as failure:
-            costs = {name: {"error": str(failure)} for name in documents}
+            costs = {job: {"error": str(failure)} for job in cost_jobs}
 
-        def cost(name: str) -> dict:
+        def cost(job: tuple[str, str]) -> dict:
             try:
-                return callgrind_cost.replay_cost(trace, build_dir, name, cost_records, timeout)
+                return callgrind_cost.replay_cost(trace, build_dir, job[0], cost_records,
+                                                  timeout, build=job[1])
             except callgrind_cost.CostFailed as failure:
                 return {"error": str(failure)}
-        if not any(costs.values()):
-            costs = dict(zip(documents, fanned_map(
-                cost, list(documents),
-                lambda name, _: progress and progress(f"callgrind cost of {trace.name} on {name}"),
+        if not costs:
+            costs = dict(zip(cost_jobs, fanned_map(
+                cost, cost_jobs, lambda job, _: progress and progress(
+                    f"callgrind cost of {trace.name} on {job[0]} ({job[1]})"),
                 kind="callgrind cost (--trace)")))
     first = next(iter(documents.values()))
     sequences = {name: [(p["name"], p["ops"]) for p in doc["checkpoints"]]
@@ -183,7 +186,9 @@ def exact_replay_summary(trace: Path, build_dir: Path, family: str = "trace",
             "trace": str(trace), "key_checkpoint": key_checkpoint(first),
             "memory_comparable": True, "memory_note": None,
             "allocators": {name: {"exact": exact_figures(document, repeated.get(name)),
-                                  "cost": costs[name], "counters": picks[name]}
+                                  **{build: costs.get((name, build))
+                                     for build in callgrind_cost.BUILDS},
+                                  "counters": picks[name]}
                            for name, document in documents.items()}}
 
 
@@ -191,13 +196,16 @@ def corpus_summaries(traces: dict[str, Path], build_dir: Path, family: str,
                      containers: list[str] | None = None, timeout: float = 600, progress=None,
                      cost_traces: int = 4, windows: int = callgrind_cost.DEFAULT_WINDOWS,
                      window_records: int = callgrind_cost.WINDOW_RECORDS,
-                     counters: bool = True, cached: bool = False) -> dict[str, dict]:
+                     counters: bool = True, cached: bool = False,
+                     hardened_traces: int | None = None) -> dict[str, dict]:
     """A trace corpus ({name: trace file}) replayed exactly on every container, every
     (trace, container) a task of its own (fanout): {name: summary entry of kind "replay"},
     or {name: {"error": ...}} for a trace whose replays failed. The first `cost_traces`
     traces also get each container's callgrind cost over `windows` windows spread across
-    the whole trace, and the first trace the pick counters. `cached`: on the containers
-    built with the thread cache (cached_replayers; no counters, the reference once)."""
+    the whole trace as shipped ("cost"), and the first `hardened_traces` of them (None:
+    all) hardened too ("cost_hardened"); the first trace the pick counters. `cached`: on
+    the containers built with the thread cache (cached_replayers; no counters, the
+    reference once; hardened only, the one build they have: "cost_hardened")."""
     programs = cached_replayers(build_dir) if cached else replayers(build_dir)
     if containers:
         programs = {name: path for name, path in programs.items() if name in containers}
@@ -222,26 +230,33 @@ def corpus_summaries(traces: dict[str, Path], build_dir: Path, family: str,
                                                              f"{job[1]}"),
         kind="corpus replay" + kind)))
     costed = list(traces)[:cost_traces]
-    costs: dict[tuple[str, str], dict | None] = {}
-    if costed and windows:
+    hardened = costed[:cost_traces if hardened_traces is None else hardened_traces]
+    # (trace, container, build): as shipped on the costed traces, hardened on its share.
+    cost_jobs = [(trace, name, build) for build, built in
+                 ((callgrind_cost.SHIPPED, [] if cached else costed),
+                  (callgrind_cost.HARDENED, costed if cached else hardened))
+                 for trace in built for name in programs] if windows else []
+    costs: dict[tuple[str, str, str], dict | None] = {}
+    if cost_jobs:
         try:
-            callgrind_cost.build_profile_twins(build_dir, [twin + name for name in programs])
-            cost_jobs = [(trace, name) for trace in costed for name in programs]
+            callgrind_cost.build_profile_twins(
+                build_dir, [twin + name for name in programs],
+                tuple(dict.fromkeys(job[2] for job in cost_jobs)))
 
-            def cost(job: tuple[str, str]) -> dict:
+            def cost(job: tuple[str, str, str]) -> dict:
                 try:
                     return callgrind_cost.replay_cost(traces[job[0]], build_dir, twin + job[1],
                                                       timeout=timeout * 4, windows=windows,
-                                                      window_records=window_records)
+                                                      window_records=window_records,
+                                                      build=job[2])
                 except callgrind_cost.CostFailed as failure:
                     return {"error": str(failure)}
             costs = dict(zip(cost_jobs, fanned_map(
                 cost, cost_jobs, lambda job, _: progress and progress(
-                    f"callgrind windows of {job[0]} on {job[1]}"),
+                    f"callgrind windows of {job[0]} on {job[1]} ({job[2]})"),
                 kind="corpus callgrind windows" + kind)))
         except callgrind_cost.CostFailed as failure:
-            costs = {(trace, name): {"error": str(failure)}
-                     for trace in costed for name in programs}
+            costs = {job: {"error": str(failure)} for job in cost_jobs}
     first = next(iter(traces))
     picks = counted_replays(traces[first], build_dir, list(programs), timeout) if counters else {}
     entries = {}
@@ -267,7 +282,8 @@ def corpus_summaries(traces: dict[str, Path], build_dir: Path, family: str,
             "memory_comparable": True, "memory_note": None,
             "allocators": {name: {"exact": exact_figures(document, repeated
                                                          if name == REFERENCE else None),
-                                  "cost": costs.get((trace, name)),
+                                  **{build: costs.get((trace, name, build))
+                                     for build in callgrind_cost.BUILDS},
                                   "counters": picks.get(name) if trace == first else None}
                            for name, document in by_container.items()}}
     return entries

@@ -35,7 +35,14 @@ if __name__ == "__main__":  # run by Debian's python3 when this one lacks what r
 
 from tabulate import tabulate
 
-from . import behind_cache, corpus_report, report_anchors, report_headroom, verdict_text
+from . import (
+    behind_cache,
+    corpus_report,
+    report_anchors,
+    report_check_price,
+    report_headroom,
+    verdict_text,
+)
 from .report_firefox import firefox_containers_table, firefox_marks_table, firefox_recording_table
 from .results import exact_point, load
 
@@ -409,6 +416,7 @@ def answer_tables(results: dict) -> list:
     return [table for table in (corpus_report.answer_table(results),
                                 report_anchors.idealized_table(results),
                                 report_anchors.cost_table(results),
+                                report_check_price.table(results),
                                 *report_headroom.tables(results),
                                 corpus_report.published_corpus_table(results),
                                 corpus_report.per_class_table(results),

@@ -71,21 +71,29 @@ def cost_table(results: dict):
     if not cost.get("groups"):
         return title, [], [], ""
     headers = ["traces", "trace", f"{shipped}", f"{today}", f"{shipped} − {today}",
-               f"in % of {today}", "calls counted"]
+               f"in % of {today}", f"{shipped} − {today}, hardened", "calls counted"]
     rows = []
     for group in cost["groups"]:
         for trace in group["traces"]:
+            hardened = trace.get("difference_hardened")
             rows.append([group["label"], trace["trace"], f"{trace['shipped']:.1f}",
                          f"{trace['today']:.1f}", f"{trace['difference']:+.1f}",
-                         percent_cell(trace["percent"], 2), f"{trace['calls']:,d}"])
+                         percent_cell(trace["percent"], 2),
+                         "-" if hardened is None else f"{hardened:+.1f}",
+                         f"{trace['calls']:,d}"])
         judged = group["judged"]
         rows.append([group["label"], mean_label(group),
                      interval_cell(judged["shipped"], "", 1, signed=False),
                      interval_cell(judged["today"], "", 1, signed=False),
                      interval_cell(judged["difference"], "", 1),
-                     interval_cell(judged["percent"], digits=2), ""])
-    note = ("The allocator's own instructions per allocator call (callgrind over the corpus's "
-            "windows, the replayer's own work left out, as in the corpus table), exact for "
-            "each trace and window; the mean row has the 95 % interval over the traces "
-            "(Student's t; \"?\" = the difference's interval straddles 0).")
+                     interval_cell(judged["percent"], digits=2),
+                     interval_cell(judged["difference_hardened"], "", 1)
+                     if judged.get("difference_hardened") else "-", ""])
+    note = ("The allocator's own instructions per allocator call as shipped (no link "
+            "verification; callgrind over the corpus's windows, the replayer's own work "
+            "left out, as in the corpus table), exact for each trace and window; beside it "
+            "the difference on the hardened builds, every link verified (\"-\": not counted "
+            "hardened on that trace; the price of the checks has its own table). The mean "
+            "row has the 95 % interval over the traces (Student's t; \"?\" = the "
+            "difference's interval straddles 0).")
     return title, headers, rows, note

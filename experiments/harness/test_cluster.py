@@ -104,6 +104,11 @@ class Cluster:
             self.stop_one(process)
 
 
+def tasks_run(kind: str) -> int:
+    """How many tasks of this kind fanout has run so far, in this process."""
+    return fanout.task_cpu().get(kind, {}).get("tasks", 0)
+
+
 class Workers(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -136,13 +141,14 @@ class Workers(unittest.TestCase):
     def test_the_trace_step_runs_on_a_worker_with_nothing_but_dask(self):
         fanout.configure(self.cluster.address, self.build)
         fanout.start(shared=[self.trace])
+        before = tasks_run("exact replay (--trace)")  # the tally spans the tests
         entry = replays.exact_replay_summary(self.trace, self.build, containers=["rb_first"],
                                              cost_records=None, counters=False)
         exact = entry["allocators"]["rb_first"]["exact"]
         self.assertIs(exact["repeated_identical"], True)
         here = replays.replay_once(self.build / "tools" / "runsel-replay-rb_first", self.trace, 120)
         self.assertEqual(exact["checkpoints"], replays.exact_figures(here, None)["checkpoints"])
-        self.assertEqual(fanout.task_cpu()["exact replay (--trace)"]["tasks"], 2)
+        self.assertEqual(tasks_run("exact replay (--trace)") - before, 2)
         where = fanout.describe()
         self.assertEqual((where["local"], where["workers"]), (False, 1))
         # The worker's view: no PYTHONPATH, outside the repository, the shipped copy.
@@ -157,6 +163,21 @@ class Workers(unittest.TestCase):
         self.assertIn("/runsel-harness-", fanout.client().run(
             lambda: sys.modules["webkit"].__file__).popitem()[1])
         self.assertFalse(Path(module).is_relative_to(PACKAGE_ROOT), module)
+
+    def test_the_cost_step_counts_both_builds_on_a_worker(self):
+        """The callgrind counts run on the worker, on the as-shipped profiling twin and on
+        the hardened one (cost.BUILDS), from the build folder it sees."""
+        fanout.configure(self.cluster.address, self.build)
+        fanout.start(shared=[self.trace], programs=["valgrind"])
+        before = tasks_run("callgrind cost (--trace)")
+        entry = replays.exact_replay_summary(self.trace, self.build, containers=["lifo"],
+                                             cost_records=1000, counters=False)
+        pair = entry["allocators"]["lifo"]
+        for build in ("cost", "cost_hardened"):
+            self.assertNotIn("error", pair[build] or {"error": "not measured"}, pair[build])
+            self.assertGreater(pair[build]["calls"], 0)
+        self.assertEqual(pair["cost"]["calls"], pair["cost_hardened"]["calls"])
+        self.assertEqual(tasks_run("callgrind cost (--trace)") - before, 2)
 
     def test_the_report_stops_when_a_worker_cannot_see_the_build(self):
         hidden = f"/proc/self/cwd/{self.build.name}"  # the build here, nothing on the worker

@@ -24,7 +24,16 @@ import tempfile
 import unittest
 from pathlib import Path
 
-from . import anchors, corpus_report, report, report_anchors, report_headroom, results, verdict_text
+from . import (
+    anchors,
+    corpus_report,
+    report,
+    report_anchors,
+    report_check_price,
+    report_headroom,
+    results,
+    verdict_text,
+)
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 FIXTURE = FIXTURES / "results.json"
@@ -238,6 +247,71 @@ class RenderedFromTheFixture(unittest.TestCase):
         self.assertEqual(judged["n"], len(stored[0]["traces"]))
         self.assertAlmostEqual(judged["mean"], sum(t["difference"] for t in stored[0]["traces"])
                                / len(stored[0]["traces"]))
+
+    def costed_webkit_pairs(self, build: str) -> dict[str, dict[str, float]]:
+        """{trace: {container: allocator instructions per call}} of one build's cost
+        blocks ("cost": as shipped, "cost_hardened") on the fixture's WebKit traces."""
+        found = {}
+        for trace, entry in self.results["corpus"]["groups"]["webkit"]["entries"].items():
+            for name, pair in entry["allocators"].items():
+                block = pair.get(build)
+                if block and not block.get("error") and block.get("calls"):
+                    found.setdefault(trace, {})[name] = (block["allocator_instructions"]
+                                                         / block["calls"])
+        return found
+
+    def test_the_verdict_costs_are_as_shipped_and_the_hardened_ones_are_beside(self):
+        """The corpus judgement (the verdict's and bug 1857133's sp3 figure) and the
+        anchors' difference come from the as-shipped cost blocks; the hardened ones, a
+        different build (they differ), are shown beside in the anchors' table."""
+        shipped, hardened = (self.costed_webkit_pairs(build)
+                             for build in ("cost", "cost_hardened"))
+        self.assertTrue(hardened, "the fixture has no hardened cost: --regenerate")
+        self.assertTrue(any(hardened[trace][name] != shipped[trace][name]
+                            for trace in hardened for name in hardened[trace]))
+        judged = self.results["corpus"]["groups"]["webkit"]["judgement"]
+        reference = judged["reference"]
+        for name, mine in judged["containers"].items():
+            per_trace = mine["cost"]["instructions_per_call"]["per_trace"]
+            for trace, value in per_trace.items():
+                if value is None:
+                    continue
+                expected = 100 * (shipped[trace][name] - shipped[trace][reference]) \
+                    / shipped[trace][reference]
+                self.assertAlmostEqual(value, expected, msg=f"{name} on {trace}")
+        stored = self.results["anchors"]["cost"]["groups"][0]
+        rows = self.rows_of(report_anchors.cost_table(self.results)[0])
+        column = f"{anchors.SHIPPED} − {anchors.TODAY}, hardened"
+        for trace, cells in zip(stored["traces"], rows):
+            mine = shipped[trace["trace"]]
+            self.assertAlmostEqual(trace["difference"],
+                                   mine[anchors.SHIPPED] - mine[anchors.TODAY])
+            if trace["trace"] in hardened:
+                theirs = hardened[trace["trace"]]
+                difference = theirs[anchors.SHIPPED] - theirs[anchors.TODAY]
+                self.assertAlmostEqual(trace["difference_hardened"], difference)
+                self.assertEqual(cells[column], f"{difference:+.1f}")
+            else:
+                self.assertEqual(cells[column], "-")
+
+    def test_the_check_price_table_quotes_the_stored_figures(self):
+        shipped, hardened = (self.costed_webkit_pairs(build)
+                             for build in ("cost", "cost_hardened"))
+        title = report_check_price.table(self.results)[0]
+        rows = [cells for cells in self.rows_of(title) if cells["traces"] == "WebKit corpus"]
+        containers = sorted({name for trace in hardened for name in hardened[trace]})
+        self.assertEqual(sorted(cells["container"] for cells in rows), containers)
+        for cells in rows:
+            name = cells["container"]
+            traces = [trace for trace in hardened if name in hardened[trace]]
+            mean = {key: sum(figures[trace][name] for trace in traces) / len(traces)
+                    for key, figures in (("hardened", hardened), ("shipped", shipped))}
+            self.assertEqual(cells["counted on"],
+                             f"{len(traces)} trace" + ("s" if len(traces) != 1 else ""))
+            self.assertTrue(cells["hardened"].startswith(f"{mean['hardened']:.2f}"), cells)
+            self.assertTrue(cells["as shipped"].startswith(f"{mean['shipped']:.2f}"), cells)
+            self.assertTrue(cells["the checks' price"].startswith(
+                f"{mean['hardened'] - mean['shipped']:+.2f}"), cells)
 
     def test_the_headroom_tables_quote_the_stored_figures(self):
         stored = self.results["headroom"]

@@ -247,7 +247,8 @@ def webkit_corpus(args: argparse.Namespace, progress,
                                        args.out / "corpus-traces")
     corpus = {"recordings": recordings, "groups": {}, "fanout": None,
               "cost": {"traces": args.corpus_cost_traces, "windows": args.corpus_windows,
-                       "window_records": args.corpus_window_records}}
+                       "window_records": args.corpus_window_records,
+                       "hardened_traces": args.corpus_hardened_traces}}
     first = None
     for group, traces in groups.items():
         try:
@@ -255,7 +256,8 @@ def webkit_corpus(args: argparse.Namespace, progress,
                 traces, args.build_dir, "webkit" if group == "webkit" else "trace",
                 containers=containers, timeout=args.timeout, progress=progress,
                 cost_traces=args.corpus_cost_traces, windows=args.corpus_windows,
-                window_records=args.corpus_window_records)
+                window_records=args.corpus_window_records,
+                hardened_traces=args.corpus_hardened_traces)
         except replays.ReplayFailed as failure:
             corpus["groups"][group] = {"error": str(failure), "entries": {}}
             continue
