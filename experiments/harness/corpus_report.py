@@ -7,6 +7,7 @@ computed that the run did not measure.
 
 from __future__ import annotations
 
+from . import report_firefox_corpus
 from .judgement import answer_group
 
 MOMENT_WORDS = {"loaded": "with the pages loaded", "closed": "after the tabs close",
@@ -164,6 +165,9 @@ def short_answer(results: dict) -> str:
     answer_paragraph): which container the data favours on memory and on cost over the
     trace corpus, with the interval, and what the run could not resolve. Written from the
     judgement in results["corpus"], as answer_paragraph is."""
+    firefox = report_firefox_corpus.short_answer(results)
+    if firefox:
+        return firefox
     judged = group_judgement(results)
     if not judged:
         words = answer_paragraph(results).split()

@@ -26,7 +26,8 @@ if __name__ == "__main__":  # run by Debian's python3 when this one lacks what r
 
 from tabulate import tabulate
 
-from . import behind_cache, corpus_report, report_anchors, report_headroom, verdict_text
+from . import behind_cache, corpus_report, report_anchors, report_firefox_corpus, report_headroom
+from . import verdict_text
 from .results import exact_point, load
 from .report_firefox import (firefox_containers_table, firefox_marks_table,
                              firefox_recording_table)
@@ -392,6 +393,7 @@ def setup_table(results: dict):
 def answer_tables(results: dict) -> list:
     """The tables under the opening paragraph and picture, before everything else."""
     return [table for table in (corpus_report.answer_table(results),
+                                *report_firefox_corpus.tables(results),
                                 report_anchors.idealized_table(results),
                                 report_anchors.cost_table(results),
                                 *report_headroom.tables(results),
