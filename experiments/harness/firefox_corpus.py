@@ -118,7 +118,7 @@ def build(build_dir: Path, set_name: str, files: list[Path] = (), out: Path = CA
         try:
             document = record_one(build_dir, out, session, force, recorder)
         except (firefox_record.RecordFailed, subprocess.TimeoutExpired, OSError) as failure:
-            reason = str(failure).splitlines()[0] if str(failure) else type(failure).__name__
+            reason = " ".join(str(failure).split()) or type(failure).__name__
             left_out.append({"name": session["name"], "reason": reason})
             progress(f"firefox corpus: {session['name']} left out: {reason}")
             continue
