@@ -15,10 +15,11 @@ from pathlib import Path
 from unittest import mock
 
 from . import firefox_corpus, firefox_groups, firefox_record, firefox_replay, firefox_workload
-from . import replays
+from . import replays, report_firefox_corpus
 from .marionette import MarionetteError
 
 PARENT, CONTENT = 100, 200
+MIB = 2 ** 20
 PAGES = [{"path": f"/page{n}.html", "title": f"page {n}", "sha256": [str(n)]} for n in (1, 2)]
 
 
@@ -160,6 +161,39 @@ class CorpusTest(unittest.TestCase):
         self.assertEqual(marks, ["mark_1", "mark_2"])
         judged = groups["groups"]["firefox"]["judgement"]["containers"]["lifo"]["memory"]
         self.assertEqual(sorted(judged), ["closed", "loaded", "mean", "peak"])
+
+    def test_the_session_mean_and_the_peak_are_judged_over_every_mark(self):
+        self.same = False
+        entry = self.replay(self.build_corpus("two"))
+        corpus = {"groups": {}}
+        firefox_groups.join_groups(corpus, entry)
+        lifo = corpus["groups"]["firefox"]["judgement"]["containers"]["lifo"]["memory"]
+        # fake figures: rb_first@firefox's bin_unused is 12 at every mark, lifo@firefox's 13
+        self.assertAlmostEqual(lifo["mean"]["bin_unused"]["percent"], 100 / 12)
+        self.assertAlmostEqual(lifo["peak"]["bin_unused"]["percent"], 100 / 12)
+        self.assertEqual(lifo["mean"]["bin_unused"]["n_traces"], 2)
+
+    def test_the_report_tables_and_the_short_answer(self):
+        self.same = False
+        entry = self.replay(self.build_corpus("two"))
+        for session in entry["sessions"]:
+            for process in session["processes"]:
+                process["recording"] = {"calls": 8, "coverage": 1.0, "frees_dropped_share": 0,
+                                        "live_reuses": 0}
+                for mark in process["marks"]:
+                    mark["figures"]["firefox"] = {"bin_unused": 2 * MIB, "allocated": 20 * MIB,
+                                                  "committed": 30 * MIB, "dirty": 0}
+                    mark["figures"]["lifo@firefox"].update(bin_unused=2 * MIB + 1,
+                                                           headroom_bound=0)
+        results = {"firefox_corpus": entry, "corpus": {"groups": {}}}
+        firefox_groups.join_groups(results["corpus"], entry)
+        title, headers, rows, note = report_firefox_corpus.reference_table(results)
+        self.assertEqual({row[-1] for row in rows}, {"yes"})
+        self.assertIn("within the target", note)
+        self.assertEqual(len(report_firefox_corpus.corpus_table(results)[2]), 2)
+        short = report_firefox_corpus.short_answer(results)
+        self.assertLessEqual(len(short.split()), 120)
+        self.assertIn("over 2 content-process sessions", short)
 
     def test_an_at_firefox_replay_with_the_classic_run_sizes_leaves_the_session_out(self):
         self.same = True  # NAME@firefox reports NAME's bytes_per_run
