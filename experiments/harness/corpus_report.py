@@ -54,6 +54,12 @@ def pick(judged: dict, container: str, column: tuple[str, str]) -> dict:
 
 def corpus_words(results: dict) -> str:
     """'8 WebKit traces (corpus pages 1-4 ×5, 5-8, 9-12, 13-16; 8 reused from the cache)'."""
+    firefox = ((results.get("corpus") or {}).get("groups") or {}).get("firefox")
+    if firefox:  # the answer's group (judgement.answer_group)
+        sessions = firefox["members"]["firefox"]
+        return (f"the content logs of {counted(len(sessions), 'Firefox session')} under the "
+                f"installed Firefox's run sizes (set "
+                f"{(results.get('firefox_corpus') or {}).get('set')}: {', '.join(sessions)})")
     recordings = (results.get("corpus") or {}).get("recordings") or []
     ranges: dict[str, int] = {}
     for recording in recordings:
