@@ -119,7 +119,7 @@ def harness_arguments(args: argparse.Namespace) -> list[str]:
     if args.aslr:
         forwarded.append("--aslr")
     for option in ("repeat", "scale", "seed", "instruction_scale", "timeout", "webkit_pages",
-                   "webkit_repeat", "firefox_pages"):
+                   "webkit_repeat", "firefox_pages", "firefox_set"):
         value = getattr(args, option)
         if value is not None:
             forwarded += [f"--{option.replace('_', '-')}", str(value)]
@@ -524,6 +524,7 @@ def parser() -> argparse.ArgumentParser:
     shared_options = [build_options()]
     add_report(commands, shared_options)
     add_render(commands)
+    add_corpus(commands, shared_options)
     add_test(commands, shared_options)
     add_bench(commands, shared_options)
     trace_cli.add_commands(commands, shared_options)
@@ -593,6 +594,11 @@ def add_report(commands, shared_options: list[argparse.ArgumentParser]) -> None:
                         help="pages of the recorded Firefox session (default: "
                              f"{default['firefox_pages']}; quick: {quick['firefox_pages']}); "
                              "recorded once per Firefox version and corpus (results/firefox/)")
+    report.add_argument("--firefox-set", metavar="NAME",
+                        help="the Firefox sessions the answer is judged on (a set of "
+                             "experiments/firefox/sessions.json; default: "
+                             f"{default['firefox_set']}; quick: {quick['firefox_set']}); only "
+                             "the sessions not yet in results/firefox/corpus/ are recorded")
     report.add_argument("--timeout", type=positive(float), metavar="SECONDS",
                         help="per run (default: the harness's)")
     report.add_argument("--aslr", action="store_true",
@@ -623,6 +629,37 @@ def add_render(commands) -> None:
     render.add_argument("--out", dest="render_out", type=Path, metavar="DIR",
                         help="where to write (default: the directory of RESULTS_JSON)")
     render.set_defaults(handler=command_render)
+
+
+def command_corpus(args: argparse.Namespace) -> int:
+    """Records the Firefox sessions of a set that are not cached yet (harness/firefox_corpus.py),
+    with the browser's recorder built first."""
+    build(args.build_dir, [args.build_dir / "tools" / "firefox" / "librunsel-firefox-audit.so"])
+    forwarded = ["--build-dir", str(args.build_dir), "--set", args.firefox_set]
+    for path in args.corpus_file:
+        forwarded += ["--corpus-file", str(path.resolve())]
+    if args.force:
+        forwarded.append("--force")
+    return run([sys.executable, "-m", "harness.firefox_corpus", *forwarded], check=False,
+               env_changes=PACKAGE_PATH)
+
+
+def add_corpus(commands, shared_options: list[argparse.ArgumentParser]) -> None:
+    corpus = commands.add_parser(
+        "corpus", parents=shared_options,
+        help="record Firefox sessions into the corpus the report's answer is judged on",
+        description="Records each session of a set (experiments/firefox/sessions.json) that "
+                    "results/firefox/corpus/ does not hold yet: stock firefox-esr under the "
+                    "recorder, the parent's and the busiest content process's logalloc logs "
+                    "(gzip) and their checks. A session whose browser or checks fail is "
+                    "named with its reason and left out.")
+    corpus.add_argument("--firefox-set", default=DEFAULT["firefox_set"], metavar="NAME",
+                        help=f"the set to record (default: {DEFAULT['firefox_set']})")
+    corpus.add_argument("--corpus-file", type=Path, action="append", default=[],
+                        metavar="LOG", help="a logalloc log recorded elsewhere, checked and "
+                                            "added as a session of its own (repeatable)")
+    corpus.add_argument("--force", action="store_true", help="record again even when cached")
+    corpus.set_defaults(handler=command_corpus)
 
 
 def add_test(commands, shared_options: list[argparse.ArgumentParser]) -> None:

@@ -7,6 +7,7 @@ computed that the run did not measure.
 
 from __future__ import annotations
 
+from . import report_firefox_corpus
 from .judgement import answer_group
 
 MOMENT_WORDS = {"loaded": "with the pages loaded", "closed": "after the tabs close",
@@ -53,6 +54,12 @@ def pick(judged: dict, container: str, column: tuple[str, str]) -> dict:
 
 def corpus_words(results: dict) -> str:
     """'8 WebKit traces (corpus pages 1-4 ×5, 5-8, 9-12, 13-16; 8 reused from the cache)'."""
+    firefox = ((results.get("corpus") or {}).get("groups") or {}).get("firefox")
+    if firefox:  # the answer's group (judgement.answer_group)
+        sessions = firefox["members"]["firefox"]
+        return (f"the content logs of {counted(len(sessions), 'Firefox session')} under the "
+                f"installed Firefox's run sizes (set "
+                f"{(results.get('firefox_corpus') or {}).get('set')}: {', '.join(sessions)})")
     recordings = (results.get("corpus") or {}).get("recordings") or []
     ranges: dict[str, int] = {}
     for recording in recordings:
@@ -165,6 +172,9 @@ def short_answer(results: dict) -> str:
     answer_paragraph): which container the data favours on memory and on cost over the
     trace corpus, with the interval, and what the run could not resolve. Written from the
     judgement in results["corpus"], as answer_paragraph is."""
+    firefox = report_firefox_corpus.short_answer(results)
+    if firefox:
+        return firefox
     judged = group_judgement(results)
     if not judged:
         words = answer_paragraph(results).split()

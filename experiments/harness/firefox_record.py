@@ -397,15 +397,26 @@ def record(build_dir: Path, out: Path, pages: int | None, page_timeout: float,
            force: bool = False) -> dict:
     """Records (or reuses) the session; returns its run.json document."""
     version = firefox_version()
-    recorder = (build_dir / RECORDER).resolve()
-    if not recorder.exists():
-        raise RecordFailed(f"{recorder} is not built (ninja -C {build_dir} {RECORDER})")
     try:
         chosen = corpus.corpus_pages(corpus.CORPUS, 1, pages)
     except corpus.CorpusError as failure:
         raise RecordFailed(str(failure)) from None
     key = f"{version}-{corpus_key(chosen)}-{len(chosen)}p"
-    session_dir = out / key
+    for other in out.glob("*-*p") if out.exists() else []:  # another Firefox's: never mixed
+        if other.is_dir() and not other.name.startswith(f"{version}-"):
+            shutil.rmtree(other)
+    return record_pages(build_dir, out / key, chosen, page_timeout, force)
+
+
+def record_pages(build_dir: Path, session_dir: Path, chosen: list[dict], page_timeout: float,
+                 force: bool = False) -> dict:
+    """Records (or reuses, when its run.json passed with the same Firefox and recorder)
+    one session over the pages `chosen`, in that order, into session_dir; returns its
+    run.json document. Raises RecordFailed with the reason."""
+    version = firefox_version()
+    recorder = (build_dir / RECORDER).resolve()
+    if not recorder.exists():
+        raise RecordFailed(f"{recorder} is not built (ninja -C {build_dir} {RECORDER})")
     run_file = session_dir / "run.json"
     if run_file.exists() and not force:
         document = json.loads(run_file.read_text())
@@ -418,9 +429,6 @@ def record(build_dir: Path, out: Path, pages: int | None, page_timeout: float,
             return document
     if session_dir.exists():
         shutil.rmtree(session_dir)
-    for other in out.glob("*-*p") if out.exists() else []:  # another Firefox's: never mixed
-        if other.is_dir() and not other.name.startswith(f"{version}-"):
-            shutil.rmtree(other)
     logs = session_dir
     logs.mkdir(parents=True)
     started = time.monotonic()

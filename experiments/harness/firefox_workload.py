@@ -69,7 +69,11 @@ def marks_of(document: dict, side: list[dict]) -> list[dict]:
 
 
 def process_entry(build_dir: Path, session: Path, process: dict, containers: dict[str, Path],
-                  conf: str, timeout: float, progress) -> dict:
+                  conf: str, timeout: float, progress,
+                  at_firefox: tuple[str, ...] = (MATCHING,)) -> dict:
+    """One process's log replayed on every container (classic run sizes), on the
+    containers named in at_firefox under the installed Firefox's run sizes (NAME@firefox)
+    and on Firefox's own allocator, with every figure at every mark."""
     log = session / process["log"]
     trace = session / (process["log"].removesuffix(".log.gz") + ".trace")
     if not trace.exists() or trace.stat().st_mtime < log.stat().st_mtime:
@@ -77,8 +81,8 @@ def process_entry(build_dir: Path, session: Path, process: dict, containers: dic
         firefox_replay.convert(build_dir, log, trace, partial=not process["complete"])
     side = firefox_record.read_marks(session / process["marks_file"])
     jobs = [(name, program, None) for name, program in containers.items()]
-    if MATCHING in containers:
-        jobs.append((f"{MATCHING}@firefox", containers[MATCHING], conf))
+    jobs += [(f"{name}@firefox", containers[name], conf) for name in at_firefox
+             if name in containers]
     jobs.append((firefox_replay.REFERENCE_NAME, None, None))
 
     def run(job):

@@ -31,6 +31,7 @@ from . import (
     corpus_report,
     counting,
     fanout,
+    firefox_groups,
     firefox_record,
     firefox_workload,
     headroom,
@@ -105,7 +106,13 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--corpus-file", action="append", default=[], type=Path,
                         metavar="PATH", help="add this trace or logalloc log (a Firefox "
                         "session's, a real program's) to the trace corpus (repeatable): these "
-                        "files are judged as one more group of replicates")
+                        "files are judged as one more group of replicates; a logalloc log "
+                        "also joins the Firefox sessions' group")
+    parser.add_argument("--firefox-set", metavar="NAME",
+                        help="the Firefox sessions the answer is judged on "
+                             "(experiments/firefox/sessions.json; default "
+                             f"{DEFAULT['firefox_set']}, --quick {QUICK['firefox_set']}); "
+                             "recorded once each (results/firefox/corpus/)")
     parser.add_argument("--scheduler", metavar="ADDRESS",
                         help="run the deterministic steps (replays, callgrind counts) on this "
                              "Dask scheduler (tcp://HOST:8786), whose workers get the tooling "
@@ -163,6 +170,7 @@ def with_preset(args: argparse.Namespace) -> argparse.Namespace:
                         else min(args.repeat, preset["peer_repeat"]))
     args.firefox_pages = args.firefox_pages or preset["firefox_pages"]
     args.firefox_parent = preset["firefox_parent"]
+    args.firefox_set = args.firefox_set or preset["firefox_set"]
     args.firefox_replay_allocators = () if args.allocator else preset["firefox_replay_allocators"]
     args.firefox = not args.workload or FIREFOX in args.workload
     args.only_firefox = args.workload == [FIREFOX]
@@ -228,7 +236,8 @@ def record_first(args: argparse.Namespace, workloads: list) -> dict:
     if any(workload.name == webkit_record.WEBKIT for workload in workloads):
         webkit = webkit_record.corpus_recordings(
             args, lambda text: print(f"harness: {text}", file=sys.stderr))
-    return {"webkit": webkit, "firefox": firefox_workload.harness_recording(args)}
+    return {"webkit": webkit, "firefox": firefox_workload.harness_recording(args),
+            "firefox_corpus": firefox_groups.harness_recording(args)}
 
 
 def shared_paths(args: argparse.Namespace, recorded: dict) -> list[Path]:
@@ -241,6 +250,9 @@ def shared_paths(args: argparse.Namespace, recorded: dict) -> list[Path]:
         paths += [Path(entry["trace"]) for entry in recorded["webkit"]]
     if recorded["firefox"] and "directory" in recorded["firefox"]:
         paths.append(Path(recorded["firefox"]["directory"]))
+    if recorded["firefox_corpus"]:
+        paths += [Path(session["run"]["directory"])
+                  for session in recorded["firefox_corpus"]["sessions"]]
     if args.corpus_file:
         args.out.mkdir(parents=True, exist_ok=True)
         paths.append(args.out)
@@ -278,7 +290,10 @@ def deterministic_steps(args: argparse.Namespace, workloads: list, allocators: l
               if recorded["webkit"] is not None else None)
     firefox = firefox_workload.harness_step(args, added, recorded["firefox"])
     firefox_workload.join_corpus(corpus, firefox, [a.name for a in variants])
-    return {"counted": counted, "summary": added, "corpus": corpus, "firefox": firefox}
+    sessions = firefox_groups.harness_step(args, added, recorded["firefox_corpus"])
+    firefox_groups.join_groups(corpus, sessions)
+    return {"counted": counted, "summary": added, "corpus": corpus, "firefox": firefox,
+            "firefox_corpus": sessions}
 
 
 def run_settings(args: argparse.Namespace, counted: dict, workloads: list,
@@ -386,6 +401,7 @@ def main(argv: list[str] | None = None) -> int:
         "verdict": verdict.build(summary["workloads"], summary.get("corpus")),
         "targets": targets.judge_workloads(summary["workloads"], REFERENCE),
         "firefox": firefox,
+        "firefox_corpus": done["firefox_corpus"],
         "anchors": anchors.build(summary.get("corpus"), firefox),
         "headroom": bounds,
     }

@@ -23,6 +23,8 @@ import statistics
 from .allocators import AS_BUILT, REFERENCE
 
 CONFIDENCE = 0.95
+# Where a trace is judged (moments): two marks, the peak, and the mean over every mark.
+MOMENTS = ("loaded", "closed", "peak", "mean")
 
 # name: what it is (memory_value reads it from an exact checkpoint). dirty is judged as a
 # share of the reference's committed memory: its own reference value can be 0.
@@ -123,6 +125,31 @@ def moments(entry: dict) -> dict[str, str]:
             "peak": "peak" if "peak" in names else names[-1]}
 
 
+def over_marks(entry: dict, container: str, reference: str, moment: str,
+               figure: str) -> tuple:
+    """(container's, reference's, scale) for a moment over every mark of a trace: "mean",
+    the mean of the figure over the marks (the session's average footprint, as AWSY
+    averages its checkpoints), or "peak" for a trace without a peak checkpoint (a Firefox
+    log), the highest value at any mark. The "peak" and "end" checkpoints are not marks.
+    (None, None, None) when either replay is missing; None for a figure not given."""
+    def marks(name: str) -> list[dict]:
+        points = ((entry["allocators"].get(name) or {}).get("exact") or {}).get("checkpoints")
+        return [p for p in points or [] if p["name"] not in ("peak", "end")]
+    points, bases = marks(container), marks(reference)
+    if not points or not bases:
+        return None, None, None
+    values = [memory_value(p, figure) for p in points]
+    base_values = [memory_value(p, figure) for p in bases]
+    if None in values or None in base_values:
+        return None, 0, None
+    if figure == "dirty":  # a share of the reference's committed memory, as at one mark
+        scale = sum(p["committed"] for p in bases) / len(bases)
+    else:
+        scale = None
+    aggregate = max if moment == "peak" else (lambda v: sum(v) / len(v))
+    return aggregate(values), aggregate(base_values), scale
+
+
 def trace_differences(entries: dict[str, dict], container: str, reference: str,
                       moment: str, figure: str) -> dict[str, float | None]:
     """{trace: container's percent difference to the reference} for one memory figure at
@@ -130,6 +157,13 @@ def trace_differences(entries: dict[str, dict], container: str, reference: str,
     either lacks the figure maps to None."""
     found = {}
     for trace, entry in entries.items():
+        if moment == "mean" or (moment == "peak" and moments(entry)["peak"] != "peak"):
+            value, reference_value, scale = over_marks(entry, container, reference, moment,
+                                                       figure)
+            if value is not None or reference_value is not None:
+                found[trace] = None if value is None or reference_value is None else \
+                    percent_difference(value, reference_value, scale)
+            continue
         name = moments(entry)[moment]
         point, base = (checkpoint_named(entry, container, name),
                        checkpoint_named(entry, reference, name))
@@ -171,7 +205,7 @@ def judge_corpus(entries: dict[str, dict], reference: str,
         memory = {moment: {figure: judge(trace_differences(entries, container, reference,
                                                            moment, figure))
                            for figure in MEMORY_FIGURES}
-                  for moment in ("loaded", "closed", "peak")}
+                  for moment in MOMENTS}
         cost = {figure: judge(cost_differences(entries, container, reference, figure))
                 for figure in COST_FIGURES}
         judged[container] = {"memory": memory, "cost": cost}
@@ -207,6 +241,10 @@ def group_judgements(entries: dict[str, dict]) -> dict:
 
 
 def answer_group(corpus: dict | None) -> str:
-    """The corpus group the report's answer is judged on: the WebKit traces with the
-    Firefox logs joined ("browsers") when the run replayed both, else the WebKit traces."""
-    return "browsers" if "browsers" in ((corpus or {}).get("groups") or {}) else "webkit"
+    """The corpus group the report's answer is judged on: the Firefox content logs under
+    the installed Firefox's run sizes ("firefox") when the corpus of sessions was replayed,
+    else the WebKit traces with the one Firefox session joined ("browsers"), else the
+    WebKit traces."""
+    groups = (corpus or {}).get("groups") or {}
+    return "firefox" if "firefox" in groups else "browsers" if "browsers" in groups \
+        else "webkit"

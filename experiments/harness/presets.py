@@ -36,6 +36,8 @@ DEFAULT = {"repeat": 12, "scale": 1.0, "instruction_scale": 0.05, "extend": 0,
            "webkit_record_pages": 4, "webkit_cost_records": 100_000,
            "counted_allocators": (), "peer_repeat": 7,
            "firefox_pages": 4, "firefox_parent": True, "firefox_replay_allocators": (),
+           # The corpus of Firefox sessions (experiments/firefox/sessions.json's set).
+           "firefox_set": "default",
            # The trace corpus (webkit_record.DEFAULT_RANGES): 8 recordings, the default page
            # set 5 times and 3 other page sets; callgrind windows on the first 3 traces (a
            # trace's are ~15 s of CPU per container, 12 of them valgrind's uninstrumented
@@ -57,6 +59,7 @@ QUICK = {"repeat": 5, "scale": 0.05, "instruction_scale": 0.01, "extend": 0,
          "webkit_record_pages": 2, "webkit_cost_records": 50_000,
          "counted_allocators": QUICK_ANCHORS, "peer_repeat": None,
          "firefox_pages": 1, "firefox_parent": False, "firefox_replay_allocators": QUICK_REPLAYS,
+         "firefox_set": "quick",
          # One-page sessions (pages 1-2 twice and 3-4 took 131 s recorded afresh, 90 s
          # with these), callgrind windows on 2 of the 3 traces (the fewest an interval
          # takes): a trace's windows are nearly all valgrind's way through the whole trace.

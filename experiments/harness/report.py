@@ -40,6 +40,7 @@ from . import (
     corpus_report,
     report_anchors,
     report_check_price,
+    report_firefox_corpus,
     report_headroom,
     verdict_text,
 )
@@ -414,6 +415,7 @@ def setup_table(results: dict):
 def answer_tables(results: dict) -> list:
     """The tables under the opening paragraph and picture, before everything else."""
     return [table for table in (corpus_report.answer_table(results),
+                                *report_firefox_corpus.tables(results),
                                 report_anchors.idealized_table(results),
                                 report_anchors.cost_table(results),
                                 report_check_price.table(results),

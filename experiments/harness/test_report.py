@@ -30,6 +30,7 @@ from . import (
     report,
     report_anchors,
     report_check_price,
+    report_firefox_corpus,
     report_headroom,
     results,
     verdict_text,
@@ -145,7 +146,11 @@ class RenderedFromTheFixture(unittest.TestCase):
         # The answer over the fixture's trace corpus, its tables (the anchors' two right
         # after the corpus table), then the verdict.
         anchors_title = report_anchors.idealized_table(self.results)[0]
-        self.assertEqual(sections[:4], ["## Answer", "## Over the trace corpus",
+        firefox = [f"## {table[0]}" for table in report_firefox_corpus.tables(self.results)]
+        self.assertEqual(firefox, ["## The Firefox corpus", "## " + report_firefox_corpus
+                                   .groups_table(self.results)[0], "## " +
+                                   report_firefox_corpus.reference_table(self.results)[0]])
+        self.assertEqual(sections[:7], ["## Answer", "## Over the trace corpus", *firefox,
                                         f"## {anchors_title}",
                                         f"## {report_anchors.cost_table(self.results)[0]}"])
         self.assertLess(sections.index(f"## {anchors_title}"), sections.index("## Verdict"))
@@ -179,6 +184,11 @@ class RenderedFromTheFixture(unittest.TestCase):
         # containers not resolved on memory named.
         from . import judgement
         corpus = self.results["corpus"]
+        if judgement.answer_group(corpus) == "firefox":  # the Firefox sessions' own answer
+            self.assertEqual(short, report_firefox_corpus.short_answer(self.results))
+            self.assertLessEqual(len(short.split()), 120)
+            self.assertIn("for today's Firefox (its own run sizes)", short)
+            return
         judged = corpus["groups"][judgement.answer_group(corpus)]["judgement"]["containers"]
         for what, pick in (("(resident after a forced purge after the tabs close)",
                             lambda figures: figures["memory"]["closed"]["purged_resident"]),
