@@ -11,10 +11,8 @@ from pathlib import Path
 
 from . import allocators as allocator_discovery
 from . import runs
+from .derived import BIN_COUNTERS, HISTOGRAMS, totals
 from .fanout import fanned_map
-
-BIN_COUNTERS = ("picks", "picks_with_choice", "runs_created", "runs_destroyed")
-HISTOGRAMS = ("nonfull_at_pick", "picked_fullness")
 
 
 def counting_libraries(build_dir: Path, variants: list[str]) -> dict[str, Path]:
@@ -39,35 +37,6 @@ def bins_counted(document: dict) -> list[dict] | None:
     return [{"size": b["size"], "regions_per_run": b["regions_per_run"],
              **{name: b[name] for name in BIN_COUNTERS + HISTOGRAMS}}
             for b in stats["bins"] if b["picks"] or b["runs_created"]]
-
-
-def totals(bins: list[dict]) -> dict:
-    """The counters summed over bins (histograms bucket by bucket), with the summaries
-    the report quotes: the median bucket of non-full runs at a pick (an index into the
-    log2 buckets 0, 1, 2–3, 4–7, ...) and the mean fullness of the picked run in percent
-    (each tenth bucket taken at its middle); None when nothing was picked."""
-    summed = {name: sum(b[name] for b in bins) for name in BIN_COUNTERS}
-    for name in HISTOGRAMS:
-        summed[name] = [sum(column) for column in zip(*(b[name] for b in bins))] if bins else []
-    summed["median_nonfull_bucket"] = median_bucket(summed["nonfull_at_pick"])
-    summed["mean_picked_fullness_percent"] = mean_fullness(summed["picked_fullness"])
-    return summed
-
-
-def median_bucket(histogram: list[int]) -> int | None:
-    total, seen = sum(histogram), 0
-    for index, count in enumerate(histogram):
-        seen += count
-        if total and seen * 2 >= total:
-            return index
-    return None
-
-
-def mean_fullness(histogram: list[int]) -> float | None:
-    total = sum(histogram)
-    if not total:
-        return None
-    return sum((index + 0.5) * 10 * count for index, count in enumerate(histogram)) / total
 
 
 def run_counting(workloads: list[runs.Workload], libraries: dict[str, Path], scale: float,

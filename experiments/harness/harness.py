@@ -30,14 +30,17 @@ from . import (
     comparisons,
     corpus_report,
     counting,
+    derived,
     fanout,
     firefox_groups,
     firefox_record,
     firefox_workload,
     headroom,
     metrics,
+    phases,
     progress,
     replays,
+    report,
     results,
     runs,
     targets,
@@ -325,6 +328,16 @@ def run_settings(args: argparse.Namespace, counted: dict, workloads: list,
             "libraries built)" if args.counters == "auto" else "off"}
 
 
+def write_and_render(document: dict, out: Path) -> tuple[Path, Path, Path]:
+    """Writes results.json into `out`, then renders the report from what was written (so
+    a later `tools/runsel render` gives the same bytes). Returns the three paths."""
+    path = results.write(document, out)
+    written = results.written(path)
+    markdown, html = report.write_report(written, out)
+    print(report.summary_text(written))
+    return path, markdown, html
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_arguments(argv)
     fanout.configure(args.scheduler, args.build_dir)
@@ -337,10 +350,10 @@ def main(argv: list[str] | None = None) -> int:
           + (f" (not installed: {', '.join(missing)})" if missing else ""), file=sys.stderr)
 
     steps = progress.Progress(*progress.estimates(args.out, args.quick, args.repeat, args.scale))
-    phases = results.PhaseClock()  # seconds (wall and CPU) each step took, for the time budget
+    clock = phases.PhaseClock()  # seconds (wall and CPU) each step took, for the time budget
     steps.start("recordings", "the browser sessions, or their cached traces")
     recorded = record_first(args, workloads)
-    phases.end("recordings")
+    clock.end("recordings")
     steps.end("recordings")
     variants = [allocator for allocator in allocators if allocator.is_container]
     # The deterministic steps run beside the timed runs on the cores those leave free
@@ -357,14 +370,14 @@ def main(argv: list[str] | None = None) -> int:
                                                 args.seed, args.timeout, not args.aslr)
         extra_rounds = metrics.extend_until_resolved(workloads, variants, valid, discarded,
                                                      args)
-        phases.end("timed runs", beside=bool(beside_runs))
+        clock.end("timed runs", beside=bool(beside_runs))
         steps.end("timed runs")
         fanout.widen()
         steps.start("replays", "what is left of them, begun beside the timed runs"
                     if beside_runs else "exact replays and callgrind counts")
         done = (beside_runs.result() if beside_runs else
                 deterministic_steps(args, workloads, allocators, variants, recorded))
-    phases.end("deterministic steps")
+    clock.end("deterministic steps")
     steps.end("replays")
     steps.start("statistics", "the figures, then the report and its pictures")
     counted = done["counted"]
@@ -380,14 +393,14 @@ def main(argv: list[str] | None = None) -> int:
     bounds = headroom.build(summary.get("corpus"), firefox)
     summary["checks"].extend(headroom.checks(bounds))
     fanout.close()
-    results.trim_chunk_maps(summary["workloads"])
-    results.derive(summary["workloads"])
+    derived.trim_chunk_maps(summary["workloads"])
+    derived.derive(summary["workloads"])
     document = {
         "schema_version": results.SCHEMA_VERSION,
         "generated": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
         "duration_seconds": round(time.time() - started, 1),
         "command": " ".join(["tools/runsel report", *(argv if argv is not None else sys.argv[1:])]),
-        "machine": {**results.machine(), "load_average_1min_at_start": load_before},
+        "machine": {**phases.machine(), "load_average_1min_at_start": load_before},
         "settings": run_settings(args, counted, workloads, extra_rounds),
         "reference": REFERENCE,
         "allocators": [{"name": a.name, "runsel": a.runsel, "setting": a.setting,
@@ -405,12 +418,12 @@ def main(argv: list[str] | None = None) -> int:
         "anchors": anchors.build(summary.get("corpus"), firefox),
         "headroom": bounds,
     }
-    phases.end("statistics")
+    clock.end("statistics")
     workers = ((document.get("corpus") or {}).get("fanout") or {}).get("workers") \
         or fanout.usable_cores()
-    results.add_time_figures(document, phases, workers, local=not args.scheduler)
-    path, markdown, html = results.write(document, args.out)
-    print("\n" + results.time_tables(document, phases, workers))
+    phases.add_time_figures(document, clock, workers, local=not args.scheduler)
+    path, markdown, html = write_and_render(document, args.out)
+    print("\n" + phases.time_tables(document, clock, workers))
     steps.end("statistics")
     failed = [check for check in document["checks"] if not check["ok"]]
     print(progress.closing(corpus_report.short_answer(results.load(path)),

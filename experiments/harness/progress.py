@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 
 STEPS = ("installs", "build", "recordings", "timed runs", "replays", "statistics")
-# The harness's steps as results.json's phase_seconds names them (results.PhaseClock).
+# The harness's steps as results.json's phase_seconds names them (phases.PhaseClock).
 PHASES = {"recordings": "recordings", "timed runs": "timed runs",
           "replays": "deterministic steps", "statistics": "statistics"}
 STARTED_VARIABLE = "RUNSEL_REPORT_STARTED"  # time.time() when tools/runsel report began

@@ -44,8 +44,9 @@ from . import (
     report_headroom,
     verdict_text,
 )
+from .derived import exact_point
 from .report_firefox import firefox_containers_table, firefox_marks_table, firefox_recording_table
-from .results import exact_point, load
+from .results import load
 
 
 def point_at(pair: dict, checkpoint: str) -> dict:
@@ -202,7 +203,7 @@ def choices_table(results: dict):
     return "What the containers had to choose between", headers, rows, note
 
 
-# counting.totals' median_nonfull_bucket indexes these: log2 buckets of non-full runs.
+# derived.totals' median_nonfull_bucket indexes these: log2 buckets of non-full runs.
 BUCKET_NAMES = ["0", "1"] + [f"{1 << k}–{(1 << (k + 1)) - 1}" for k in range(1, 14)] + ["16384+"]
 
 

@@ -27,6 +27,7 @@ from pathlib import Path
 from . import (
     anchors,
     corpus_report,
+    derived,
     report,
     report_anchors,
     report_check_price,
@@ -530,7 +531,7 @@ def shrink(run: dict) -> dict:
                discarded=[d for d in run["discarded"] if d["workload"] in summary],
                verdict=verdict.build(summary, corpus),
                targets=targets.judge_workloads(summary, run["reference"]))
-    results.derive(summary)
+    derived.derive(summary)
     for data in summary.values():  # the report reads the counters' totals only
         for pair in data["allocators"].values():
             if pair.get("counters") and "bins" in pair["counters"]:
