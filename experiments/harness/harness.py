@@ -37,6 +37,7 @@ from . import (
     firefox_workload,
     headroom,
     metrics,
+    options,
     phases,
     progress,
     replays,
@@ -48,10 +49,11 @@ from . import (
     webkit_record,
 )
 from .allocators import REFERENCE, SETTING_SEPARATOR, THREAD_CACHE_SETTING
-from .presets import DEFAULT, QUICK, positive
+from .presets import DEFAULT, QUICK
 
 REPLAY = runs.REPLAY
 FIREFOX = firefox_workload.WORKLOAD
+DEFAULT_TIMEOUT = 600  # seconds per run
 
 
 def pick(items: list, wanted: list[str], what: str) -> list:
@@ -67,82 +69,23 @@ def pick(items: list, wanted: list[str], what: str) -> list:
 
 
 def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--build-dir", type=Path, default=ROOT / "build")
-    parser.add_argument("--out", type=Path, default=ROOT / "results" / "report",
-                        help="directory for results.json, report.md, report.html, pictures")
-    parser.add_argument("--quick", action="store_true",
-                        help=f"about a minute: {QUICK['repeat']} repetitions at scale "
-                             f"{QUICK['scale']}")
-    parser.add_argument("--repeat", type=positive(int),
-                        help="repetitions per (workload, allocator), at least 1")
-    parser.add_argument("--scale", type=positive(float),
-                        help="workload size (1.0 = default run), above 0")
-    parser.add_argument("--seed", type=int, default=1)
+    """The report's options as tools/runsel report takes them (options.py: declared once for
+    both), and the harness's own: --extend, --counters."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     parents=[options.build_options()])
+    options.add_report_options(parser)
     parser.add_argument("--extend", type=float, metavar="SECONDS",
                         help="after the rounds, keep adding rounds (runsel variants only) of "
                              "the workloads whose time comparisons with rb_first are wider "
                              f"than ±{comparisons.TARGET_PERCENT:g} %%, for at most this long "
                              f"(default {DEFAULT['extend']:g}, --quick {QUICK['extend']:g})")
-    parser.add_argument("--instructions", choices=("auto", "perf", "callgrind", "off"),
-                        default="auto", help="instruction counter; auto: perf when the "
-                        "machine has counters, else callgrind (default: auto)")
-    parser.add_argument("--instruction-scale", type=positive(float),
-                        help="workload size for callgrind runs (it is ~50x slower)")
-    parser.add_argument("--workload", action="append", default=[], metavar="NAME")
-    parser.add_argument("--trace", action="append", default=[], type=Path, metavar="PATH",
-                        help="add a replay:<file name> workload replaying this recorded "
-                             "trace (repeatable); --scale below 1 replays that fraction")
-    parser.add_argument("--allocator", action="append", default=[], metavar="NAME")
-    parser.add_argument("--webkit-pages", type=positive(int), metavar="N",
-                        help="pages of the webkit corpus each webkit run loads "
-                             f"(default {DEFAULT['webkit_pages']}, "
-                             f"--quick {QUICK['webkit_pages']})")
-    parser.add_argument("--webkit-repeat", type=positive(int), metavar="N",
-                        help="rounds the webkit workload takes part in (default "
-                             f"{DEFAULT['webkit_repeat']}, --quick {QUICK['webkit_repeat']})")
-    parser.add_argument("--firefox-pages", type=positive(int), metavar="N",
-                        help="pages of the corpus the recorded Firefox session loads (default "
-                             f"{DEFAULT['firefox_pages']}, --quick {QUICK['firefox_pages']}); "
-                             "--workload firefox alone runs only it; naming other workloads "
-                             "without firefox leaves it out")
-    parser.add_argument("--corpus-file", action="append", default=[], type=Path,
-                        metavar="PATH", help="add this trace or logalloc log (a Firefox "
-                        "session's, a real program's) to the trace corpus (repeatable): these "
-                        "files are judged as one more group of replicates; a logalloc log "
-                        "also joins the Firefox sessions' group")
-    parser.add_argument("--firefox-set", metavar="NAME",
-                        help="the Firefox sessions the answer is judged on "
-                             "(experiments/firefox/sessions.json; default "
-                             f"{DEFAULT['firefox_set']}, --quick {QUICK['firefox_set']}); "
-                             "recorded once each (results/firefox/corpus/)")
-    parser.add_argument("--scheduler", metavar="ADDRESS",
-                        help="run the deterministic steps (replays, callgrind counts) on this "
-                             "Dask scheduler (tcp://HOST:8786), whose workers get the tooling "
-                             "from here and must see this build and the traces at the same "
-                             "paths (checked before the first task; exit 2 naming the worker "
-                             "otherwise); default: a local cluster on this machine's cores")
-    parser.add_argument("--thread-cache-all", action="store_true",
-                        help="also time the workloads under the containers built with the "
-                             "thread cache (<container>@tcache, as settings); tools/runsel "
-                             "report --thread-cache-all builds every container with it")
-    parser.add_argument("--no-thread-cache", action="store_true",
-                        help="leave out the corpus replays behind a thread cache (on the "
-                             "containers built with it: the four anchors, or every container "
-                             "after tools/runsel report --thread-cache-all)")
-    parser.add_argument("--no-overlap", action="store_true",
-                        help="run the deterministic steps after the timed runs instead of "
-                             "beside them on the cores the timed runs leave free: a longer "
-                             "report whose timed runs share the machine with none of its own "
-                             "work (default: beside them, on a machine with 2 or more cores)")
-    parser.add_argument("--timeout", type=float, default=600, help="per run, seconds")
     parser.add_argument("--counters", choices=("auto", "off"), default="auto",
                         help="run each workload once under each variant's counting library "
                              "(build/libmalloc-counting-<container>.so) when it is built "
                              "(default: auto)")
-    parser.add_argument("--aslr", action="store_true",
-                        help="keep address-space randomisation (default: runs use setarch -R "
-                             "so every run of a variant sees the same address layout)")
+    # Run by hand, from any folder: the repository's build and results folders.
+    parser.set_defaults(build_dir=ROOT / options.BUILD_DIR, out=ROOT / options.REPORT_DIR,
+                        timeout=DEFAULT_TIMEOUT)
     return with_preset(parser.parse_args(argv))
 
 
@@ -152,6 +95,8 @@ def with_preset(args: argparse.Namespace) -> argparse.Namespace:
     # cluster's workers see the shared folders at the paths given, not at what a link
     # resolves to on this machine.
     args.build_dir, args.out = (Path(os.path.abspath(path)) for path in (args.build_dir, args.out))
+    args.trace, args.corpus_file = ([Path(os.path.abspath(path)) for path in paths]
+                                   for paths in (args.trace, args.corpus_file))
     preset = QUICK if args.quick else DEFAULT
     for name in ("repeat", "scale", "instruction_scale", "extend"):
         if getattr(args, name) is None:

@@ -36,7 +36,7 @@ from pathlib import Path
 from harness import firefox_record  # PYTHONPATH=experiments (meson sets it)
 
 ROOT = Path(__file__).resolve().parents[2]
-CLI = ROOT / "tools" / "runsel_cli.py"
+CLI = [sys.executable, "-m", "harness"]  # the command line; PYTHONPATH holds its package
 
 BUILD_DIR = Path("build")
 RECORDING: dict = {}  # the one-page session, recorded once for every test
@@ -59,7 +59,7 @@ def content_log() -> Path:
 
 
 def replay(*args: str) -> subprocess.CompletedProcess:
-    command = [sys.executable, str(CLI), "replay", "--build-dir", str(BUILD_DIR), *map(str, args)]
+    command = [*CLI, "replay", "--build-dir", str(BUILD_DIR), *map(str, args)]
     return subprocess.run(command, capture_output=True, text=True, timeout=600,
                           errors="backslashreplace")
 

@@ -4,8 +4,8 @@
   runsel replay [--every N] [--variant NAME] [--json FILE] TRACE
                                                   replays TRACE on every container, compares
 
-tools/runsel_cli.py registers them with add_commands(); they configure, build and show
-their steps with build_steps.py, as runsel_cli.py does. Standard library only.
+cli.py registers them with add_commands(); they configure, build and show their steps
+with build_steps.py, as the other subcommands do. Standard library only.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ import time
 from pathlib import Path
 
 from . import allocators, firefox_replay
-from . import build_steps as steps
 from .allocators import RECORDER_TARGET, REPLAYER_PREFIX
+from .build_steps import InputRejected, StepFailed, build, configure, requested_options, show
 from .interpreter import ROOT
 
 CONVERTER_TARGET = "runsel-trace-convert"  # build/tools/runsel-trace-convert (logalloc logs)
@@ -35,7 +35,7 @@ TRACES_DIR = Path("results/traces")
 
 
 def caller_directory() -> Path:
-    """Where the user typed the command (runsel_cli.py moves to the repository root)."""
+    """Where the user typed the command (cli.py moves to the repository root)."""
     return Path(os.environ.get("PWD", os.getcwd()))
 
 
@@ -54,12 +54,12 @@ def target_file(build_dir: Path, name: str, kind: str) -> Path | None:
 def command_trace(args: argparse.Namespace) -> int:
     command = args.command[1:] if args.command[:1] == ["--"] else list(args.command)
     if not command:
-        raise steps.StepFailed("nothing to trace: give a command after --")
-    steps.configure(args.build_dir, steps.requested_options(args))
+        raise StepFailed("nothing to trace: give a command after --")
+    configure(args.build_dir, requested_options(args))
     library = target_file(args.build_dir, RECORDER_TARGET, "shared library")
     if library is None:
-        raise steps.StepFailed(f"meson defines no {RECORDER_TARGET} library (tools/meson.build)")
-    steps.build(args.build_dir, [library])
+        raise StepFailed(f"meson defines no {RECORDER_TARGET} library (tools/meson.build)")
+    build(args.build_dir, [library])
 
     if args.output:
         pattern = from_caller(args.output)
@@ -70,7 +70,7 @@ def command_trace(args: argparse.Namespace) -> int:
     changes = {"LD_PRELOAD": preload, "RUNSEL_TRACE": str(pattern)}
     if "PYTHONMALLOC" not in os.environ:  # python's own pools would hide its objects
         changes["PYTHONMALLOC"] = "malloc"
-    steps.show(command, changes)
+    show(command, changes)
     started = time.time()
     child = subprocess.Popen(command, cwd=caller_directory(), env={**os.environ, **changes})
     code = child.wait()
@@ -394,7 +394,7 @@ class ReplayFigures:
 def run_quietly(command: list[str]) -> subprocess.CompletedProcess:
     """Shows and runs a command, its output captured as text; bytes that are not UTF-8
     (a path, or a line of the input quoted in a message) come out as \\xNN escapes."""
-    steps.show(command)
+    show(command)
     return subprocess.run(command, capture_output=True, text=True, errors="backslashreplace")
 
 
@@ -415,21 +415,21 @@ def replay_on(program: Path, trace: Path, args: argparse.Namespace, scratch: Pat
     command = [str(program), *options, "--json", str(figures), str(trace)]
     text = scratch / f"{program.name}{'.conf' if conf else ''}.txt"
     if conf:
-        steps.show(["env", f"RUNSEL_CONF={conf}", *command])
+        show(["env", f"RUNSEL_CONF={conf}", *command])
     else:
-        steps.show(command)
+        show(command)
     with open(text, "wb") as output:
         done = subprocess.run(command, stdout=output, stderr=subprocess.PIPE, text=True,
                               errors="backslashreplace",
                               env={**os.environ, "RUNSEL_CONF": conf} if conf else None)
     message = " ".join(done.stderr.split("\n")).strip()
     if done.returncode == 2:  # the trace is refused: the same for every container
-        raise steps.InputRejected(message)
+        raise InputRejected(message)
     if done.returncode != 0:
         code = done.returncode
         how = (f"was killed by signal {-code} ({signal.Signals(-code).name})"
                if code < 0 and -code in signal.valid_signals() else f"exited with {code}")
-        raise steps.StepFailed(f"{program} {how}: {message or '(nothing on stderr)'}")
+        raise StepFailed(f"{program} {how}: {message or '(nothing on stderr)'}")
     if args.verbose:
         with open(text, encoding="utf-8", errors="backslashreplace") as output:
             shutil.copyfileobj(output, sys.stdout)
@@ -442,8 +442,8 @@ def replay_on(program: Path, trace: Path, args: argparse.Namespace, scratch: Pat
 def converter(args: argparse.Namespace) -> Path:
     program = target_file(args.build_dir, CONVERTER_TARGET, "executable")
     if program is None:
-        raise steps.StepFailed(f"meson defines no {CONVERTER_TARGET} (tools/meson.build)")
-    steps.build(args.build_dir, [program])
+        raise StepFailed(f"meson defines no {CONVERTER_TARGET} (tools/meson.build)")
+    build(args.build_dir, [program])
     return program
 
 
@@ -452,7 +452,7 @@ def convert(command: list[str]) -> None:
     done = run_quietly(command)
     print(done.stdout, end="", flush=True)
     if done.returncode != 0:
-        failure = steps.InputRejected if done.returncode == 2 else steps.StepFailed
+        failure = InputRejected if done.returncode == 2 else StepFailed
         raise failure(done.stderr.strip() or f"{command[0]} exited with {done.returncode}")
 
 
@@ -463,23 +463,23 @@ def starts_with_trace_magic(path: Path) -> bool:
         with open(path, "rb") as file:
             return file.read(len(TRACE_MAGIC)) == TRACE_MAGIC
     except OSError as error:
-        raise steps.InputRejected(f"cannot read {path}: {error.strerror}") from error
+        raise InputRejected(f"cannot read {path}: {error.strerror}") from error
 
 
 def command_replay(args: argparse.Namespace) -> int:
     trace = from_caller(args.trace)
     if not trace.exists():
-        raise steps.InputRejected(f"no such trace: {trace}")
+        raise InputRejected(f"no such trace: {trace}")
     is_runsel_trace = starts_with_trace_magic(trace)
-    steps.configure(args.build_dir, steps.requested_options(args))
+    configure(args.build_dir, requested_options(args))
     if args.export_logalloc:
         if not is_runsel_trace:
-            raise steps.InputRejected(f"{trace} is not a runsel trace: nothing to export")
+            raise InputRejected(f"{trace} is not a runsel trace: nothing to export")
         convert([str(converter(args)), "to-logalloc", str(trace),
                       str(from_caller(args.export_logalloc))])
         return 0
     if is_runsel_trace and args.pid is not None:
-        raise steps.InputRejected("--pid picks a process of a logalloc log; a runsel trace has one")
+        raise InputRejected("--pid picks a process of a logalloc log; a runsel trace has one")
     if is_runsel_trace:
         return replay_every_container(args, trace)
     with tempfile.TemporaryDirectory(prefix="runsel-logalloc-") as scratch:
@@ -491,8 +491,8 @@ def command_replay(args: argparse.Namespace) -> int:
                  str(trace), str(converted)])
         try:
             return replay_every_container(args, converted)
-        except steps.InputRejected as refused:  # name the user's file, not the scratch copy
-            raise steps.InputRejected(
+        except InputRejected as refused:  # name the user's file, not the scratch copy
+            raise InputRejected(
                 str(refused).replace(str(converted), f"{trace} (converted)")) from None
 
 
@@ -503,12 +503,12 @@ def chosen_replayers(args: argparse.Namespace) -> dict[str, Path]:
     if args.variant:
         unknown = set(args.variant) - set(replayers)
         if unknown:
-            raise steps.StepFailed(f"no replayer for: {', '.join(sorted(unknown))}")
+            raise StepFailed(f"no replayer for: {', '.join(sorted(unknown))}")
         replayers = {name: path for name, path in replayers.items() if name in args.variant}
     if not replayers:
-        raise steps.StepFailed(f"meson defines no {REPLAYER_PREFIX}<container> (tools/meson.build)")
+        raise StepFailed(f"meson defines no {REPLAYER_PREFIX}<container> (tools/meson.build)")
     replayers = dict(sorted(replayers.items(), key=lambda item: item[0] != allocators.REFERENCE))
-    steps.build(args.build_dir, list(replayers.values()))
+    build(args.build_dir, list(replayers.values()))
     return replayers
 
 
@@ -519,16 +519,16 @@ def replay_every_container(args: argparse.Namespace, trace: Path) -> int:
     if args.reference == "firefox" or args.geometry != "classic":
         library = target_file(args.build_dir, "runsel-firefox-replay", "shared library")
         if library is None:
-            raise steps.StepFailed("meson defines no runsel-firefox-replay "
+            raise StepFailed("meson defines no runsel-firefox-replay "
                                    "(tools/firefox/meson.build)")
-        steps.build(args.build_dir, [library])
+        build(args.build_dir, [library])
         firefox_library = library
     conf = None
     if args.geometry != "classic":
         try:
             conf = firefox_replay.run_pages_setting(firefox_replay.geometry(args.build_dir))
         except firefox_replay.FirefoxFailed as failure:
-            raise steps.StepFailed(str(failure)) from None
+            raise StepFailed(str(failure)) from None
 
     names = []
     if args.geometry in ("classic", "both"):
@@ -556,13 +556,13 @@ def replay_every_container(args: argparse.Namespace, trace: Path) -> int:
                     replays.add(f"{name}@firefox", document)
                     memory.append(holds)
             if args.reference == "firefox":
-                steps.show(["env", "MALLOC_OPTIONS=r", f"LD_PRELOAD={firefox_library}",
+                show(["env", "MALLOC_OPTIONS=r", f"LD_PRELOAD={firefox_library}",
                             "RUNSEL_FIREFOX_REPLAY=...", "firefox-esr", "--version"])
                 try:
                     document, version = firefox_replay.reference_replay_file(
                         args.build_dir, trace, Path(scratch), args.partial)
                 except firefox_replay.FirefoxFailed as failure:
-                    raise steps.StepFailed(str(failure)) from None
+                    raise StepFailed(str(failure)) from None
                 replays.add(firefox_replay.REFERENCE_NAME, document, {"firefox_version": version})
             print_replays(args, trace, replays, reference, conf, next(filter(None, memory), None))
             if output:
@@ -616,7 +616,7 @@ def print_replays(args: argparse.Namespace, trace: Path, replays: ReplayFigures,
 
 
 def add_commands(commands, parents: list[argparse.ArgumentParser]) -> None:
-    """Adds `trace` and `replay` to runsel_cli.py's subcommands."""
+    """Adds `trace` and `replay` to the command line's subcommands (cli.py)."""
     trace = commands.add_parser(
         "trace", parents=parents, help="record a program's allocation calls",
         description="Runs CMD with build/tools/librunsel-trace.so preloaded (and "
