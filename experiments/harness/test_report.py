@@ -30,9 +30,11 @@ from . import (
     derived,
     report,
     report_anchors,
+    report_cells,
     report_check_price,
     report_firefox_corpus,
     report_headroom,
+    report_tables,
     results,
     verdict_text,
 )
@@ -53,7 +55,7 @@ class RenderedFromTheFixture(unittest.TestCase):
     def setUpClass(cls):
         cls.results = results.load(FIXTURE)
         cls.tables = {title: (headers, rows, note)
-                      for title, headers, rows, note in report.tables(cls.results)}
+                      for title, headers, rows, note in report_tables.tables(cls.results)}
         cls.scratch = tempfile.TemporaryDirectory(prefix="runsel-report-test-")
         cls.out = Path(cls.scratch.name)
         cls.markdown, cls.html = report.write_report(cls.results, cls.out)
@@ -117,7 +119,7 @@ class RenderedFromTheFixture(unittest.TestCase):
             self.assertTrue(cells["workload"].startswith(name))
             self.assertEqual(cells["allocator"], allocator)
             self.assertEqual(cells["median ms"], f"{pair['median_seconds'] * 1e3:.1f}")
-            self.assertEqual(cells["peak MiB"], report.mib(pair["peak_resident"]))
+            self.assertEqual(cells["peak MiB"], report_cells.mib(pair["peak_resident"]))
 
     def test_the_choices_table_quotes_the_stored_totals(self):
         rows = self.rows_of("What the containers had to choose between")
@@ -127,7 +129,7 @@ class RenderedFromTheFixture(unittest.TestCase):
             total = pair["counters"]["total"]
             self.assertEqual(cells["picks"], f"{total['picks']:,d}")
             self.assertEqual(cells["non-full runs at a pick (median bucket)"],
-                             report.BUCKET_NAMES[total["median_nonfull_bucket"]])
+                             report_tables.BUCKET_NAMES[total["median_nonfull_bucket"]])
             self.assertEqual(cells["picked run's fullness (mean)"],
                              f"{total['mean_picked_fullness_percent']:.0f} %")
 
@@ -139,7 +141,7 @@ class RenderedFromTheFixture(unittest.TestCase):
         for cells in rows:
             compared = entry["allocators"][cells["container"]]["exact_vs_reference"]
             resident = compared[cells["checkpoint"]]["resident"]
-            self.assertEqual(cells["resident vs rb_first"], report.bytes_cell(resident))
+            self.assertEqual(cells["resident vs rb_first"], report_cells.bytes_cell(resident))
 
     def test_the_report_opens_with_the_answer_then_the_verdict_and_its_sentences(self):
         markdown = self.markdown.read_text()
