@@ -32,9 +32,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from harness import cost as callgrind_cost
-from harness.allocators import runsel_variants
 
-REFERENCE = "lifo"  # today's Firefox: the premiums are over it
+# The premiums are over FIREFOX_MATCHING, the container of today's Firefox.
+from harness.allocators import FIREFOX_MATCHING, runsel_variants
+
 # (replayer, library) of each build, by container.
 BUILDS = {"hardened": ("tools/runsel-replay-{}", "libmalloc-{}.so"),
           "shipped": ("tools/runsel-shipped-replay-{}", "libshipped-malloc-{}.so")}
@@ -82,7 +83,7 @@ def figure(value: float | None) -> str:
 
 def table(results: dict[str, dict[str, dict]]) -> str:
     """One row per container; the premiums over lifo when lifo was measured."""
-    reference = results.get(REFERENCE)
+    reference = results.get(FIREFOX_MATCHING)
     profiled = any(both["hardened"]["container"] is not None for both in results.values())
     header = ["container", "hardened", "as shipped", "checks' price"]
     if profiled:

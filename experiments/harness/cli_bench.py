@@ -12,7 +12,13 @@ import sys
 from pathlib import Path
 
 from . import allocators
-from .allocators import REFERENCE, SETTING_TARGET_PREFIX, build_targets, targets_named
+from .allocators import (
+    FIREFOX_MATCHING,
+    REFERENCE,
+    SETTING_TARGET_PREFIX,
+    build_targets,
+    targets_named,
+)
 from .build_steps import (
     PACKAGE_PATH,
     StepFailed,
@@ -33,7 +39,7 @@ BENCH_COMPARE = Path("experiments/bench/compare.py")
 BENCH_PROGRAMS = Path("experiments/bench/programs.py")
 BENCH_PROGRAM_PREFIX = "bench_"  # meson's build/experiments/bench_<name>: the bench programs
 # The containers the bench programs run by default (--all-containers: every one).
-BENCH_ANCHORS = ("rb_first", "lifo")
+BENCH_ANCHORS = (REFERENCE, FIREFOX_MATCHING)
 
 
 def command_bench(args: argparse.Namespace) -> int:

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from . import allocators, firefox_replay
-from .allocators import RECORDER_TARGET, REPLAYER_PREFIX
+from .allocators import RECORDER_TARGET, REFERENCE, REPLAYER_PREFIX
 from .build_steps import InputRejected, StepFailed, build, configure, requested_options, show
 from .interpreter import ROOT
 from .replay_figures import JsonOutput, ReplayFigures, print_comparison
@@ -366,7 +366,8 @@ def add_commands(commands, parents: list[argparse.ArgumentParser]) -> None:
                              "available (MemAvailable, or less under ulimit -v or -d): a replay "
                              "writes every live block, so such a trace is refused without it "
                              "(slot tables beyond it are refused all the same)")
-    replay.add_argument("--reference", choices=["rb_first", "firefox"], default="rb_first",
+    replay.add_argument("--reference", choices=[REFERENCE, firefox_replay.REFERENCE_NAME],
+                        default=REFERENCE,
                         help="compare with this: rb_first (default), or firefox: the same "
                              "trace replayed on the installed firefox-esr's own allocator "
                              "(mozjemalloc in its executable), shown as the row 'firefox'")

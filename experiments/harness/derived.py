@@ -5,9 +5,9 @@ raw figures do not say directly. The renderer reads them; it computes nothing.
 
 from __future__ import annotations
 
-from .allocators import REFERENCE
+from .allocators import FIREFOX_MATCHING, REFERENCE
 
-KEEP_CHUNK_MAPS = (REFERENCE, "lifo")  # the occupancy pictures compare these two
+KEEP_CHUNK_MAPS = (REFERENCE, FIREFOX_MATCHING)  # the occupancy pictures compare these two
 EXACT_FIGURES = ("resident", "committed")  # the exact replays table's differences
 BIN_COUNTERS = ("picks", "picks_with_choice", "runs_created", "runs_destroyed")
 HISTOGRAMS = ("nonfull_at_pick", "picked_fullness")

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from . import allocators, fanout, firefox_record, firefox_replay, judgement, replays
-from .allocators import FIREFOX_MATCHING as MATCHING
+from .allocators import FIREFOX_MATCHING
 from .interpreter import ROOT
 
 WORKLOAD = "firefox"  # the harness's name for this workload (--workload firefox)
@@ -70,7 +70,7 @@ def marks_of(document: dict, side: list[dict]) -> list[dict]:
 
 def process_entry(build_dir: Path, session: Path, process: dict, containers: dict[str, Path],
                   conf: str, timeout: float, progress,
-                  at_firefox: tuple[str, ...] = (MATCHING,)) -> dict:
+                  at_firefox: tuple[str, ...] = (FIREFOX_MATCHING,)) -> dict:
     """One process's log replayed on every container (classic run sizes), on the
     containers named in at_firefox under the installed Firefox's run sizes (NAME@firefox)
     and on Firefox's own allocator, with every figure at every mark."""
@@ -156,7 +156,7 @@ def firefox_summary(build_dir: Path, cache: Path, pages: int, containers: list[s
         "recording_seconds": document["wall_seconds"], "session": str(session),
         "run_pages_setting": conf, "firefox_layout": layout, "classic_bytes_per_run": classic,
         "rows": {**{name: "classic run sizes" for name in programs},
-                 f"{MATCHING}@firefox": "the installed Firefox's run sizes",
+                 f"{FIREFOX_MATCHING}@firefox": "the installed Firefox's run sizes",
                  firefox_replay.REFERENCE_NAME: "Firefox's own mozjemalloc (its run sizes), "
                                                 "replaying the same trace, one arena"},
         "processes": processes, "seconds": round(time.monotonic() - started + spent, 1),

@@ -38,6 +38,7 @@ from . import (
     results,
     verdict_text,
 )
+from .allocators import AS_BUILT, FIREFOX_MATCHING, REFERENCE
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 FIXTURE = FIXTURES / "results.json"
@@ -220,7 +221,7 @@ class RenderedFromTheFixture(unittest.TestCase):
         groups = stored["memory"]["groups"]
         self.assertEqual(len(rows), sum(len(group["traces"]) + 1 for group in groups))
         webkit = self.results["corpus"]["groups"]["webkit"]
-        judged = webkit["judgement"]["containers"][anchors.SHIPPED]["memory"]
+        judged = webkit["judgement"]["containers"][AS_BUILT]["memory"]
         group = next(group for group in groups if group["group"] == "webkit")
         self.assertEqual([t["trace"] for t in group["traces"]], list(webkit["entries"]))
         for column, (moment, figure) in enumerate(stored["memory"]["columns"]):
@@ -229,8 +230,8 @@ class RenderedFromTheFixture(unittest.TestCase):
                 # The exact difference, from the two replays' own figures.
                 entry = webkit["entries"][trace["trace"]]
                 name = judgement_moments(entry)[moment]
-                mine, base = (point_named(entry, anchors.SHIPPED, name),
-                              point_named(entry, anchors.IDEALIZED, name))
+                mine, base = (point_named(entry, AS_BUILT, name),
+                              point_named(entry, REFERENCE, name))
                 expected = (100 * (figure_of(mine, figure) - figure_of(base, figure))
                             / figure_of(base, figure))
                 self.assertAlmostEqual(trace["differences"][column], expected)
@@ -250,11 +251,11 @@ class RenderedFromTheFixture(unittest.TestCase):
             pairs = entries[trace["trace"]]["allocators"]
             shipped, today = (pairs[name]["cost"]["allocator_instructions"]
                               / pairs[name]["cost"]["calls"]
-                              for name in (anchors.SHIPPED, anchors.TODAY))
+                              for name in (AS_BUILT, FIREFOX_MATCHING))
             self.assertAlmostEqual(trace["difference"], shipped - today)
-            self.assertEqual(cells[anchors.SHIPPED], f"{shipped:.1f}")
-            self.assertEqual(cells[anchors.TODAY], f"{today:.1f}")
-            self.assertEqual(cells[f"{anchors.SHIPPED} − {anchors.TODAY}"],
+            self.assertEqual(cells[AS_BUILT], f"{shipped:.1f}")
+            self.assertEqual(cells[FIREFOX_MATCHING], f"{today:.1f}")
+            self.assertEqual(cells[f"{AS_BUILT} − {FIREFOX_MATCHING}"],
                              f"{shipped - today:+.1f}")
         judged = stored[0]["judged"]["difference"]
         self.assertEqual(judged["n"], len(stored[0]["traces"]))
@@ -294,14 +295,14 @@ class RenderedFromTheFixture(unittest.TestCase):
                 self.assertAlmostEqual(value, expected, msg=f"{name} on {trace}")
         stored = self.results["anchors"]["cost"]["groups"][0]
         rows = self.rows_of(report_anchors.cost_table(self.results)[0])
-        column = f"{anchors.SHIPPED} − {anchors.TODAY}, hardened"
+        column = f"{AS_BUILT} − {FIREFOX_MATCHING}, hardened"
         for trace, cells in zip(stored["traces"], rows):
             mine = shipped[trace["trace"]]
             self.assertAlmostEqual(trace["difference"],
-                                   mine[anchors.SHIPPED] - mine[anchors.TODAY])
+                                   mine[AS_BUILT] - mine[FIREFOX_MATCHING])
             if trace["trace"] in hardened:
                 theirs = hardened[trace["trace"]]
-                difference = theirs[anchors.SHIPPED] - theirs[anchors.TODAY]
+                difference = theirs[AS_BUILT] - theirs[FIREFOX_MATCHING]
                 self.assertAlmostEqual(trace["difference_hardened"], difference)
                 self.assertEqual(cells[column], f"{difference:+.1f}")
             else:

@@ -36,7 +36,7 @@ from pathlib import Path
 from harness import firefox_record  # PYTHONPATH=experiments (meson sets it)
 
 ROOT = Path(__file__).resolve().parents[2]
-CLI = [sys.executable, "-m", "harness"]  # the command line; PYTHONPATH holds its package
+CLI = [sys.executable, "-P", "-m", "harness"]  # the command line; PYTHONPATH holds its package
 
 BUILD_DIR = Path("build")
 RECORDING: dict = {}  # the one-page session, recorded once for every test

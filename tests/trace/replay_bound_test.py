@@ -39,7 +39,7 @@ from replay_cli_test import RefusalChecks, run_tests  # beside this file
 
 # The command line, `python3 -m harness` (what tools/runsel runs), with the tooling
 # package's root, experiments/, on the path of the commands these tests run.
-CLI = [sys.executable, "-m", "harness"]
+CLI = [sys.executable, "-P", "-m", "harness"]
 os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [
     str(Path(__file__).resolve().parents[2] / "experiments"), os.environ.get("PYTHONPATH")]))
 BUILD_DIR = Path("build")
