@@ -9,8 +9,8 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from . import allocators as allocator_discovery
 from . import runs
+from .allocators import COUNTING_TARGET_PREFIX, Allocator, build_targets, targets_named
 from .derived import BIN_COUNTERS, HISTOGRAMS, totals
 from .fanout import fanned_map
 
@@ -18,10 +18,10 @@ from .fanout import fanned_map
 def counting_libraries(build_dir: Path, variants: list[str]) -> dict[str, Path]:
     """{variant: its counting library} for those the build defines and has built."""
     try:
-        targets = allocator_discovery.build_targets(build_dir)
+        targets = build_targets(build_dir)
     except (OSError, subprocess.CalledProcessError, ValueError):
         return {}
-    found = allocator_discovery.targets_named(targets, allocator_discovery.COUNTING_TARGET_PREFIX,
+    found = targets_named(targets, COUNTING_TARGET_PREFIX,
                                               "shared library")
     return {name: found[name] for name in variants if name in found and found[name].exists()}
 
@@ -54,7 +54,7 @@ def run_counting(workloads: list[runs.Workload], libraries: dict[str, Path], sca
 
     def run(item: tuple) -> dict:
         workload, variant, library = item
-        allocator = allocator_discovery.Allocator(variant, True, library.resolve())
+        allocator = Allocator(variant, True, library.resolve())
         return runs.run_once(workload, allocator, scale, seed, timeout, prefix)
 
     def done(item: tuple, result: dict) -> None:

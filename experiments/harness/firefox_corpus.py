@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from webkit import webkit_corpus as corpus
+from webkit import webkit_corpus
 
 from . import firefox_record
 from .interpreter import ROOT
@@ -62,8 +62,8 @@ def record_one(build_dir: Path, out: Path, session: dict, force: bool, recorder)
     """One session's run.json document (recorded or reused), or raises RecordFailed."""
     version = firefox_record.firefox_version()
     try:
-        every = corpus.corpus_pages(corpus.CORPUS, 1, None)
-    except corpus.CorpusError as failure:
+        every = webkit_corpus.corpus_pages(webkit_corpus.CORPUS, 1, None)
+    except webkit_corpus.CorpusError as failure:
         raise firefox_record.RecordFailed(str(failure)) from None
     if not all(1 <= page <= len(every) for page in session["pages"]):
         raise firefox_record.RecordFailed(

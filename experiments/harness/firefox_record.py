@@ -34,7 +34,7 @@ import time
 import zlib
 from pathlib import Path
 
-from webkit import webkit_corpus as corpus  # the pinned pages this workload shares
+from webkit import webkit_corpus  # the pinned pages this workload shares
 from webkit.trace_marks import MarksFull, TraceMarks
 
 from .interpreter import ROOT
@@ -100,7 +100,7 @@ def firefox_version() -> str:
     if shutil.which(FIREFOX) is None:
         raise RecordFailed("firefox-esr is missing (Debian package firefox-esr: "
                            "apt-get install firefox-esr; tools/runsel installs it)")
-    version = corpus.installed_version(FIREFOX)
+    version = webkit_corpus.installed_version(FIREFOX)
     if version is None:
         raise RecordFailed(f"{FIREFOX} is on the PATH but not from the Debian package "
                            "firefox-esr (apt-get install firefox-esr)")
@@ -109,7 +109,7 @@ def firefox_version() -> str:
 
 def corpus_key(pages: list[dict]) -> str:
     """The pages recorded, by URL and pinned sums."""
-    text = json.dumps([[corpus.page_url(page), page.get("sha256", [])] for page in pages])
+    text = json.dumps([[webkit_corpus.page_url(page), page.get("sha256", [])] for page in pages])
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
@@ -187,7 +187,7 @@ class Session:
         begun = time.monotonic()
         handle = self.client.command("WebDriver:NewWindow", {"type": "tab"})["handle"]
         self.client.command("WebDriver:SwitchToWindow", {"handle": handle})
-        url = corpus.page_url(page)
+        url = webkit_corpus.page_url(page)
         self.client.command("WebDriver:Navigate", {"url": url})
         ready = page.get("ready", "true")
         script = (f"return [document.title, Boolean({ready}), "
@@ -398,8 +398,8 @@ def record(build_dir: Path, out: Path, pages: int | None, page_timeout: float,
     """Records (or reuses) the session; returns its run.json document."""
     version = firefox_version()
     try:
-        chosen = corpus.corpus_pages(corpus.CORPUS, 1, pages)
-    except corpus.CorpusError as failure:
+        chosen = webkit_corpus.corpus_pages(webkit_corpus.CORPUS, 1, pages)
+    except webkit_corpus.CorpusError as failure:
         raise RecordFailed(str(failure)) from None
     key = f"{version}-{corpus_key(chosen)}-{len(chosen)}p"
     for other in out.glob("*-*p") if out.exists() else []:  # another Firefox's: never mixed

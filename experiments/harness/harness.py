@@ -17,7 +17,6 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from . import allocators as allocator_discovery
 from .interpreter import ROOT, ensure_libraries
 
 if __name__ == "__main__":  # run by Debian's python3 when this one lacks what the report needs
@@ -48,7 +47,16 @@ from . import (
     verdict,
     webkit_record,
 )
-from .allocators import REFERENCE, SETTING_SEPARATOR, THREAD_CACHE_SETTING
+from .allocators import (
+    REFERENCE,
+    SETTING_SEPARATOR,
+    THREAD_CACHE_SETTING,
+    build_options,
+    runsel_variants,
+    same_choice_groups,
+    setting_variants,
+    system_allocators,
+)
 from .presets import DEFAULT, QUICK
 
 REPLAY = runs.REPLAY
@@ -140,13 +148,13 @@ def chosen(args: argparse.Namespace) -> tuple[list[runs.Workload], list, list[st
         workloads = pick(defined, args.workload, "workload")
     if any(workload.name == webkit_record.WEBKIT for workload in workloads):
         webkit_record.check_webkit()
-    system, missing = allocator_discovery.system_allocators()
-    containers = allocator_discovery.runsel_variants(args.build_dir)
+    system, missing = system_allocators()
+    containers = runsel_variants(args.build_dir)
     # The thread cache's libraries join the timed runs when asked for (by name, or with
     # --thread-cache-all); by default the cache is compared on the corpus (behind_cache).
     cached = args.thread_cache_all or any(name.endswith(SETTING_SEPARATOR + THREAD_CACHE_SETTING)
                                           for name in args.allocator)
-    settings = allocator_discovery.setting_variants(args.build_dir, containers, cached)
+    settings = setting_variants(args.build_dir, containers, cached)
     allocators = pick(containers + system + settings, args.allocator, "allocator")
     workloads = [dataclasses.replace(w, allocators=tuple(a.name for a in allocators
                                                          if not a.setting))
@@ -251,7 +259,7 @@ def run_settings(args: argparse.Namespace, counted: dict, workloads: list,
     return {"repeat": args.repeat, "peer_repeat": args.peer_repeat or args.repeat,
             "scale": args.scale, "seed": args.seed,
             "default_purge_policy":
-                allocator_discovery.build_options(args.build_dir).get("purge_policy"),
+                build_options(args.build_dir).get("purge_policy"),
             "quick": args.quick, "aslr": args.aslr, "instructions": counter,
             "traces": {w.name: w.arguments[1] for w in workloads
                        if w.name.startswith(REPLAY + ":")},
@@ -327,7 +335,7 @@ def main(argv: list[str] | None = None) -> int:
     steps.start("statistics", "the figures, then the report and its pictures")
     counted = done["counted"]
     summary = metrics.summarize(valid, names, workloads, counted["counts"],
-                                allocator_discovery.same_choice_groups(args.build_dir),
+                                same_choice_groups(args.build_dir),
                                 counted["counted"])
     summary["workloads"].update(done["summary"]["workloads"])
     summary["checks"].extend(done["summary"]["checks"])

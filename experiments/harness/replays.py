@@ -24,7 +24,6 @@ import sys
 import tempfile
 from pathlib import Path
 
-from . import cost as callgrind_cost
 from .allocators import (
     CACHED_REPLAYER_PREFIX,
     CACHED_TWIN,
@@ -32,6 +31,18 @@ from .allocators import (
     REPLAYER_PREFIX,
     as_built_environment,
     same_choice_groups,
+)
+from .cost import (
+    BUILDS,
+    DEFAULT_RECORDS,
+    DEFAULT_WINDOWS,
+    HARDENED,
+    SHIPPED,
+    WINDOW_RECORDS,
+    CostFailed,
+    build_profile_twins,
+    ninja,
+    replay_cost,
 )
 from .fanout import fanned_map
 
@@ -111,8 +122,8 @@ def counted_replays(trace: Path, build_dir: Path, containers: list[str], timeout
     """{container: counters or {"error": ...}} from the counting replayers."""
     programs = [build_dir / COUNTING_REPLAYER.format(name) for name in containers]
     try:
-        callgrind_cost.ninja(build_dir, programs)
-    except callgrind_cost.CostFailed as failure:
+        ninja(build_dir, programs)
+    except CostFailed as failure:
         return {name: {"error": str(failure)} for name in containers}
 
     def counted(program: Path) -> dict:
@@ -135,7 +146,7 @@ def key_checkpoint(document: dict) -> str:
 def exact_replay_summary(trace: Path, build_dir: Path, family: str = "trace",
                          label: str | None = None, timeout: float = 600,
                          containers: list[str] | None = None, progress=None,
-                         cost_records: int | None = callgrind_cost.DEFAULT_RECORDS,
+                         cost_records: int | None = DEFAULT_RECORDS,
                          counters: bool = True) -> dict:
     """One results.json summary entry of kind "replay": the trace replayed on every
     container; the reference twice, compared byte for byte; with cost_records, each
@@ -160,17 +171,17 @@ def exact_replay_summary(trace: Path, build_dir: Path, family: str = "trace",
              if counters else {name: None for name in documents})
     costs: dict[tuple[str, str], dict | None] = {}
     if cost_records:
-        cost_jobs = [(name, build) for build in callgrind_cost.BUILDS for name in documents]
+        cost_jobs = [(name, build) for build in BUILDS for name in documents]
         try:
-            callgrind_cost.build_profile_twins(build_dir, list(documents))
-        except callgrind_cost.CostFailed as failure:
+            build_profile_twins(build_dir, list(documents))
+        except CostFailed as failure:
             costs = {job: {"error": str(failure)} for job in cost_jobs}
 
         def cost(job: tuple[str, str]) -> dict:
             try:
-                return callgrind_cost.replay_cost(trace, build_dir, job[0], cost_records,
+                return replay_cost(trace, build_dir, job[0], cost_records,
                                                   timeout, build=job[1])
-            except callgrind_cost.CostFailed as failure:
+            except CostFailed as failure:
                 return {"error": str(failure)}
         if not costs:
             costs = dict(zip(cost_jobs, fanned_map(
@@ -187,15 +198,15 @@ def exact_replay_summary(trace: Path, build_dir: Path, family: str = "trace",
             "memory_comparable": True, "memory_note": None,
             "allocators": {name: {"exact": exact_figures(document, repeated.get(name)),
                                   **{build: costs.get((name, build))
-                                     for build in callgrind_cost.BUILDS},
+                                     for build in BUILDS},
                                   "counters": picks[name]}
                            for name, document in documents.items()}}
 
 
 def corpus_summaries(traces: dict[str, Path], build_dir: Path, family: str,
                      containers: list[str] | None = None, timeout: float = 600, progress=None,
-                     cost_traces: int = 4, windows: int = callgrind_cost.DEFAULT_WINDOWS,
-                     window_records: int = callgrind_cost.WINDOW_RECORDS,
+                     cost_traces: int = 4, windows: int = DEFAULT_WINDOWS,
+                     window_records: int = WINDOW_RECORDS,
                      counters: bool = True, cached: bool = False,
                      hardened_traces: int | None = None) -> dict[str, dict]:
     """A trace corpus ({name: trace file}) replayed exactly on every container, every
@@ -233,29 +244,29 @@ def corpus_summaries(traces: dict[str, Path], build_dir: Path, family: str,
     hardened = costed[:cost_traces if hardened_traces is None else hardened_traces]
     # (trace, container, build): as shipped on the costed traces, hardened on its share.
     cost_jobs = [(trace, name, build) for build, built in
-                 ((callgrind_cost.SHIPPED, [] if cached else costed),
-                  (callgrind_cost.HARDENED, costed if cached else hardened))
+                 ((SHIPPED, [] if cached else costed),
+                  (HARDENED, costed if cached else hardened))
                  for trace in built for name in programs] if windows else []
     costs: dict[tuple[str, str, str], dict | None] = {}
     if cost_jobs:
         try:
-            callgrind_cost.build_profile_twins(
+            build_profile_twins(
                 build_dir, [twin + name for name in programs],
                 tuple(dict.fromkeys(job[2] for job in cost_jobs)))
 
             def cost(job: tuple[str, str, str]) -> dict:
                 try:
-                    return callgrind_cost.replay_cost(traces[job[0]], build_dir, twin + job[1],
+                    return replay_cost(traces[job[0]], build_dir, twin + job[1],
                                                       timeout=timeout * 4, windows=windows,
                                                       window_records=window_records,
                                                       build=job[2])
-                except callgrind_cost.CostFailed as failure:
+                except CostFailed as failure:
                     return {"error": str(failure)}
             costs = dict(zip(cost_jobs, fanned_map(
                 cost, cost_jobs, lambda job, _: progress and progress(
                     f"callgrind windows of {job[0]} on {job[1]} ({job[2]})"),
                 kind="corpus callgrind windows" + kind)))
-        except callgrind_cost.CostFailed as failure:
+        except CostFailed as failure:
             costs = {job: {"error": str(failure)} for job in cost_jobs}
     first = next(iter(traces))
     picks = counted_replays(traces[first], build_dir, list(programs), timeout) if counters else {}
@@ -283,7 +294,7 @@ def corpus_summaries(traces: dict[str, Path], build_dir: Path, family: str,
             "allocators": {name: {"exact": exact_figures(document, repeated
                                                          if name == REFERENCE else None),
                                   **{build: costs.get((trace, name, build))
-                                     for build in callgrind_cost.BUILDS},
+                                     for build in BUILDS},
                                   "counters": picks.get(name) if trace == first else None}
                            for name, document in by_container.items()}}
     return entries
@@ -364,7 +375,7 @@ def main() -> int:
     parser.add_argument("--build-dir", type=Path, required=True)
     parser.add_argument("--trace", type=Path, required=True)
     parser.add_argument("--family", default="trace")
-    parser.add_argument("--cost-records", type=int, default=callgrind_cost.DEFAULT_RECORDS,
+    parser.add_argument("--cost-records", type=int, default=DEFAULT_RECORDS,
                         help="records replayed under callgrind for the cost (0: no cost)")
     parser.add_argument("--out", type=Path, help="write the entry here (default: stdout)")
     args = parser.parse_args()

@@ -30,26 +30,26 @@ from .results import load
 # --- pictures -------------------------------------------------------------------------
 
 
-def pictures(results: dict, out: Path) -> list[tuple[str, Path]]:
+def draw_pictures(results: dict, out: Path) -> list[tuple[str, Path]]:
     """Draws every picture into `out`; returns (caption, path) of those drawn."""
-    from . import pictures as draw  # needs matplotlib
+    from . import pictures  # needs matplotlib
 
-    if not draw.live_workloads(results):  # a run of the firefox workload alone: no timed runs
+    if not pictures.live_workloads(results):  # a run of the firefox workload alone: no timed runs
         return []
     drawn = [
-        ("The answer over the trace corpus", draw.corpus_answer(results, out / "answer.png")),
+        ("The answer over the trace corpus", pictures.corpus_answer(results, out / "answer.png")),
         ("Time versus peak resident memory (lower left is better)",
-         draw.time_versus_memory(results, out / "time_vs_memory.png")),
-        ("Resident memory across checkpoints", draw.resident_over_checkpoints(
+         pictures.time_versus_memory(results, out / "time_vs_memory.png")),
+        ("Resident memory across checkpoints", pictures.resident_over_checkpoints(
             results, out / "resident_over_checkpoints.png")),
-        ("Distributions of repeated timings", draw.timing_distributions(
+        ("Distributions of repeated timings", pictures.timing_distributions(
             results, out / "timing_distributions.png")),
         ("Per-bin run utilization at each workload's key checkpoint",
-         draw.bin_utilization(results, out / "bin_utilization.png")),
+         pictures.bin_utilization(results, out / "bin_utilization.png")),
     ]
-    for workload in draw.live_workloads(results):
+    for workload in pictures.live_workloads(results):
         drawn.append((f"Chunk and page occupancy, {workload}: rb_first beside lifo",
-                      draw.chunk_occupancy(results, workload,
+                      pictures.chunk_occupancy(results, workload,
                                            out / f"occupancy_{workload.replace(':', '_')}.png")))
     return [(caption, path) for caption, path in drawn if path is not None]
 
@@ -160,7 +160,7 @@ def html_page(results: dict, drawn: list[tuple[str, Path]]) -> str:
 
 def write_report(results: dict, out: Path) -> tuple[Path, Path]:
     """Draws the pictures and writes report.md and report.html into `out`."""
-    drawn = pictures(results, out)
+    drawn = draw_pictures(results, out)
     markdown_path, html_path = out / "report.md", out / "report.html"
     markdown_path.write_text(markdown(results, drawn))
     html_path.write_text(html_page(results, drawn))

@@ -87,7 +87,7 @@ class CorpusTest(unittest.TestCase):
         FakeSession.started, FakeSession.fail, FakeSession.reuse = 0, False, False
         for patch in (mock.patch.object(firefox_record, "Session", FakeSession),
                       mock.patch.object(firefox_record, "firefox_version", lambda: "test-1"),
-                      mock.patch.object(firefox_corpus.corpus, "corpus_pages",
+                      mock.patch.object(firefox_corpus.webkit_corpus, "corpus_pages",
                                         lambda path, first, pages: PAGES),
                       mock.patch.object(firefox_record.time, "sleep", lambda s: None)):
             patch.start()
