@@ -34,14 +34,21 @@ from pathlib import Path
 from harness import cost
 
 # The premiums are over FIREFOX_MATCHING, the container of today's Firefox.
-from harness.allocators import FIREFOX_MATCHING, runsel_variants
+from harness.allocators import (
+    FIREFOX_MATCHING,
+    REPLAYER_PREFIX,
+    SHIPPED_REPLAYER_PREFIX,
+    SHIPPED_TARGET_PREFIX,
+    VARIANT_TARGET_PREFIX,
+    runsel_variants,
+)
 
 # (replayer, library) of each build, by container.
-BUILDS = {"hardened": ("tools/runsel-replay-{}", "libmalloc-{}.so"),
-          "shipped": ("tools/runsel-shipped-replay-{}", "libshipped-malloc-{}.so")}
-PROFILE_BUILDS = {"hardened": ("tools/runsel-profile-replay-{}", "libprofile-malloc-{}.so"),
-                  "shipped": ("tools/runsel-profile-replay-shipped-{}",
-                              "libprofile-malloc-shipped-{}.so")}
+BUILDS = {"hardened": (f"tools/{REPLAYER_PREFIX}{{}}", f"lib{VARIANT_TARGET_PREFIX}{{}}.so"),
+          "shipped": (f"tools/{SHIPPED_REPLAYER_PREFIX}{{}}", f"lib{SHIPPED_TARGET_PREFIX}{{}}.so")}
+PROFILE_BUILDS = {build: (cost.PROFILE_REPLAYER.format(cost.twin("{}", key)),
+                          cost.PROFILE_LIBRARY.format(cost.twin("{}", key)))
+                  for build, key in (("hardened", cost.HARDENED), ("shipped", cost.SHIPPED))}
 
 
 def per_call(block: dict) -> dict:

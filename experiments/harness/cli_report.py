@@ -13,10 +13,16 @@ import subprocess
 import sys
 from pathlib import Path
 
-from . import options, progress, worker_view
+from . import firefox_record, options, progress, worker_view
 from .allocators import (
     CACHED_REPLAYER_PREFIX,
+    CONVERTER_TARGET,
+    COUNTING_REPLAYER_PREFIX,
     COUNTING_TARGET_PREFIX,
+    FIREFOX_RECORDER_TARGET,
+    FIREFOX_REPLAYER_TARGET,
+    PROFILE_REPLAYER_PREFIX,
+    PROFILE_TARGET_PREFIX,
     RECORDER_TARGET,
     REPLAYER_PREFIX,
     SETTING_TARGET_PREFIX,
@@ -126,12 +132,10 @@ def command_render(args: argparse.Namespace) -> int:
 
 
 # The profiling twins' targets (meson.build, tools/meson.build; experiments/harness/cost.py).
-PROFILE_TARGET_PREFIX, PROFILE_REPLAYER_PREFIX = "profile-malloc-", "runsel-profile-replay-"
-COUNTING_REPLAYER_PREFIX = "runsel-counting-replay-"  # experiments/harness/replays.py
 
 # The firefox workload's recorder and reference replayer (tools/firefox/), and the
 # converter its logalloc logs go through.
-FIREFOX_TARGETS = ("runsel-firefox-audit", "runsel-firefox-replay", "runsel-trace-convert")
+FIREFOX_TARGETS = (FIREFOX_RECORDER_TARGET, FIREFOX_REPLAYER_TARGET, CONVERTER_TARGET)
 
 
 def trace_tools(build_dir: Path) -> list[Path]:
@@ -198,7 +202,7 @@ def add_render(commands) -> None:
 def command_corpus(args: argparse.Namespace) -> int:
     """Records the Firefox sessions of a set that are not cached yet (harness/firefox_corpus.py),
     with the browser's recorder built first."""
-    build(args.build_dir, [args.build_dir / "tools" / "firefox" / "librunsel-firefox-audit.so"])
+    build(args.build_dir, [args.build_dir / firefox_record.RECORDER])
     forwarded = ["--build-dir", str(args.build_dir), "--set", args.firefox_set]
     for path in args.corpus_file:
         forwarded += ["--corpus-file", str(path.resolve())]

@@ -24,12 +24,17 @@ import time
 from pathlib import Path
 
 from . import allocators, firefox_replay
-from .allocators import RECORDER_TARGET, REFERENCE, REPLAYER_PREFIX
+from .allocators import (
+    CONVERTER_TARGET,
+    FIREFOX_REPLAYER_TARGET,
+    RECORDER_TARGET,
+    REFERENCE,
+    REPLAYER_PREFIX,
+)
 from .build_steps import InputRejected, StepFailed, build, configure, requested_options, show
 from .interpreter import ROOT
 from .replay_figures import JsonOutput, ReplayFigures, print_comparison
 
-CONVERTER_TARGET = "runsel-trace-convert"  # build/tools/runsel-trace-convert (logalloc logs)
 TRACE_MAGIC = b"RSTR"
 TRACES_DIR = Path("results/traces")
 
@@ -219,9 +224,9 @@ def replay_every_container(args: argparse.Namespace, trace: Path) -> int:
 
     firefox_library = None
     if args.reference == "firefox" or args.geometry != "classic":
-        library = target_file(args.build_dir, "runsel-firefox-replay", "shared library")
+        library = target_file(args.build_dir, FIREFOX_REPLAYER_TARGET, "shared library")
         if library is None:
-            raise StepFailed("meson defines no runsel-firefox-replay "
+            raise StepFailed(f"meson defines no {FIREFOX_REPLAYER_TARGET} "
                                    "(tools/firefox/meson.build)")
         build(args.build_dir, [library])
         firefox_library = library

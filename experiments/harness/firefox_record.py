@@ -37,11 +37,12 @@ from pathlib import Path
 from webkit import webkit_corpus  # the pinned pages this workload shares
 from webkit.trace_marks import MarksFull, TraceMarks
 
+from .allocators import FIREFOX_RECORDER_TARGET
 from .interpreter import ROOT
 from .marionette import Marionette, MarionetteError
 
 FIREFOX = "firefox-esr"
-RECORDER = Path("tools") / "firefox" / "librunsel-firefox-audit.so"
+RECORDER = Path("tools") / "firefox" / f"lib{FIREFOX_RECORDER_TARGET}.so"
 MAX_TABS = 4
 SETTLE_SECONDS = 3.0
 MIN_COVERAGE, MAX_COVERAGE = 0.90, 1.05  # logged calls / the allocator's num_operations

@@ -48,6 +48,7 @@ from . import (
     webkit_record,
 )
 from .allocators import (
+    PROFILE_REPLAYER_PREFIX,
     REFERENCE,
     SETTING_SEPARATOR,
     THREAD_CACHE_SETTING,
@@ -215,7 +216,7 @@ def shared_paths(args: argparse.Namespace, recorded: dict) -> list[Path]:
     # The callgrind counts' replayers, the profiling twins as shipped and hardened
     # (cost.BUILDS), where this machine has them: a worker's build must have them too.
     paths += sorted(path for path in (args.build_dir / "tools").glob(
-        "runsel-profile-replay-*") if path.is_file())
+        f"{PROFILE_REPLAYER_PREFIX}*") if path.is_file())
     return paths
 
 

@@ -27,6 +27,7 @@ from pathlib import Path
 from .allocators import (
     CACHED_REPLAYER_PREFIX,
     CACHED_TWIN,
+    COUNTING_REPLAYER_PREFIX,
     REFERENCE,
     REPLAYER_PREFIX,
     as_built_environment,
@@ -46,7 +47,7 @@ from .cost import (
 )
 from .fanout import fanned_map
 
-COUNTING_REPLAYER = "tools/runsel-counting-replay-{}"  # on the counting twin, built on demand
+COUNTING_REPLAYER = f"tools/{COUNTING_REPLAYER_PREFIX}{{}}"  # on the counting twin, built on demand
 PICK_COUNTERS = ("picks", "picks_with_choice", "nonfull_at_pick", "picked_fullness",
                  "runs_created", "runs_destroyed")
 FIGURES = ("mapped", "committed", "allocated", "waste", "dirty", "bookkeeping", "bin_unused",
