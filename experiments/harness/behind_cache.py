@@ -55,8 +55,8 @@ def build(traces: dict[str, Path], build_dir: Path, plain: dict[str, dict], time
     try:
         entries = replays.corpus_summaries(
             traces, build_dir, "webkit", containers=chosen, timeout=timeout,
-            progress=progress, cost_traces=cost_traces, windows=windows,
-            window_records=window_records, cached=True)
+            progress=progress, windows=replays.CostWindows(cost_traces, windows, window_records),
+            cached=True)
     except replays.ReplayFailed as failure:
         return {"error": str(failure), "containers": chosen}
     usable = hardened({name: entry for name, entry in entries.items() if "error" not in entry})

@@ -197,7 +197,9 @@ def measured(args: argparse.Namespace) -> dict:
     if args.trace:
         traces = {path.parent.name + "/" + path.name: path.resolve() for path in args.trace}
         entries = replays.corpus_summaries(traces, args.build_dir, "webkit",
-                                           args.variant or None, windows=0, counters=False,
+                                           args.variant or None,
+                                           windows=replays.CostWindows(windows=0),
+                                           counters=False,
                                            progress=lambda text: print(text, file=sys.stderr))
         corpus = {"groups": {"webkit": {"entries": entries}}}
     if args.firefox_session:

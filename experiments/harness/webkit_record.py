@@ -261,9 +261,9 @@ def webkit_corpus(args: argparse.Namespace, progress,
             entries = replays.corpus_summaries(
                 traces, args.build_dir, "webkit" if group == "webkit" else "trace",
                 containers=containers, timeout=args.timeout, progress=progress,
-                cost_traces=args.corpus_cost_traces, windows=args.corpus_windows,
-                window_records=args.corpus_window_records,
-                hardened_traces=args.corpus_hardened_traces)
+                windows=replays.CostWindows(args.corpus_cost_traces, args.corpus_windows,
+                                            args.corpus_window_records,
+                                            args.corpus_hardened_traces))
         except replays.ReplayFailed as failure:
             corpus["groups"][group] = {"error": str(failure), "entries": {}}
             continue
