@@ -292,19 +292,11 @@ def write_and_render(document: dict, out: Path) -> tuple[Path, Path, Path]:
     return path, markdown, html
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_arguments(argv)
-    fanout.configure(args.scheduler, args.build_dir)
-    started, load_before = time.time(), round(os.getloadavg()[0], 2)
-    workloads, allocators, missing = chosen(args)
-    names = [allocator.name for allocator in allocators]
-    print(f"harness: {len(workloads)} workloads × {len(allocators)} allocators × "
-          f"{args.repeat} repetitions, scale {args.scale}", file=sys.stderr)
-    print(f"harness: allocators: {', '.join(names)}"
-          + (f" (not installed: {', '.join(missing)})" if missing else ""), file=sys.stderr)
-
-    steps = progress.Progress(*progress.estimates(args.out, args.quick, args.repeat, args.scale))
-    clock = phases.PhaseClock()  # seconds (wall and CPU) each step took, for the time budget
+def measure(args: argparse.Namespace, workloads: list, allocators: list,
+            steps: progress.Progress, clock: phases.PhaseClock) -> dict:
+    """The recordings, then the timed runs with the deterministic steps beside them (or
+    after them): {"valid", "discarded": the timed runs, "extra_rounds", "done": what
+    deterministic_steps() returned}."""
     steps.start("recordings", "the browser sessions, or their cached traces")
     recorded = record_first(args, workloads)
     clock.end("recordings")
@@ -333,52 +325,78 @@ def main(argv: list[str] | None = None) -> int:
                 deterministic_steps(args, workloads, allocators, variants, recorded))
     clock.end("deterministic steps")
     steps.end("replays")
-    steps.start("statistics", "the figures, then the report and its pictures")
+    return {"valid": valid, "discarded": discarded, "extra_rounds": extra_rounds, "done": done}
+
+
+def summarize(args: argparse.Namespace, workloads: list, allocators: list,
+              measured: dict) -> dict:
+    """metrics.summarize's {"workloads", "checks", "corpus"} of the timed runs, joined with
+    the deterministic steps' entries and checks, the headroom's bounds ("headroom") and
+    their checks; the derived figures added (derived.py). Closes the Dask cluster."""
+    done = measured["done"]
     counted = done["counted"]
-    summary = metrics.summarize(valid, names, workloads, counted["counts"],
-                                same_choice_groups(args.build_dir),
+    summary = metrics.summarize(measured["valid"], [allocator.name for allocator in allocators],
+                                workloads, counted["counts"], same_choice_groups(args.build_dir),
                                 counted["counted"])
     summary["workloads"].update(done["summary"]["workloads"])
     summary["checks"].extend(done["summary"]["checks"])
     if done["corpus"] is not None:
         summary["corpus"] = done["corpus"]
         summary["corpus"]["fanout"] = fanout.describe()
-    firefox = done["firefox"]
-    bounds = headroom.build(summary.get("corpus"), firefox)
-    summary["checks"].extend(headroom.checks(bounds))
+    summary["headroom"] = headroom.build(summary.get("corpus"), done["firefox"])
+    summary["checks"].extend(headroom.checks(summary["headroom"]))
     fanout.close()
     derived.trim_chunk_maps(summary["workloads"])
     derived.derive(summary["workloads"])
-    document = {
+    return summary
+
+
+def results_document(args: argparse.Namespace, run: dict, measured: dict,
+                     summary: dict) -> dict:
+    """results.json's document (experiments/README.md, "results.json") but for the time
+    figures; `run`: {"argv", "started", "load_before", "workloads", "allocators",
+    "missing"}."""
+    done, firefox = measured["done"], measured["done"]["firefox"]
+    argv = run["argv"]
+    return {
         "schema_version": results.SCHEMA_VERSION,
         "generated": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-        "duration_seconds": round(time.time() - started, 1),
+        "duration_seconds": round(time.time() - run["started"], 1),
         "command": " ".join(["tools/runsel report", *(argv if argv is not None else sys.argv[1:])]),
-        "machine": {**phases.machine(), "load_average_1min_at_start": load_before},
-        "settings": run_settings(args, counted, workloads, extra_rounds),
+        "machine": {**phases.machine(), "load_average_1min_at_start": run["load_before"]},
+        "settings": run_settings(args, done["counted"], run["workloads"],
+                                 measured["extra_rounds"]),
         "reference": REFERENCE,
         "allocators": [{"name": a.name, "runsel": a.runsel, "setting": a.setting,
-                        "preload": str(a.preload) if a.preload else None} for a in allocators],
-        "missing_allocators": missing,
-        "workloads": [workload.name for workload in workloads],
+                        "preload": str(a.preload) if a.preload else None}
+                       for a in run["allocators"]],
+        "missing_allocators": run["missing"],
+        "workloads": [workload.name for workload in run["workloads"]],
         "summary": summary["workloads"],
         "checks": summary["checks"],
-        "discarded": discarded,
+        "discarded": measured["discarded"],
         "corpus": summary.get("corpus"),
         "verdict": verdict.build(summary["workloads"], summary.get("corpus")),
         "targets": targets.judge_workloads(summary["workloads"], REFERENCE),
         "firefox": firefox,
         "firefox_corpus": done["firefox_corpus"],
         "anchors": anchors.build(summary.get("corpus"), firefox),
-        "headroom": bounds,
+        "headroom": summary["headroom"],
     }
-    clock.end("statistics")
+
+
+def finish(args: argparse.Namespace, document: dict, steps: progress.Progress,
+           clock: phases.PhaseClock) -> int:
+    """The time figures added, results.json written and the report rendered from it, the
+    run's time tables and closing lines printed; the exit code (1 when a check failed or
+    a run was discarded)."""
     workers = ((document.get("corpus") or {}).get("fanout") or {}).get("workers") \
         or fanout.usable_cores()
     phases.add_time_figures(document, clock, workers, local=not args.scheduler)
     path, markdown, html = write_and_render(document, args.out)
     print("\n" + phases.time_tables(document, clock, workers))
     steps.end("statistics")
+    discarded = document["discarded"]
     failed = [check for check in document["checks"] if not check["ok"]]
     print(progress.closing(corpus_report.short_answer(results.load(path)),
                            [html, markdown, path], steps.elapsed(), steps.since)
@@ -386,6 +404,28 @@ def main(argv: list[str] | None = None) -> int:
              f"\n{len(failed)} check(s) failed and {len(discarded)} run(s) discarded: "
              "see the report's Checks"), flush=True)
     return 1 if discarded or failed else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_arguments(argv)
+    fanout.configure(args.scheduler, args.build_dir)
+    started, load_before = time.time(), round(os.getloadavg()[0], 2)
+    workloads, allocators, missing = chosen(args)
+    print(f"harness: {len(workloads)} workloads × {len(allocators)} allocators × "
+          f"{args.repeat} repetitions, scale {args.scale}", file=sys.stderr)
+    print(f"harness: allocators: {', '.join(allocator.name for allocator in allocators)}"
+          + (f" (not installed: {', '.join(missing)})" if missing else ""), file=sys.stderr)
+    steps = progress.Progress(*progress.estimates(args.out, args.quick, args.repeat, args.scale))
+    clock = phases.PhaseClock()  # seconds (wall and CPU) each step took, for the time budget
+    measured = measure(args, workloads, allocators, steps, clock)
+    steps.start("statistics", "the figures, then the report and its pictures")
+    summary = summarize(args, workloads, allocators, measured)
+    document = results_document(args, {"argv": argv, "started": started,
+                                       "load_before": load_before, "workloads": workloads,
+                                       "allocators": allocators, "missing": missing},
+                                measured, summary)
+    clock.end("statistics")
+    return finish(args, document, steps, clock)
 
 
 def entry() -> int:
