@@ -23,7 +23,7 @@ from pathlib import Path
 
 from webkit import webkit_corpus
 
-from . import firefox_record
+from . import firefox_logs, firefox_record
 from .interpreter import ROOT
 
 SESSIONS = ROOT / "experiments" / "firefox" / "sessions.json"
@@ -85,7 +85,7 @@ def foreign_session(path: Path, out: Path) -> dict:
         opener = gzip.open if path.read_bytes()[:2] == b"\x1f\x8b" else open
         with opener(path, "rb") as source, gzip.open(log, "wb") as target:
             shutil.copyfileobj(source, target)
-    figures = firefox_record.check_log(log)
+    figures = firefox_logs.check_log(log)
     marks = [{"mark": number, "label": f"mark_{number}"}
              for number in range(1, figures["marks"] + 1)]
     (directory / "content.0.marks.jsonl").write_text(

@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from . import allocators, fanout, firefox_record, firefox_replay, judgement, replays
+from . import allocators, fanout, firefox_logs, firefox_record, firefox_replay, judgement, replays
 from .allocators import FIREFOX_MATCHING
 from .interpreter import ROOT
 
@@ -79,7 +79,7 @@ def process_entry(build_dir: Path, session: Path, process: dict, containers: dic
     if not trace.exists() or trace.stat().st_mtime < log.stat().st_mtime:
         progress(f"converting {log.name}")
         firefox_replay.convert(build_dir, log, trace, partial=not process["complete"])
-    side = firefox_record.read_marks(session / process["marks_file"])
+    side = firefox_logs.read_marks(session / process["marks_file"])
     jobs = [(name, program, None) for name, program in containers.items()]
     jobs += [(f"{name}@firefox", containers[name], conf) for name in at_firefox
              if name in containers]
