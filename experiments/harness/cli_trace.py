@@ -23,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from . import allocators, firefox_replay
+from . import allocators, firefox_names, firefox_replay
 from .allocators import (
     CONVERTER_TARGET,
     FIREFOX_REPLAYER_TARGET,
@@ -243,8 +243,8 @@ def replay_every_container(args: argparse.Namespace, trace: Path) -> int:
     if conf:
         names += [f"{name}@firefox" for name in replayers]
     if args.reference == "firefox":
-        names.append(firefox_replay.REFERENCE_NAME)
-    reference = (firefox_replay.REFERENCE_NAME if args.reference == "firefox" else
+        names.append(firefox_names.REFERENCE_NAME)
+    reference = (firefox_names.REFERENCE_NAME if args.reference == "firefox" else
                  allocators.REFERENCE if allocators.REFERENCE in names else None)
 
     with tempfile.TemporaryDirectory(prefix="runsel-replay-") as scratch:
@@ -270,7 +270,7 @@ def replay_every_container(args: argparse.Namespace, trace: Path) -> int:
                         args.build_dir, trace, Path(scratch), args.partial)
                 except firefox_replay.FirefoxFailed as failure:
                     raise StepFailed(str(failure)) from None
-                replays.add(firefox_replay.REFERENCE_NAME, document, {"firefox_version": version})
+                replays.add(firefox_names.REFERENCE_NAME, document, {"firefox_version": version})
             print_replays(args, trace, replays, reference, conf, next(filter(None, memory), None))
             if output:
                 output.finish()
@@ -295,7 +295,7 @@ def print_replays(args: argparse.Namespace, trace: Path, replays: ReplayFigures,
         print(f"# NAME@firefox: the container with the installed Firefox's run sizes, read from "
               f"its bin statistics (RUNSEL_CONF={conf}); the others: the classic rule's")
     if args.reference == "firefox":
-        head = replays.heads[firefox_replay.REFERENCE_NAME]
+        head = replays.heads[firefox_names.REFERENCE_NAME]
         version = head.get("firefox_version") or "firefox-esr"
         print(f"# firefox: the same trace on {version}'s "
               "own mozjemalloc (its executable's malloc/free, MALLOC_OPTIONS=r), figures from "
@@ -371,7 +371,7 @@ def add_commands(commands, parents: list[argparse.ArgumentParser]) -> None:
                              "available (MemAvailable, or less under ulimit -v or -d): a replay "
                              "writes every live block, so such a trace is refused without it "
                              "(slot tables beyond it are refused all the same)")
-    replay.add_argument("--reference", choices=[REFERENCE, firefox_replay.REFERENCE_NAME],
+    replay.add_argument("--reference", choices=[REFERENCE, firefox_names.REFERENCE_NAME],
                         default=REFERENCE,
                         help="compare with this: rb_first (default), or firefox: the same "
                              "trace replayed on the installed firefox-esr's own allocator "

@@ -23,7 +23,6 @@ from .firefox_record import FIREFOX
 
 REFERENCE_LIBRARY = Path("tools") / "firefox" / f"lib{FIREFOX_REPLAYER_TARGET}.so"
 CONVERTER = Path("tools") / CONVERTER_TARGET
-REFERENCE_NAME = "firefox"  # the reference row's name, beside the containers
 MISSING = ("firefox-esr is missing (Debian package firefox-esr: apt-get install firefox-esr; "
            "tools/runsel installs it)")
 

@@ -22,7 +22,16 @@ import tempfile
 import time
 from pathlib import Path
 
-from . import allocators, fanout, firefox_logs, firefox_record, firefox_replay, judgement, replays
+from . import (
+    allocators,
+    fanout,
+    firefox_logs,
+    firefox_names,
+    firefox_record,
+    firefox_replay,
+    judgement,
+    replays,
+)
 from .allocators import FIREFOX_MATCHING
 from .interpreter import ROOT
 
@@ -83,7 +92,7 @@ def process_entry(build_dir: Path, session: Path, process: dict, containers: dic
     jobs = [(name, program, None) for name, program in containers.items()]
     jobs += [(f"{name}@firefox", containers[name], conf) for name in at_firefox
              if name in containers]
-    jobs.append((firefox_replay.REFERENCE_NAME, None, None))
+    jobs.append((firefox_names.REFERENCE_NAME, None, None))
 
     def run(job):
         name, program, setting = job
@@ -96,7 +105,7 @@ def process_entry(build_dir: Path, session: Path, process: dict, containers: dic
     documents = dict(zip([job[0] for job in jobs], fanout.fanned_map(
         run, jobs, lambda job, _: progress(f"firefox {process['role']} replayed on {job[0]}"),
         kind="firefox replay")))
-    reference = documents[firefox_replay.REFERENCE_NAME]
+    reference = documents[firefox_names.REFERENCE_NAME]
     marks = marks_of(reference, side)
     for mark in marks:
         mark["figures"] = {}
@@ -157,7 +166,7 @@ def firefox_summary(build_dir: Path, cache: Path, pages: int, containers: list[s
         "run_pages_setting": conf, "firefox_layout": layout, "classic_bytes_per_run": classic,
         "rows": {**{name: "classic run sizes" for name in programs},
                  f"{FIREFOX_MATCHING}@firefox": "the installed Firefox's run sizes",
-                 firefox_replay.REFERENCE_NAME: "Firefox's own mozjemalloc (its run sizes), "
+                 firefox_names.REFERENCE_NAME: "Firefox's own mozjemalloc (its run sizes), "
                                                 "replaying the same trace, one arena"},
         "processes": processes, "seconds": round(time.monotonic() - started + spent, 1),
     }
