@@ -31,23 +31,31 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from harness import cost as callgrind_cost
-from harness.allocators import runsel_variants
+from harness import cost
 
-REFERENCE = "lifo"  # today's Firefox: the premiums are over it
+# The premiums are over FIREFOX_MATCHING, the container of today's Firefox.
+from harness.allocators import (
+    FIREFOX_MATCHING,
+    REPLAYER_PREFIX,
+    SHIPPED_REPLAYER_PREFIX,
+    SHIPPED_TARGET_PREFIX,
+    VARIANT_TARGET_PREFIX,
+    runsel_variants,
+)
+
 # (replayer, library) of each build, by container.
-BUILDS = {"hardened": ("tools/runsel-replay-{}", "libmalloc-{}.so"),
-          "shipped": ("tools/runsel-shipped-replay-{}", "libshipped-malloc-{}.so")}
-PROFILE_BUILDS = {"hardened": ("tools/runsel-profile-replay-{}", "libprofile-malloc-{}.so"),
-                  "shipped": ("tools/runsel-profile-replay-shipped-{}",
-                              "libprofile-malloc-shipped-{}.so")}
+BUILDS = {"hardened": (f"tools/{REPLAYER_PREFIX}{{}}", f"lib{VARIANT_TARGET_PREFIX}{{}}.so"),
+          "shipped": (f"tools/{SHIPPED_REPLAYER_PREFIX}{{}}", f"lib{SHIPPED_TARGET_PREFIX}{{}}.so")}
+PROFILE_BUILDS = {build: (cost.PROFILE_REPLAYER.format(cost.twin("{}", key)),
+                          cost.PROFILE_LIBRARY.format(cost.twin("{}", key)))
+                  for build, key in (("hardened", cost.HARDENED), ("shipped", cost.SHIPPED))}
 
 
 def per_call(block: dict) -> dict:
     """The allocator's and the container's instructions per call of a cost block."""
     calls = block["calls"]
     if not calls or block["allocator_instructions"] is None:
-        raise callgrind_cost.CostFailed("no allocator calls counted (wrong library loaded?)")
+        raise cost.CostFailed("no allocator calls counted (wrong library loaded?)")
     own = block["container_instructions"]
     return {"allocator": block["allocator_instructions"] / calls,
             "container": own / calls if own is not None else None,
@@ -62,11 +70,11 @@ def measure(build_dir: Path, trace: Path, containers: list[str], records: int, j
     paths = {(c, kind): (build_dir / builds[kind][0].format(c),
                          build_dir / builds[kind][1].format(c))
              for c, kind in jobs_list}
-    callgrind_cost.ninja(build_dir, [path for pair in paths.values() for path in pair])
+    cost.ninja(build_dir, [path for pair in paths.values() for path in pair])
 
     def one(job: tuple[str, str]) -> dict:
         replayer, library = paths[job]
-        block = callgrind_cost.replay_cost(trace, build_dir, job[0], records, timeout=3600,
+        block = cost.replay_cost(trace, build_dir, job[0], records, timeout=3600,
                                            replayer=replayer, library=library)
         print(f"check_price: {job[0]} {job[1]}: {block['allocator_instructions_per_call']} "
               "per call", file=sys.stderr, flush=True)
@@ -82,7 +90,7 @@ def figure(value: float | None) -> str:
 
 def table(results: dict[str, dict[str, dict]]) -> str:
     """One row per container; the premiums over lifo when lifo was measured."""
-    reference = results.get(REFERENCE)
+    reference = results.get(FIREFOX_MATCHING)
     profiled = any(both["hardened"]["container"] is not None for both in results.values())
     header = ["container", "hardened", "as shipped", "checks' price"]
     if profiled:
@@ -107,7 +115,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--build-dir", type=Path, required=True)
     parser.add_argument("--trace", type=Path, required=True)
-    parser.add_argument("--records", type=int, default=callgrind_cost.DEFAULT_RECORDS)
+    parser.add_argument("--records", type=int, default=cost.DEFAULT_RECORDS)
     parser.add_argument("--container", action="append", default=[])
     parser.add_argument("--jobs", type=int, default=2, help="callgrind runs at once")
     parser.add_argument("--profile", action="store_true",
@@ -121,7 +129,7 @@ def main() -> int:
     try:
         results = measure(build_dir, args.trace.resolve(), containers, args.records,
                           args.jobs, args.profile)
-    except callgrind_cost.CostFailed as failure:
+    except cost.CostFailed as failure:
         sys.exit(f"check_price: {failure}")
     if args.json:
         args.json.write_text(json.dumps({"trace": str(args.trace), "records": args.records,

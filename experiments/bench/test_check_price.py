@@ -11,7 +11,7 @@ import unittest
 
 from bench import check_price
 
-from harness import cost as callgrind_cost
+from harness import cost
 
 
 def block(allocator: int, calls: int, container: int | None = None) -> dict:
@@ -29,9 +29,9 @@ class CheckPrice(unittest.TestCase):
 
     def test_no_calls_is_refused(self):
         # A replay that never reached the library counted nothing: not a zero cost.
-        with self.assertRaises(callgrind_cost.CostFailed):
+        with self.assertRaises(cost.CostFailed):
             check_price.per_call(block(0, 0))
-        with self.assertRaises(callgrind_cost.CostFailed):
+        with self.assertRaises(cost.CostFailed):
             check_price.per_call({**block(0, 5), "allocator_instructions": None})
 
     def test_table_prices_and_premiums(self):

@@ -40,6 +40,21 @@ REPLAYER_PREFIX = "runsel-replay-"  # build/tools/runsel-replay-<container>
 # build/tools/runsel-cached-replay-<container>; its profiling twin is the container
 # "cached-<container>" of cost.py's names (runsel-profile-replay-cached-<container>).
 CACHED_REPLAYER_PREFIX = "runsel-cached-replay-"
+# Each container's as-shipped twin (no link verification): build/libshipped-malloc-<c>.so
+# and build/tools/runsel-shipped-replay-<c>.
+SHIPPED_TARGET_PREFIX = "shipped-malloc-"
+SHIPPED_REPLAYER_PREFIX = "runsel-shipped-replay-"
+# The profiling twins, built when asked (build/libprofile-malloc-<twin>.so and
+# build/tools/runsel-profile-replay-<twin>), and the replayers on the counting twins
+# (build/tools/runsel-counting-replay-<container>).
+PROFILE_TARGET_PREFIX = "profile-malloc-"
+PROFILE_REPLAYER_PREFIX = "runsel-profile-replay-"
+COUNTING_REPLAYER_PREFIX = "runsel-counting-replay-"
+CONVERTER_TARGET = "runsel-trace-convert"  # build/tools/runsel-trace-convert (logalloc logs)
+# Stock Firefox (tools/firefox/): the audit library that records it and the reference
+# replayer on its own allocator (build/tools/firefox/lib<target>.so).
+FIREFOX_RECORDER_TARGET = "runsel-firefox-audit"
+FIREFOX_REPLAYER_TARGET = "runsel-firefox-replay"
 THREAD_CACHE_SETTING = "tcache"  # libsetting-tcache-<container>: <container>@tcache
 CACHED_TWIN = "cached-"
 # Every replay that judges a container runs in the as-built profile: mozjemalloc's run

@@ -13,8 +13,8 @@ traces (judgement.judge), never pooled with another group.
 from __future__ import annotations
 
 from . import judgement
+from .allocators import AS_BUILT, FIREFOX_MATCHING, REFERENCE
 
-SHIPPED, IDEALIZED, TODAY = "moz_tree", "rb_first", "lifo"
 # (moment, figure): the figures purge timing cannot flip, with the pages loaded and after
 # the tabs close (judgement.moments).
 MEMORY_COLUMNS = (("loaded", "purged_resident"), ("closed", "purged_resident"),
@@ -33,7 +33,7 @@ def interval(values: dict[str, float | None]) -> dict:
 
 
 def memory_group(group: str, traces: dict[str, dict[tuple[str, str], float | None]]) -> dict:
-    """traces: {trace: {(moment, figure): SHIPPED's percent difference to IDEALIZED}}."""
+    """traces: {trace: {(moment, figure): AS_BUILT's percent difference to REFERENCE}}."""
     return {"group": group, "label": GROUP_LABELS.get(group, group),
             "traces": [{"trace": name, "differences": [found.get(column)
                                                        for column in MEMORY_COLUMNS]}
@@ -45,11 +45,11 @@ def memory_group(group: str, traces: dict[str, dict[tuple[str, str], float | Non
 def corpus_memory(entries: dict[str, dict]) -> dict[str, dict]:
     """{trace: {column: percent}} for the traces whose replays hold both containers."""
     usable = {name: entry for name, entry in entries.items()
-              if "error" not in entry and SHIPPED in entry["allocators"]
-              and IDEALIZED in entry["allocators"]}
+              if "error" not in entry and AS_BUILT in entry["allocators"]
+              and REFERENCE in entry["allocators"]}
     found: dict[str, dict] = {name: {} for name in usable}
     for moment, figure in MEMORY_COLUMNS:
-        for name, value in judgement.trace_differences(usable, SHIPPED, IDEALIZED,
+        for name, value in judgement.trace_differences(usable, AS_BUILT, REFERENCE,
                                                        moment, figure).items():
             found[name][(moment, figure)] = value
     return found
@@ -73,8 +73,8 @@ def firefox_memory(firefox: dict) -> dict[str, dict]:
         name = f"{process['role']} ({process['pid']})"
         found[name] = {}
         for moment, figure in MEMORY_COLUMNS:
-            mine, base = (firefox_point(process, SHIPPED, moment),
-                          firefox_point(process, IDEALIZED, moment))
+            mine, base = (firefox_point(process, AS_BUILT, moment),
+                          firefox_point(process, REFERENCE, moment))
             value = reference = None
             if mine and base:
                 value, reference = (judgement.memory_value(mine, figure),
@@ -86,27 +86,28 @@ def firefox_memory(firefox: dict) -> dict[str, dict]:
 
 
 def cost_group(group: str, entries: dict[str, dict]) -> dict | None:
-    """SHIPPED's and TODAY's own instructions per allocator call on each trace with
-    callgrind windows, and their difference (SHIPPED - TODAY, and in percent of TODAY's)."""
+    """AS_BUILT's and FIREFOX_MATCHING's own instructions per allocator call on each trace with
+    callgrind windows, and their difference (AS_BUILT - FIREFOX_MATCHING, and in percent of
+    FIREFOX_MATCHING's)."""
     traces = []
     for name, entry in entries.items():
         pairs = entry.get("allocators", {})
-        if "error" in entry or SHIPPED not in pairs or TODAY not in pairs:
+        if "error" in entry or AS_BUILT not in pairs or FIREFOX_MATCHING not in pairs:
             continue
-        shipped = judgement.cost_value(pairs[SHIPPED].get("cost"), COST_FIGURE)
-        today = judgement.cost_value(pairs[TODAY].get("cost"), COST_FIGURE)
+        shipped = judgement.cost_value(pairs[AS_BUILT].get("cost"), COST_FIGURE)
+        today = judgement.cost_value(pairs[FIREFOX_MATCHING].get("cost"), COST_FIGURE)
         if shipped is None or today is None:
             continue
         # Beside it, the same difference on the hardened builds (None where not counted).
         hardened = [judgement.cost_value(pairs[name].get("cost_hardened"), COST_FIGURE)
-                    for name in (SHIPPED, TODAY)]
+                    for name in (AS_BUILT, FIREFOX_MATCHING)]
         traces.append({"trace": name, "shipped": shipped, "today": today,
                        "difference": shipped - today,
                        "percent": judgement.percent_difference(shipped, today),
                        "difference_hardened": None if None in hardened
                        else hardened[0] - hardened[1],
-                       "calls": pairs[SHIPPED]["cost"]["calls"],
-                       "share": pairs[SHIPPED]["cost"].get("share")})
+                       "calls": pairs[AS_BUILT]["cost"]["calls"],
+                       "share": pairs[AS_BUILT]["cost"].get("share")})
     if not traces:
         return None
     return {"group": group, "label": GROUP_LABELS.get(group, group), "traces": traces,
@@ -132,6 +133,6 @@ def build(corpus: dict | None, firefox: dict | None) -> dict | None:
             memory.append(memory_group("firefox", found))
     if not memory and not cost:
         return None
-    return {"shipped": SHIPPED, "idealized": IDEALIZED, "today": TODAY,
+    return {"shipped": AS_BUILT, "idealized": REFERENCE, "today": FIREFOX_MATCHING,
             "memory": {"columns": [list(column) for column in MEMORY_COLUMNS], "groups": memory},
             "cost": {"figure": COST_FIGURE, "groups": cost}}

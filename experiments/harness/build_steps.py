@@ -1,6 +1,7 @@
-"""The build steps tools/runsel_cli.py and trace_cli.py share: running a command the
+"""The build steps the command line's subcommands (cli*.py) share: running a command the
 way the front door shows it ("+ ..." first, so any step can be repeated by hand from the
-repository root), and configuring and building with meson. Standard library only.
+repository root), configuring and building with meson, and the libraries every variant
+builds. Standard library only.
 """
 
 from __future__ import annotations
@@ -12,7 +13,16 @@ import shlex
 import subprocess
 from pathlib import Path
 
-from . import allocators as shared
+from . import allocators
+from .interpreter import PACKAGE_ROOT, ROOT
+from .options import BUILD_DIR
+
+SELECTED_TARGET = "malloc"  # build/libmalloc.so: the container picked at setup
+# A child Python that imports the package (the commands run at the repository root).
+# (tools/runsel puts PACKAGE_ROOT on this process's path already: named once.)
+PACKAGE_PATH = {"PYTHONPATH": ":".join([str(PACKAGE_ROOT.relative_to(ROOT)), *(
+    part for part in os.environ.get("PYTHONPATH", "").split(":")
+    if part and Path(part).resolve() != PACKAGE_ROOT)])}
 
 
 class StepFailed(Exception):
@@ -72,7 +82,7 @@ def is_configured(build_dir: Path) -> bool:
 
 
 def current_options(build_dir: Path) -> dict[str, str]:
-    return {name: option_text(value) for name, value in shared.build_options(build_dir).items()}
+    return {name: option_text(value) for name, value in allocators.build_options(build_dir).items()}
 
 
 def option_text(value) -> str:
@@ -107,3 +117,45 @@ def build(build_dir: Path, outputs: list[Path] | None = None) -> None:
     """ninja on the given outputs (paths under build_dir), or on everything."""
     targets = [os.path.relpath(path, build_dir) for path in outputs or []]
     run(["ninja", "-C", build_dir, *targets])
+
+
+# --- the libraries ------------------------------------------------------------------
+
+
+def defines_output(build_dir: Path, output: Path) -> bool:
+    wanted = output.resolve()
+    return any(Path(name).resolve() == wanted
+               for target in allocators.build_targets(build_dir) for name in target["filename"])
+
+
+def variant_libraries(build_dir: Path) -> dict[str, Path]:
+    """Every container's library, {container: build/libmalloc-<container>.so}, reference first."""
+    targets = allocators.build_targets(build_dir)
+    libraries = {name: root_relative(path)
+                 for name, path in allocators.variant_files(targets).items()}
+    if not libraries:
+        raise StepFailed(f"meson defines no {allocators.VARIANT_TARGET_PREFIX}<container> library")
+    return dict(sorted(libraries.items(), key=lambda item: item[0] != allocators.REFERENCE))
+
+
+def selected_library(build_dir: Path) -> Path:
+    """The file of build/libmalloc.so (a link to the file named with its version)."""
+    for target in allocators.build_targets(build_dir):
+        if target["type"] == "shared library" and target["name"] == SELECTED_TARGET:
+            return root_relative(Path(target["filename"][0]))
+    raise StepFailed(f"meson defines no {SELECTED_TARGET} library")
+
+
+def build_libraries(args: argparse.Namespace, extra: list[Path] = ()) -> dict[str, Path]:
+    """Builds every variant's library, build/libmalloc.so and `extra`; returns the variants."""
+    libraries = variant_libraries(args.build_dir)
+    build(args.build_dir, [*libraries.values(), selected_library(args.build_dir), *extra])
+    return libraries
+
+
+def root_relative(path: Path | None, default: Path = BUILD_DIR) -> Path:
+    """A path given from the caller's directory, as the commands (run at the root) see it."""
+    if path is None:
+        return default
+    absolute = path.resolve()
+    return absolute.relative_to(ROOT) if absolute.is_relative_to(ROOT) else absolute

@@ -8,6 +8,7 @@ computed that the run did not measure.
 from __future__ import annotations
 
 from . import report_firefox_corpus
+from .allocators import AS_BUILT, REFERENCE
 from .judgement import answer_group
 
 MOMENT_WORDS = {"loaded": "with the pages loaded", "closed": "after the tabs close",
@@ -302,9 +303,9 @@ def published_corpus_table(results: dict):
                              f"{FIGURE_WORDS[evidence['figure']]}{where}: "
                              f"{judged_cell(evidence['comparison'])}",
                              evidence["judgement"]])
-    reference = claims[0].get("reference", "rb_first") if claims else "rb_first"
+    reference = claims[0].get("reference", REFERENCE) if claims else REFERENCE
     against = ("moz_tree, mozjemalloc's tree as Firefox shipped it, the bug's own baseline"
-               if reference == "moz_tree" else
+               if reference == AS_BUILT else
                f"{reference} (the corpus did not replay moz_tree, the bug's own baseline)")
     return (f"Bug 1857133 judged on the corpus, against {reference}", headers, rows,
             f"Against {against}. "

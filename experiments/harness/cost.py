@@ -31,7 +31,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .allocators import runsel_variants, with_as_built
+from .allocators import (
+    PROFILE_REPLAYER_PREFIX,
+    PROFILE_TARGET_PREFIX,
+    runsel_variants,
+    with_as_built,
+)
 
 CALLGRIND = ["valgrind", "--tool=callgrind", "--cache-sim=yes", "--I1=32768,8,64",
              "--D1=32768,8,64", "--LL=8388608,16,64", "--compress-strings=no",
@@ -42,8 +47,8 @@ TOOL = "callgrind --cache-sim=yes (I1, D1 32 KiB 8-way; LL 8 MiB 16-way; 64 B li
 # between runs, or two runs of one variant make different choices. Under valgrind the
 # replayer cannot switch it off itself (its own re-execution), so callgrind runs get it too.
 FIXED_LAYOUT = ["setarch", "-R"]
-PROFILE_LIBRARY = "libprofile-malloc-{}.so"
-PROFILE_REPLAYER = "tools/runsel-profile-replay-{}"
+PROFILE_LIBRARY = f"lib{PROFILE_TARGET_PREFIX}{{}}.so"
+PROFILE_REPLAYER = f"tools/{PROFILE_REPLAYER_PREFIX}{{}}"
 # The builds a replay's cost is counted on, by their key in results.json's replay
 # entries: the prefix each adds to the container's name in its profiling twins' names
 # (meson.build). As shipped first: the verdict's figure; hardened, shown beside it.

@@ -9,21 +9,19 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from . import allocators as allocator_discovery
 from . import runs
+from .allocators import COUNTING_TARGET_PREFIX, Allocator, build_targets, targets_named
+from .derived import BIN_COUNTERS, HISTOGRAMS, totals
 from .fanout import fanned_map
-
-BIN_COUNTERS = ("picks", "picks_with_choice", "runs_created", "runs_destroyed")
-HISTOGRAMS = ("nonfull_at_pick", "picked_fullness")
 
 
 def counting_libraries(build_dir: Path, variants: list[str]) -> dict[str, Path]:
     """{variant: its counting library} for those the build defines and has built."""
     try:
-        targets = allocator_discovery.build_targets(build_dir)
+        targets = build_targets(build_dir)
     except (OSError, subprocess.CalledProcessError, ValueError):
         return {}
-    found = allocator_discovery.targets_named(targets, allocator_discovery.COUNTING_TARGET_PREFIX,
+    found = targets_named(targets, COUNTING_TARGET_PREFIX,
                                               "shared library")
     return {name: found[name] for name in variants if name in found and found[name].exists()}
 
@@ -41,35 +39,6 @@ def bins_counted(document: dict) -> list[dict] | None:
             for b in stats["bins"] if b["picks"] or b["runs_created"]]
 
 
-def totals(bins: list[dict]) -> dict:
-    """The counters summed over bins (histograms bucket by bucket), with the summaries
-    the report quotes: the median bucket of non-full runs at a pick (an index into the
-    log2 buckets 0, 1, 2–3, 4–7, ...) and the mean fullness of the picked run in percent
-    (each tenth bucket taken at its middle); None when nothing was picked."""
-    summed = {name: sum(b[name] for b in bins) for name in BIN_COUNTERS}
-    for name in HISTOGRAMS:
-        summed[name] = [sum(column) for column in zip(*(b[name] for b in bins))] if bins else []
-    summed["median_nonfull_bucket"] = median_bucket(summed["nonfull_at_pick"])
-    summed["mean_picked_fullness_percent"] = mean_fullness(summed["picked_fullness"])
-    return summed
-
-
-def median_bucket(histogram: list[int]) -> int | None:
-    total, seen = sum(histogram), 0
-    for index, count in enumerate(histogram):
-        seen += count
-        if total and seen * 2 >= total:
-            return index
-    return None
-
-
-def mean_fullness(histogram: list[int]) -> float | None:
-    total = sum(histogram)
-    if not total:
-        return None
-    return sum((index + 0.5) * 10 * count for index, count in enumerate(histogram)) / total
-
-
 def run_counting(workloads: list[runs.Workload], libraries: dict[str, Path], scale: float,
                  seed: int, timeout: float, fixed_layout: bool) -> dict:
     """{workload: {variant: {"bins": [...], "total": {...}} or {"error": ...}}}, for the
@@ -85,7 +54,7 @@ def run_counting(workloads: list[runs.Workload], libraries: dict[str, Path], sca
 
     def run(item: tuple) -> dict:
         workload, variant, library = item
-        allocator = allocator_discovery.Allocator(variant, True, library.resolve())
+        allocator = Allocator(variant, True, library.resolve())
         return runs.run_once(workload, allocator, scale, seed, timeout, prefix)
 
     def done(item: tuple, result: dict) -> None:

@@ -21,9 +21,9 @@ import sys
 import time
 from pathlib import Path
 
-from webkit import webkit_corpus as corpus
+from webkit import webkit_corpus
 
-from . import firefox_record
+from . import firefox_logs, firefox_record
 from .interpreter import ROOT
 
 SESSIONS = ROOT / "experiments" / "firefox" / "sessions.json"
@@ -62,8 +62,8 @@ def record_one(build_dir: Path, out: Path, session: dict, force: bool, recorder)
     """One session's run.json document (recorded or reused), or raises RecordFailed."""
     version = firefox_record.firefox_version()
     try:
-        every = corpus.corpus_pages(corpus.CORPUS, 1, None)
-    except corpus.CorpusError as failure:
+        every = webkit_corpus.corpus_pages(webkit_corpus.CORPUS, 1, None)
+    except webkit_corpus.CorpusError as failure:
         raise firefox_record.RecordFailed(str(failure)) from None
     if not all(1 <= page <= len(every) for page in session["pages"]):
         raise firefox_record.RecordFailed(
@@ -85,7 +85,7 @@ def foreign_session(path: Path, out: Path) -> dict:
         opener = gzip.open if path.read_bytes()[:2] == b"\x1f\x8b" else open
         with opener(path, "rb") as source, gzip.open(log, "wb") as target:
             shutil.copyfileobj(source, target)
-    figures = firefox_record.check_log(log)
+    figures = firefox_logs.check_log(log)
     marks = [{"mark": number, "label": f"mark_{number}"}
              for number in range(1, figures["marks"] + 1)]
     (directory / "content.0.marks.jsonl").write_text(

@@ -14,12 +14,7 @@ import sys
 from pathlib import Path
 
 from . import firefox_corpus, firefox_replay, firefox_workload, judgement, replays
-
-GROUPS = {  # group: (process role, row suffix), judged apart
-    "firefox": ("content", "@firefox"),
-    "firefox_classic": ("content", ""),
-    "firefox_parent": ("parent", "@firefox"),
-}
+from .firefox_names import GROUPS
 
 
 class SameGeometry(Exception):

@@ -18,11 +18,11 @@ import sys
 import tempfile
 from pathlib import Path
 
+from .allocators import CONVERTER_TARGET, FIREFOX_REPLAYER_TARGET
 from .firefox_record import FIREFOX
 
-REFERENCE_LIBRARY = Path("tools") / "firefox" / "librunsel-firefox-replay.so"
-CONVERTER = Path("tools") / "runsel-trace-convert"
-REFERENCE_NAME = "firefox"  # the reference row's name, beside the containers
+REFERENCE_LIBRARY = Path("tools") / "firefox" / f"lib{FIREFOX_REPLAYER_TARGET}.so"
+CONVERTER = Path("tools") / CONVERTER_TARGET
 MISSING = ("firefox-esr is missing (Debian package firefox-esr: apt-get install firefox-esr; "
            "tools/runsel installs it)")
 

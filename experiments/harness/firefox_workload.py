@@ -22,8 +22,17 @@ import tempfile
 import time
 from pathlib import Path
 
-from . import allocators, fanout, firefox_record, firefox_replay, judgement, replays
-from .allocators import FIREFOX_MATCHING as MATCHING
+from . import (
+    allocators,
+    fanout,
+    firefox_logs,
+    firefox_names,
+    firefox_record,
+    firefox_replay,
+    judgement,
+    replays,
+)
+from .allocators import FIREFOX_MATCHING
 from .interpreter import ROOT
 
 WORKLOAD = "firefox"  # the harness's name for this workload (--workload firefox)
@@ -70,7 +79,7 @@ def marks_of(document: dict, side: list[dict]) -> list[dict]:
 
 def process_entry(build_dir: Path, session: Path, process: dict, containers: dict[str, Path],
                   conf: str, timeout: float, progress,
-                  at_firefox: tuple[str, ...] = (MATCHING,)) -> dict:
+                  at_firefox: tuple[str, ...] = (FIREFOX_MATCHING,)) -> dict:
     """One process's log replayed on every container (classic run sizes), on the
     containers named in at_firefox under the installed Firefox's run sizes (NAME@firefox)
     and on Firefox's own allocator, with every figure at every mark."""
@@ -79,11 +88,11 @@ def process_entry(build_dir: Path, session: Path, process: dict, containers: dic
     if not trace.exists() or trace.stat().st_mtime < log.stat().st_mtime:
         progress(f"converting {log.name}")
         firefox_replay.convert(build_dir, log, trace, partial=not process["complete"])
-    side = firefox_record.read_marks(session / process["marks_file"])
+    side = firefox_logs.read_marks(session / process["marks_file"])
     jobs = [(name, program, None) for name, program in containers.items()]
     jobs += [(f"{name}@firefox", containers[name], conf) for name in at_firefox
              if name in containers]
-    jobs.append((firefox_replay.REFERENCE_NAME, None, None))
+    jobs.append((firefox_names.REFERENCE_NAME, None, None))
 
     def run(job):
         name, program, setting = job
@@ -96,7 +105,7 @@ def process_entry(build_dir: Path, session: Path, process: dict, containers: dic
     documents = dict(zip([job[0] for job in jobs], fanout.fanned_map(
         run, jobs, lambda job, _: progress(f"firefox {process['role']} replayed on {job[0]}"),
         kind="firefox replay")))
-    reference = documents[firefox_replay.REFERENCE_NAME]
+    reference = documents[firefox_names.REFERENCE_NAME]
     marks = marks_of(reference, side)
     for mark in marks:
         mark["figures"] = {}
@@ -156,8 +165,8 @@ def firefox_summary(build_dir: Path, cache: Path, pages: int, containers: list[s
         "recording_seconds": document["wall_seconds"], "session": str(session),
         "run_pages_setting": conf, "firefox_layout": layout, "classic_bytes_per_run": classic,
         "rows": {**{name: "classic run sizes" for name in programs},
-                 f"{MATCHING}@firefox": "the installed Firefox's run sizes",
-                 firefox_replay.REFERENCE_NAME: "Firefox's own mozjemalloc (its run sizes), "
+                 f"{FIREFOX_MATCHING}@firefox": "the installed Firefox's run sizes",
+                 firefox_names.REFERENCE_NAME: "Firefox's own mozjemalloc (its run sizes), "
                                                 "replaying the same trace, one arena"},
         "processes": processes, "seconds": round(time.monotonic() - started + spent, 1),
     }

@@ -17,7 +17,6 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from . import allocators as allocator_discovery
 from .interpreter import ROOT, ensure_libraries
 
 if __name__ == "__main__":  # run by Debian's python3 when this one lacks what the report needs
@@ -30,25 +29,40 @@ from . import (
     comparisons,
     corpus_report,
     counting,
+    derived,
     fanout,
     firefox_groups,
     firefox_record,
     firefox_workload,
     headroom,
     metrics,
+    options,
+    phases,
     progress,
     replays,
+    report,
     results,
     runs,
     targets,
     verdict,
     webkit_record,
 )
-from .allocators import REFERENCE, SETTING_SEPARATOR, THREAD_CACHE_SETTING
-from .presets import DEFAULT, QUICK, positive
+from .allocators import (
+    PROFILE_REPLAYER_PREFIX,
+    REFERENCE,
+    SETTING_SEPARATOR,
+    THREAD_CACHE_SETTING,
+    build_options,
+    runsel_variants,
+    same_choice_groups,
+    setting_variants,
+    system_allocators,
+)
+from .presets import DEFAULT, QUICK
 
 REPLAY = runs.REPLAY
 FIREFOX = firefox_workload.WORKLOAD
+DEFAULT_TIMEOUT = 600  # seconds per run
 
 
 def pick(items: list, wanted: list[str], what: str) -> list:
@@ -64,82 +78,23 @@ def pick(items: list, wanted: list[str], what: str) -> list:
 
 
 def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--build-dir", type=Path, default=ROOT / "build")
-    parser.add_argument("--out", type=Path, default=ROOT / "results" / "report",
-                        help="directory for results.json, report.md, report.html, pictures")
-    parser.add_argument("--quick", action="store_true",
-                        help=f"about a minute: {QUICK['repeat']} repetitions at scale "
-                             f"{QUICK['scale']}")
-    parser.add_argument("--repeat", type=positive(int),
-                        help="repetitions per (workload, allocator), at least 1")
-    parser.add_argument("--scale", type=positive(float),
-                        help="workload size (1.0 = default run), above 0")
-    parser.add_argument("--seed", type=int, default=1)
+    """The report's options as tools/runsel report takes them (options.py: declared once for
+    both), and the harness's own: --extend, --counters."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     parents=[options.build_options()])
+    options.add_report_options(parser)
     parser.add_argument("--extend", type=float, metavar="SECONDS",
                         help="after the rounds, keep adding rounds (runsel variants only) of "
                              "the workloads whose time comparisons with rb_first are wider "
                              f"than ±{comparisons.TARGET_PERCENT:g} %%, for at most this long "
                              f"(default {DEFAULT['extend']:g}, --quick {QUICK['extend']:g})")
-    parser.add_argument("--instructions", choices=("auto", "perf", "callgrind", "off"),
-                        default="auto", help="instruction counter; auto: perf when the "
-                        "machine has counters, else callgrind (default: auto)")
-    parser.add_argument("--instruction-scale", type=positive(float),
-                        help="workload size for callgrind runs (it is ~50x slower)")
-    parser.add_argument("--workload", action="append", default=[], metavar="NAME")
-    parser.add_argument("--trace", action="append", default=[], type=Path, metavar="PATH",
-                        help="add a replay:<file name> workload replaying this recorded "
-                             "trace (repeatable); --scale below 1 replays that fraction")
-    parser.add_argument("--allocator", action="append", default=[], metavar="NAME")
-    parser.add_argument("--webkit-pages", type=positive(int), metavar="N",
-                        help="pages of the webkit corpus each webkit run loads "
-                             f"(default {DEFAULT['webkit_pages']}, "
-                             f"--quick {QUICK['webkit_pages']})")
-    parser.add_argument("--webkit-repeat", type=positive(int), metavar="N",
-                        help="rounds the webkit workload takes part in (default "
-                             f"{DEFAULT['webkit_repeat']}, --quick {QUICK['webkit_repeat']})")
-    parser.add_argument("--firefox-pages", type=positive(int), metavar="N",
-                        help="pages of the corpus the recorded Firefox session loads (default "
-                             f"{DEFAULT['firefox_pages']}, --quick {QUICK['firefox_pages']}); "
-                             "--workload firefox alone runs only it; naming other workloads "
-                             "without firefox leaves it out")
-    parser.add_argument("--corpus-file", action="append", default=[], type=Path,
-                        metavar="PATH", help="add this trace or logalloc log (a Firefox "
-                        "session's, a real program's) to the trace corpus (repeatable): these "
-                        "files are judged as one more group of replicates; a logalloc log "
-                        "also joins the Firefox sessions' group")
-    parser.add_argument("--firefox-set", metavar="NAME",
-                        help="the Firefox sessions the answer is judged on "
-                             "(experiments/firefox/sessions.json; default "
-                             f"{DEFAULT['firefox_set']}, --quick {QUICK['firefox_set']}); "
-                             "recorded once each (results/firefox/corpus/)")
-    parser.add_argument("--scheduler", metavar="ADDRESS",
-                        help="run the deterministic steps (replays, callgrind counts) on this "
-                             "Dask scheduler (tcp://HOST:8786), whose workers get the tooling "
-                             "from here and must see this build and the traces at the same "
-                             "paths (checked before the first task; exit 2 naming the worker "
-                             "otherwise); default: a local cluster on this machine's cores")
-    parser.add_argument("--thread-cache-all", action="store_true",
-                        help="also time the workloads under the containers built with the "
-                             "thread cache (<container>@tcache, as settings); tools/runsel "
-                             "report --thread-cache-all builds every container with it")
-    parser.add_argument("--no-thread-cache", action="store_true",
-                        help="leave out the corpus replays behind a thread cache (on the "
-                             "containers built with it: the four anchors, or every container "
-                             "after tools/runsel report --thread-cache-all)")
-    parser.add_argument("--no-overlap", action="store_true",
-                        help="run the deterministic steps after the timed runs instead of "
-                             "beside them on the cores the timed runs leave free: a longer "
-                             "report whose timed runs share the machine with none of its own "
-                             "work (default: beside them, on a machine with 2 or more cores)")
-    parser.add_argument("--timeout", type=float, default=600, help="per run, seconds")
     parser.add_argument("--counters", choices=("auto", "off"), default="auto",
                         help="run each workload once under each variant's counting library "
                              "(build/libmalloc-counting-<container>.so) when it is built "
                              "(default: auto)")
-    parser.add_argument("--aslr", action="store_true",
-                        help="keep address-space randomisation (default: runs use setarch -R "
-                             "so every run of a variant sees the same address layout)")
+    # Run by hand, from any folder: the repository's build and results folders.
+    parser.set_defaults(build_dir=ROOT / options.BUILD_DIR, out=ROOT / options.REPORT_DIR,
+                        timeout=DEFAULT_TIMEOUT)
     return with_preset(parser.parse_args(argv))
 
 
@@ -149,6 +104,8 @@ def with_preset(args: argparse.Namespace) -> argparse.Namespace:
     # cluster's workers see the shared folders at the paths given, not at what a link
     # resolves to on this machine.
     args.build_dir, args.out = (Path(os.path.abspath(path)) for path in (args.build_dir, args.out))
+    args.trace, args.corpus_file = ([Path(os.path.abspath(path)) for path in paths]
+                                   for paths in (args.trace, args.corpus_file))
     preset = QUICK if args.quick else DEFAULT
     for name in ("repeat", "scale", "instruction_scale", "extend"):
         if getattr(args, name) is None:
@@ -192,13 +149,13 @@ def chosen(args: argparse.Namespace) -> tuple[list[runs.Workload], list, list[st
         workloads = pick(defined, args.workload, "workload")
     if any(workload.name == webkit_record.WEBKIT for workload in workloads):
         webkit_record.check_webkit()
-    system, missing = allocator_discovery.system_allocators()
-    containers = allocator_discovery.runsel_variants(args.build_dir)
+    system, missing = system_allocators()
+    containers = runsel_variants(args.build_dir)
     # The thread cache's libraries join the timed runs when asked for (by name, or with
     # --thread-cache-all); by default the cache is compared on the corpus (behind_cache).
     cached = args.thread_cache_all or any(name.endswith(SETTING_SEPARATOR + THREAD_CACHE_SETTING)
                                           for name in args.allocator)
-    settings = allocator_discovery.setting_variants(args.build_dir, containers, cached)
+    settings = setting_variants(args.build_dir, containers, cached)
     allocators = pick(containers + system + settings, args.allocator, "allocator")
     workloads = [dataclasses.replace(w, allocators=tuple(a.name for a in allocators
                                                          if not a.setting))
@@ -259,7 +216,7 @@ def shared_paths(args: argparse.Namespace, recorded: dict) -> list[Path]:
     # The callgrind counts' replayers, the profiling twins as shipped and hardened
     # (cost.BUILDS), where this machine has them: a worker's build must have them too.
     paths += sorted(path for path in (args.build_dir / "tools").glob(
-        "runsel-profile-replay-*") if path.is_file())
+        f"{PROFILE_REPLAYER_PREFIX}*") if path.is_file())
     return paths
 
 
@@ -303,7 +260,7 @@ def run_settings(args: argparse.Namespace, counted: dict, workloads: list,
     return {"repeat": args.repeat, "peer_repeat": args.peer_repeat or args.repeat,
             "scale": args.scale, "seed": args.seed,
             "default_purge_policy":
-                allocator_discovery.build_options(args.build_dir).get("purge_policy"),
+                build_options(args.build_dir).get("purge_policy"),
             "quick": args.quick, "aslr": args.aslr, "instructions": counter,
             "traces": {w.name: w.arguments[1] for w in workloads
                        if w.name.startswith(REPLAY + ":")},
@@ -325,22 +282,24 @@ def run_settings(args: argparse.Namespace, counted: dict, workloads: list,
             "libraries built)" if args.counters == "auto" else "off"}
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_arguments(argv)
-    fanout.configure(args.scheduler, args.build_dir)
-    started, load_before = time.time(), round(os.getloadavg()[0], 2)
-    workloads, allocators, missing = chosen(args)
-    names = [allocator.name for allocator in allocators]
-    print(f"harness: {len(workloads)} workloads × {len(allocators)} allocators × "
-          f"{args.repeat} repetitions, scale {args.scale}", file=sys.stderr)
-    print(f"harness: allocators: {', '.join(names)}"
-          + (f" (not installed: {', '.join(missing)})" if missing else ""), file=sys.stderr)
+def write_and_render(document: dict, out: Path) -> tuple[Path, Path, Path]:
+    """Writes results.json into `out`, then renders the report from what was written (so
+    a later `tools/runsel render` gives the same bytes). Returns the three paths."""
+    path = results.write(document, out)
+    written = results.written(path)
+    markdown, html = report.write_report(written, out)
+    print(report.summary_text(written))
+    return path, markdown, html
 
-    steps = progress.Progress(*progress.estimates(args.out, args.quick, args.repeat, args.scale))
-    phases = results.PhaseClock()  # seconds (wall and CPU) each step took, for the time budget
+
+def measure(args: argparse.Namespace, workloads: list, allocators: list,
+            steps: progress.Progress, clock: phases.PhaseClock) -> dict:
+    """The recordings, then the timed runs with the deterministic steps beside them (or
+    after them): {"valid", "discarded": the timed runs, "extra_rounds", "done": what
+    deterministic_steps() returned}."""
     steps.start("recordings", "the browser sessions, or their cached traces")
     recorded = record_first(args, workloads)
-    phases.end("recordings")
+    clock.end("recordings")
     steps.end("recordings")
     variants = [allocator for allocator in allocators if allocator.is_container]
     # The deterministic steps run beside the timed runs on the cores those leave free
@@ -357,61 +316,87 @@ def main(argv: list[str] | None = None) -> int:
                                                 args.seed, args.timeout, not args.aslr)
         extra_rounds = metrics.extend_until_resolved(workloads, variants, valid, discarded,
                                                      args)
-        phases.end("timed runs", beside=bool(beside_runs))
+        clock.end("timed runs", beside=bool(beside_runs))
         steps.end("timed runs")
         fanout.widen()
         steps.start("replays", "what is left of them, begun beside the timed runs"
                     if beside_runs else "exact replays and callgrind counts")
         done = (beside_runs.result() if beside_runs else
                 deterministic_steps(args, workloads, allocators, variants, recorded))
-    phases.end("deterministic steps")
+    clock.end("deterministic steps")
     steps.end("replays")
-    steps.start("statistics", "the figures, then the report and its pictures")
+    return {"valid": valid, "discarded": discarded, "extra_rounds": extra_rounds, "done": done}
+
+
+def summarize(args: argparse.Namespace, workloads: list, allocators: list,
+              measured: dict) -> dict:
+    """metrics.summarize's {"workloads", "checks", "corpus"} of the timed runs, joined with
+    the deterministic steps' entries and checks, the headroom's bounds ("headroom") and
+    their checks; the derived figures added (derived.py). Closes the Dask cluster."""
+    done = measured["done"]
     counted = done["counted"]
-    summary = metrics.summarize(valid, names, workloads, counted["counts"],
-                                allocator_discovery.same_choice_groups(args.build_dir),
+    summary = metrics.summarize(measured["valid"], [allocator.name for allocator in allocators],
+                                workloads, counted["counts"], same_choice_groups(args.build_dir),
                                 counted["counted"])
     summary["workloads"].update(done["summary"]["workloads"])
     summary["checks"].extend(done["summary"]["checks"])
     if done["corpus"] is not None:
         summary["corpus"] = done["corpus"]
         summary["corpus"]["fanout"] = fanout.describe()
-    firefox = done["firefox"]
-    bounds = headroom.build(summary.get("corpus"), firefox)
-    summary["checks"].extend(headroom.checks(bounds))
+    summary["headroom"] = headroom.build(summary.get("corpus"), done["firefox"])
+    summary["checks"].extend(headroom.checks(summary["headroom"]))
     fanout.close()
-    results.trim_chunk_maps(summary["workloads"])
-    results.derive(summary["workloads"])
-    document = {
+    derived.trim_chunk_maps(summary["workloads"])
+    derived.derive(summary["workloads"])
+    return summary
+
+
+def results_document(args: argparse.Namespace, run: dict, measured: dict,
+                     summary: dict) -> dict:
+    """results.json's document (experiments/README.md, "results.json") but for the time
+    figures; `run`: {"argv", "started", "load_before", "workloads", "allocators",
+    "missing"}."""
+    done, firefox = measured["done"], measured["done"]["firefox"]
+    argv = run["argv"]
+    return {
         "schema_version": results.SCHEMA_VERSION,
         "generated": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-        "duration_seconds": round(time.time() - started, 1),
+        "duration_seconds": round(time.time() - run["started"], 1),
         "command": " ".join(["tools/runsel report", *(argv if argv is not None else sys.argv[1:])]),
-        "machine": {**results.machine(), "load_average_1min_at_start": load_before},
-        "settings": run_settings(args, counted, workloads, extra_rounds),
+        "machine": {**phases.machine(), "load_average_1min_at_start": run["load_before"]},
+        "settings": run_settings(args, done["counted"], run["workloads"],
+                                 measured["extra_rounds"]),
         "reference": REFERENCE,
         "allocators": [{"name": a.name, "runsel": a.runsel, "setting": a.setting,
-                        "preload": str(a.preload) if a.preload else None} for a in allocators],
-        "missing_allocators": missing,
-        "workloads": [workload.name for workload in workloads],
+                        "preload": str(a.preload) if a.preload else None}
+                       for a in run["allocators"]],
+        "missing_allocators": run["missing"],
+        "workloads": [workload.name for workload in run["workloads"]],
         "summary": summary["workloads"],
         "checks": summary["checks"],
-        "discarded": discarded,
+        "discarded": measured["discarded"],
         "corpus": summary.get("corpus"),
         "verdict": verdict.build(summary["workloads"], summary.get("corpus")),
         "targets": targets.judge_workloads(summary["workloads"], REFERENCE),
         "firefox": firefox,
         "firefox_corpus": done["firefox_corpus"],
         "anchors": anchors.build(summary.get("corpus"), firefox),
-        "headroom": bounds,
+        "headroom": summary["headroom"],
     }
-    phases.end("statistics")
+
+
+def finish(args: argparse.Namespace, document: dict, steps: progress.Progress,
+           clock: phases.PhaseClock) -> int:
+    """The time figures added, results.json written and the report rendered from it, the
+    run's time tables and closing lines printed; the exit code (1 when a check failed or
+    a run was discarded)."""
     workers = ((document.get("corpus") or {}).get("fanout") or {}).get("workers") \
         or fanout.usable_cores()
-    results.add_time_figures(document, phases, workers, local=not args.scheduler)
-    path, markdown, html = results.write(document, args.out)
-    print("\n" + results.time_tables(document, phases, workers))
+    phases.add_time_figures(document, clock, workers, local=not args.scheduler)
+    path, markdown, html = write_and_render(document, args.out)
+    print("\n" + phases.time_tables(document, clock, workers))
     steps.end("statistics")
+    discarded = document["discarded"]
     failed = [check for check in document["checks"] if not check["ok"]]
     print(progress.closing(corpus_report.short_answer(results.load(path)),
                            [html, markdown, path], steps.elapsed(), steps.since)
@@ -419,6 +404,28 @@ def main(argv: list[str] | None = None) -> int:
              f"\n{len(failed)} check(s) failed and {len(discarded)} run(s) discarded: "
              "see the report's Checks"), flush=True)
     return 1 if discarded or failed else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_arguments(argv)
+    fanout.configure(args.scheduler, args.build_dir)
+    started, load_before = time.time(), round(os.getloadavg()[0], 2)
+    workloads, allocators, missing = chosen(args)
+    print(f"harness: {len(workloads)} workloads × {len(allocators)} allocators × "
+          f"{args.repeat} repetitions, scale {args.scale}", file=sys.stderr)
+    print(f"harness: allocators: {', '.join(allocator.name for allocator in allocators)}"
+          + (f" (not installed: {', '.join(missing)})" if missing else ""), file=sys.stderr)
+    steps = progress.Progress(*progress.estimates(args.out, args.quick, args.repeat, args.scale))
+    clock = phases.PhaseClock()  # seconds (wall and CPU) each step took, for the time budget
+    measured = measure(args, workloads, allocators, steps, clock)
+    steps.start("statistics", "the figures, then the report and its pictures")
+    summary = summarize(args, workloads, allocators, measured)
+    document = results_document(args, {"argv": argv, "started": started,
+                                       "load_before": load_before, "workloads": workloads,
+                                       "allocators": allocators, "missing": missing},
+                                measured, summary)
+    clock.end("statistics")
+    return finish(args, document, steps, clock)
 
 
 def entry() -> int:

@@ -22,10 +22,10 @@ import json
 import sys
 from pathlib import Path
 
+from . import judgement
+from .allocators import FIREFOX_MATCHING
 from .anchors import GROUP_LABELS
-from .judgement import moments as judged_moments
 
-SCALE = "lifo"  # today's mozjemalloc: the excess every container's is measured against
 MOMENTS = ("loaded", "closed", "peak", "session")  # session: the mean over every mark
 
 
@@ -52,7 +52,7 @@ def webkit_places(entry: dict) -> tuple[dict[str, dict[str, dict]], dict[str, li
         for point in (pair.get("exact") or {}).get("checkpoints") or []:
             places.setdefault(point["name"], {})[container] = point
     first = next(iter(entry["allocators"].values()))["exact"]["checkpoints"]
-    named = judged_moments(entry)
+    named = judgement.moments(entry)
     chosen = {moment: [named[moment]] for moment in ("loaded", "closed", "peak")}
     chosen["session"] = [point["name"] for point in first if point["kind"] == "mark"]
     return places, {moment: [n for n in names if n in places] for moment, names in chosen.items()}
@@ -109,8 +109,8 @@ def trace_headroom(places: dict[str, dict[str, dict]], chosen: dict[str, list[st
 def group_headroom(group: str, label: str, traces: dict[str, dict],
                    containers: list[str]) -> dict:
     """A group's traces ({name: trace_headroom}) summed: per moment the mean bound, each
-    container's mean excess and its percent of SCALE's (a ratio of the sums over the
-    traces; None without SCALE or when its excess is 0)."""
+    container's mean excess and its percent of FIREFOX_MATCHING's (a ratio of the sums over the
+    traces; None without FIREFOX_MATCHING or when its excess is 0)."""
     summed = {}
     for moment in MOMENTS:
         there = [t["moments"][moment] for t in traces.values() if moment in t["moments"]]
@@ -118,7 +118,7 @@ def group_headroom(group: str, label: str, traces: dict[str, dict],
             continue
         total = {key: {c: sum(t[key][c] for t in there) for c in containers}
                  for key in ("bin_unused", "excess", "kept_empty")}
-        scale = total["excess"].get(SCALE)
+        scale = total["excess"].get(FIREFOX_MATCHING)
         summed[moment] = {
             "traces": len(there), "checkpoints": sum(t["checkpoints"] for t in there),
             "bound": sum(t["bound"] for t in there) / len(there),
@@ -184,7 +184,9 @@ def build(corpus: dict | None, firefox: dict | None) -> dict | None:
     if firefox and "error" not in firefox:
         groups += firefox_groups(firefox, classic)
     groups = [group for group in groups if group["moments"]]
-    return {"scale": SCALE, "moments": list(MOMENTS), "groups": groups} if groups else None
+    if not groups:
+        return None
+    return {"scale": FIREFOX_MATCHING, "moments": list(MOMENTS), "groups": groups}
 
 
 def measured(args: argparse.Namespace) -> dict:
@@ -195,7 +197,9 @@ def measured(args: argparse.Namespace) -> dict:
     if args.trace:
         traces = {path.parent.name + "/" + path.name: path.resolve() for path in args.trace}
         entries = replays.corpus_summaries(traces, args.build_dir, "webkit",
-                                           args.variant or None, windows=0, counters=False,
+                                           args.variant or None,
+                                           windows=replays.CostWindows(windows=0),
+                                           counters=False,
                                            progress=lambda text: print(text, file=sys.stderr))
         corpus = {"groups": {"webkit": {"entries": entries}}}
     if args.firefox_session:

@@ -15,6 +15,7 @@ import numpy as np
 from matplotlib import colormaps
 from matplotlib.figure import Figure  # drawn without pyplot: no display, no global state
 
+from .allocators import FIREFOX_MATCHING, REFERENCE
 from .report_cells import MIB
 
 # Page codes of runsel_chunk_maps (memory/include/runsel.h).
@@ -175,7 +176,7 @@ def occupancy_checkpoint(left: dict, right: dict) -> str | None:
 
 
 def chunk_occupancy(results: dict, workload: str, path: Path,
-                    variants: tuple[str, str] = ("rb_first", "lifo")) -> Path | None:
+                    variants: tuple[str, str] = (REFERENCE, FIREFOX_MATCHING)) -> Path | None:
     """rb_first beside lifo: every arena chunk a row, every page a cell, at the
     checkpoint where the two differ most."""
     pairs = results["summary"][workload]["allocators"]

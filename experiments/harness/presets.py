@@ -23,13 +23,14 @@ from __future__ import annotations
 
 import argparse
 
-from .allocators import GLIBC, PEERS, REFERENCE
+from .allocators import AS_BUILT, FIREFOX_MATCHING, GLIBC, PEERS, REFERENCE
 
-QUICK_ANCHORS = (REFERENCE, "lifo", "jemalloc")
+QUICK_ANCHORS = (REFERENCE, FIREFOX_MATCHING, "jemalloc")
 # --quick's exact replays add moz_tree, the tree mozjemalloc shipped: the report's anchor
 # tables set it against rb_first and lifo (anchors.py).
-QUICK_REPLAYS = QUICK_ANCHORS + ("moz_tree",)
-BUG_1857133 = (REFERENCE, "rb_root", "lifo", "array_heap")  # verdict.PUBLISHED's containers
+QUICK_REPLAYS = QUICK_ANCHORS + (AS_BUILT,)
+# verdict.PUBLISHED's containers.
+BUG_1857133 = (REFERENCE, "rb_root", FIREFOX_MATCHING, "array_heap")
 DEFAULT = {"repeat": 12, "scale": 1.0, "instruction_scale": 0.05, "extend": 0,
            "webkit_pages": 2, "webkit_repeat": 5, "webkit_peer_repeat": 1,
            "webkit_allocators": BUG_1857133 + (GLIBC, *PEERS), "webkit_replay_allocators": (),

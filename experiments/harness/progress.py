@@ -1,7 +1,7 @@
 """Where `tools/runsel report` is: one line as each step starts and one as it ends, with
 the time since the report began and an estimate of the time left, and the closing lines
 (the short answer, the report's path, the total time). Standard library only: the command
-line (tools/runsel_cli.py) prints the first steps before the harness, which needs scipy,
+line (cli_report.py) prints the first steps before the harness, which needs scipy,
 has started.
 
 The steps, in order: installs (tools/runsel, before Python), build (meson and ninja),
@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 
 STEPS = ("installs", "build", "recordings", "timed runs", "replays", "statistics")
-# The harness's steps as results.json's phase_seconds names them (results.PhaseClock).
+# The harness's steps as results.json's phase_seconds names them (phases.PhaseClock).
 PHASES = {"recordings": "recordings", "timed runs": "timed runs",
           "replays": "deterministic steps", "statistics": "statistics"}
 STARTED_VARIABLE = "RUNSEL_REPORT_STARTED"  # time.time() when tools/runsel report began

@@ -22,20 +22,33 @@ import os
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
-from . import cost as callgrind_cost
 from .allocators import (
     CACHED_REPLAYER_PREFIX,
     CACHED_TWIN,
+    COUNTING_REPLAYER_PREFIX,
     REFERENCE,
     REPLAYER_PREFIX,
     as_built_environment,
     same_choice_groups,
 )
+from .cost import (
+    BUILDS,
+    DEFAULT_RECORDS,
+    DEFAULT_WINDOWS,
+    HARDENED,
+    SHIPPED,
+    WINDOW_RECORDS,
+    CostFailed,
+    build_profile_twins,
+    ninja,
+    replay_cost,
+)
 from .fanout import fanned_map
 
-COUNTING_REPLAYER = "tools/runsel-counting-replay-{}"  # on the counting twin, built on demand
+COUNTING_REPLAYER = f"tools/{COUNTING_REPLAYER_PREFIX}{{}}"  # on the counting twin, built on demand
 PICK_COUNTERS = ("picks", "picks_with_choice", "nonfull_at_pick", "picked_fullness",
                  "runs_created", "runs_destroyed")
 FIGURES = ("mapped", "committed", "allocated", "waste", "dirty", "bookkeeping", "bin_unused",
@@ -111,8 +124,8 @@ def counted_replays(trace: Path, build_dir: Path, containers: list[str], timeout
     """{container: counters or {"error": ...}} from the counting replayers."""
     programs = [build_dir / COUNTING_REPLAYER.format(name) for name in containers]
     try:
-        callgrind_cost.ninja(build_dir, programs)
-    except callgrind_cost.CostFailed as failure:
+        ninja(build_dir, programs)
+    except CostFailed as failure:
         return {name: {"error": str(failure)} for name in containers}
 
     def counted(program: Path) -> dict:
@@ -135,7 +148,7 @@ def key_checkpoint(document: dict) -> str:
 def exact_replay_summary(trace: Path, build_dir: Path, family: str = "trace",
                          label: str | None = None, timeout: float = 600,
                          containers: list[str] | None = None, progress=None,
-                         cost_records: int | None = callgrind_cost.DEFAULT_RECORDS,
+                         cost_records: int | None = DEFAULT_RECORDS,
                          counters: bool = True) -> dict:
     """One results.json summary entry of kind "replay": the trace replayed on every
     container; the reference twice, compared byte for byte; with cost_records, each
@@ -160,17 +173,17 @@ def exact_replay_summary(trace: Path, build_dir: Path, family: str = "trace",
              if counters else {name: None for name in documents})
     costs: dict[tuple[str, str], dict | None] = {}
     if cost_records:
-        cost_jobs = [(name, build) for build in callgrind_cost.BUILDS for name in documents]
+        cost_jobs = [(name, build) for build in BUILDS for name in documents]
         try:
-            callgrind_cost.build_profile_twins(build_dir, list(documents))
-        except callgrind_cost.CostFailed as failure:
+            build_profile_twins(build_dir, list(documents))
+        except CostFailed as failure:
             costs = {job: {"error": str(failure)} for job in cost_jobs}
 
         def cost(job: tuple[str, str]) -> dict:
             try:
-                return callgrind_cost.replay_cost(trace, build_dir, job[0], cost_records,
+                return replay_cost(trace, build_dir, job[0], cost_records,
                                                   timeout, build=job[1])
-            except callgrind_cost.CostFailed as failure:
+            except CostFailed as failure:
                 return {"error": str(failure)}
         if not costs:
             costs = dict(zip(cost_jobs, fanned_map(
@@ -187,106 +200,146 @@ def exact_replay_summary(trace: Path, build_dir: Path, family: str = "trace",
             "memory_comparable": True, "memory_note": None,
             "allocators": {name: {"exact": exact_figures(document, repeated.get(name)),
                                   **{build: costs.get((name, build))
-                                     for build in callgrind_cost.BUILDS},
+                                     for build in BUILDS},
                                   "counters": picks[name]}
                            for name, document in documents.items()}}
 
 
-def corpus_summaries(traces: dict[str, Path], build_dir: Path, family: str,
-                     containers: list[str] | None = None, timeout: float = 600, progress=None,
-                     cost_traces: int = 4, windows: int = callgrind_cost.DEFAULT_WINDOWS,
-                     window_records: int = callgrind_cost.WINDOW_RECORDS,
-                     counters: bool = True, cached: bool = False,
-                     hardened_traces: int | None = None) -> dict[str, dict]:
-    """A trace corpus ({name: trace file}) replayed exactly on every container, every
-    (trace, container) a task of its own (fanout): {name: summary entry of kind "replay"},
-    or {name: {"error": ...}} for a trace whose replays failed. The first `cost_traces`
-    traces also get each container's callgrind cost over `windows` windows spread across
-    the whole trace as shipped ("cost"), and the first `hardened_traces` of them (None:
-    all) hardened too ("cost_hardened"); the first trace the pick counters. `cached`: on
-    the containers built with the thread cache (cached_replayers; no counters, the
-    reference once; hardened only, the one build they have: "cost_hardened")."""
+@dataclass(frozen=True)
+class CostWindows:
+    """Which corpus replays callgrind counts, and how: the first `traces` traces, over
+    `windows` windows of `records` records spread across each trace (0 windows: none),
+    as shipped, and the first `hardened_traces` of them (None: all) hardened too."""
+    traces: int = 4
+    windows: int = DEFAULT_WINDOWS
+    records: int = WINDOW_RECORDS
+    hardened_traces: int | None = None
+
+    def jobs(self, traces: list[str], containers: list[str],
+             cached: bool) -> list[tuple[str, str, str]]:
+        """(trace, container, build): as shipped on the costed traces, hardened on its
+        share; the thread cache's replayers have the hardened build only."""
+        if not self.windows:
+            return []
+        costed = traces[:self.traces]
+        hardened = costed[:self.traces if self.hardened_traces is None else self.hardened_traces]
+        return [(trace, name, build) for build, built in
+                ((SHIPPED, [] if cached else costed),
+                 (HARDENED, costed if cached else hardened))
+                for trace in built for name in containers]
+
+
+def corpus_programs(build_dir: Path, containers: list[str] | None,
+                    cached: bool) -> dict[str, Path]:
+    """The replayers a corpus runs on: {container: program}, those of `containers` (None:
+    every one), on the thread cache's libraries when `cached`."""
     programs = cached_replayers(build_dir) if cached else replayers(build_dir)
     if containers:
         programs = {name: path for name, path in programs.items() if name in containers}
     if not programs:
         prefix = CACHED_REPLAYER_PREFIX if cached else REPLAYER_PREFIX
         raise ReplayFailed(f"no {prefix}<container> in {build_dir / 'tools'}")
-    kind, twin = (" (thread cache)", CACHED_TWIN) if cached else ("", "")
-    counters = counters and not cached
-    # (trace, container, 0) for every container, and (trace, reference, 1): the reference
-    # replayed twice, to prove the figures repeat.
+    return programs
+
+
+def corpus_documents(traces: dict[str, Path], programs: dict[str, Path], timeout: float,
+                     progress, kind: str, twice: bool) -> dict[tuple[str, str, int], dict]:
+    """Every trace replayed exactly on every container, as tasks: {(trace, container, 0):
+    the replayer's document or {"error"}}, and with `twice` (trace, reference, 1) too: the
+    reference replayed again, to prove the figures repeat."""
     jobs = [(trace, name, 0) for trace in traces for name in programs] + \
-        ([(trace, REFERENCE, 1) for trace in traces]
-         if REFERENCE in programs and not cached else [])
+        ([(trace, REFERENCE, 1) for trace in traces] if twice else [])
 
     def replayed(job: tuple[str, str, int]) -> dict:
         try:
             return replay_once(programs[job[1]], traces[job[0]], timeout)
         except ReplayFailed as failure:
             return {"error": str(failure)}
-    documents = dict(zip(jobs, fanned_map(
+    return dict(zip(jobs, fanned_map(
         replayed, jobs, lambda job, _: progress and progress(f"exact replay of {job[0]} on "
                                                              f"{job[1]}"),
         kind="corpus replay" + kind)))
-    costed = list(traces)[:cost_traces]
-    hardened = costed[:cost_traces if hardened_traces is None else hardened_traces]
-    # (trace, container, build): as shipped on the costed traces, hardened on its share.
-    cost_jobs = [(trace, name, build) for build, built in
-                 ((callgrind_cost.SHIPPED, [] if cached else costed),
-                  (callgrind_cost.HARDENED, costed if cached else hardened))
-                 for trace in built for name in programs] if windows else []
-    costs: dict[tuple[str, str, str], dict | None] = {}
-    if cost_jobs:
-        try:
-            callgrind_cost.build_profile_twins(
-                build_dir, [twin + name for name in programs],
-                tuple(dict.fromkeys(job[2] for job in cost_jobs)))
 
-            def cost(job: tuple[str, str, str]) -> dict:
-                try:
-                    return callgrind_cost.replay_cost(traces[job[0]], build_dir, twin + job[1],
-                                                      timeout=timeout * 4, windows=windows,
-                                                      window_records=window_records,
-                                                      build=job[2])
-                except callgrind_cost.CostFailed as failure:
-                    return {"error": str(failure)}
-            costs = dict(zip(cost_jobs, fanned_map(
-                cost, cost_jobs, lambda job, _: progress and progress(
-                    f"callgrind windows of {job[0]} on {job[1]} ({job[2]})"),
-                kind="corpus callgrind windows" + kind)))
-        except callgrind_cost.CostFailed as failure:
-            costs = {job: {"error": str(failure)} for job in cost_jobs}
-    first = next(iter(traces))
-    picks = counted_replays(traces[first], build_dir, list(programs), timeout) if counters else {}
-    entries = {}
-    for trace, path in traces.items():
-        failed = [document["error"] for job, document in documents.items()
-                  if job[0] == trace and "error" in document]
-        if failed:
-            entries[trace] = {"kind": "replay", "family": family, "trace": str(path),
-                              "error": failed[0], "allocators": {}}
-            continue
-        by_container = {name: documents[(trace, name, 0)] for name in programs}
+
+def corpus_costs(traces: dict[str, Path], build_dir: Path, twin: str,
+                 jobs: list[tuple[str, str, str]], windows: CostWindows, timeout: float,
+                 progress, kind: str) -> dict[tuple[str, str, str], dict]:
+    """callgrind's windows of each (trace, container, build) job, as tasks, on the
+    container's profiling twin (`twin`: its names' prefix): {job: cost or {"error"}}."""
+    if not jobs:
+        return {}
+    try:
+        build_profile_twins(build_dir, list(dict.fromkeys(twin + job[1] for job in jobs)),
+                            tuple(dict.fromkeys(job[2] for job in jobs)))
+    except CostFailed as failure:
+        return {job: {"error": str(failure)} for job in jobs}
+
+    def counted(job: tuple[str, str, str]) -> dict:
+        try:
+            return replay_cost(traces[job[0]], build_dir, twin + job[1], timeout=timeout * 4,
+                               windows=windows.windows, window_records=windows.records,
+                               build=job[2])
+        except CostFailed as failure:
+            return {"error": str(failure)}
+    return dict(zip(jobs, fanned_map(
+        counted, jobs, lambda job, _: progress and progress(
+            f"callgrind windows of {job[0]} on {job[1]} ({job[2]})"),
+        kind="corpus callgrind windows" + kind)))
+
+
+def corpus_entry(trace: str, path: Path, family: str, containers: list[str],
+                 documents: dict, costs: dict, picks: dict | None) -> dict:
+    """One trace's summary entry of kind "replay" from its replays (an {"error"} entry
+    when one failed or the containers' checkpoints differ); `picks`: the pick counters,
+    on the first trace only (None elsewhere)."""
+    failed = [document["error"] for job, document in documents.items()
+              if job[0] == trace and "error" in document]
+    by_container = {name: documents[(trace, name, 0)] for name in containers}
+    if not failed:
         checkpoints = {name: [(p["name"], p["ops"]) for p in doc["checkpoints"]]
                        for name, doc in by_container.items()}
         if len({tuple(sequence) for sequence in checkpoints.values()}) != 1:
-            entries[trace] = {"kind": "replay", "family": family, "trace": str(path),
-                              "error": "the containers' checkpoints differ", "allocators": {}}
-            continue
-        repeated = (documents[(trace, REFERENCE, 1)] == by_container[REFERENCE]
-                    if (trace, REFERENCE, 1) in documents else None)
-        entries[trace] = {
-            "kind": "replay", "family": family, "label": trace, "trace": str(path),
-            "key_checkpoint": key_checkpoint(next(iter(by_container.values()))),
-            "memory_comparable": True, "memory_note": None,
-            "allocators": {name: {"exact": exact_figures(document, repeated
-                                                         if name == REFERENCE else None),
-                                  **{build: costs.get((trace, name, build))
-                                     for build in callgrind_cost.BUILDS},
-                                  "counters": picks.get(name) if trace == first else None}
-                           for name, document in by_container.items()}}
-    return entries
+            failed = ["the containers' checkpoints differ"]
+    if failed:
+        return {"kind": "replay", "family": family, "trace": str(path), "error": failed[0],
+                "allocators": {}}
+    repeated = (documents[(trace, REFERENCE, 1)] == by_container[REFERENCE]
+                if (trace, REFERENCE, 1) in documents else None)
+    return {
+        "kind": "replay", "family": family, "label": trace, "trace": str(path),
+        "key_checkpoint": key_checkpoint(next(iter(by_container.values()))),
+        "memory_comparable": True, "memory_note": None,
+        "allocators": {name: {"exact": exact_figures(document, repeated
+                                                     if name == REFERENCE else None),
+                              **{build: costs.get((trace, name, build)) for build in BUILDS},
+                              "counters": picks.get(name) if picks is not None else None}
+                       for name, document in by_container.items()}}
+
+
+def corpus_summaries(traces: dict[str, Path], build_dir: Path, family: str,
+                     containers: list[str] | None = None, timeout: float = 600, progress=None,
+                     windows: CostWindows = CostWindows(), counters: bool = True,
+                     cached: bool = False) -> dict[str, dict]:
+    """A trace corpus ({name: trace file}) replayed exactly on every container, every
+    (trace, container) a task of its own (fanout): {name: summary entry of kind "replay"},
+    or {name: {"error": ...}} for a trace whose replays failed. The traces `windows` picks
+    also get each container's callgrind cost over its windows spread across the whole
+    trace, as shipped ("cost") and hardened ("cost_hardened"); the first trace the pick
+    counters. `cached`: on the containers built with the thread cache (cached_replayers;
+    no counters, the reference once; hardened only, the one build they have)."""
+    programs = corpus_programs(build_dir, containers, cached)
+    kind, twin = (" (thread cache)", CACHED_TWIN) if cached else ("", "")
+    documents = corpus_documents(traces, programs, timeout, progress, kind,
+                                 twice=REFERENCE in programs and not cached)
+    costs = corpus_costs(traces, build_dir, twin, windows.jobs(list(traces), list(programs),
+                                                               cached),
+                         windows, timeout, progress, kind)
+    first = next(iter(traces))
+    picks = (counted_replays(traces[first], build_dir, list(programs), timeout)
+             if counters and not cached else {})
+    return {trace: corpus_entry(trace, path, family, list(programs), documents, costs,
+                                picks if trace == first else None)
+            for trace, path in traces.items()}
 
 
 # What the choices decide at a checkpoint, so what containers that pick alike must give
@@ -364,7 +417,7 @@ def main() -> int:
     parser.add_argument("--build-dir", type=Path, required=True)
     parser.add_argument("--trace", type=Path, required=True)
     parser.add_argument("--family", default="trace")
-    parser.add_argument("--cost-records", type=int, default=callgrind_cost.DEFAULT_RECORDS,
+    parser.add_argument("--cost-records", type=int, default=DEFAULT_RECORDS,
                         help="records replayed under callgrind for the cost (0: no cost)")
     parser.add_argument("--out", type=Path, help="write the entry here (default: stdout)")
     args = parser.parse_args()

@@ -5,6 +5,7 @@ rows, note) out, like report.py's other tables; no statistics here."""
 
 from __future__ import annotations
 
+from .allocators import AS_BUILT, FIREFOX_MATCHING, REFERENCE
 from .corpus_report import FIGURE_WORDS, MOMENT_WORDS
 
 
@@ -37,7 +38,7 @@ def idealized_table(results: dict):
     anchors = results.get("anchors") or {}
     memory = anchors.get("memory") or {}
     title = ("How far the idealized tree is from the one mozjemalloc shipped: "
-             f"{anchors.get('shipped', 'moz_tree')} against {anchors.get('idealized', 'rb_first')}")
+             f"{anchors.get('shipped', AS_BUILT)} against {anchors.get('idealized', REFERENCE)}")
     if not memory.get("groups"):
         return title, [], [], ""
     headers = ["traces", "trace", *[f"{FIGURE_WORDS[figure]}, {moment}"
@@ -65,7 +66,7 @@ def cost_table(results: dict):
     """moz_tree's and lifo's own instructions per allocator call, and their difference."""
     anchors = results.get("anchors") or {}
     cost = anchors.get("cost") or {}
-    shipped, today = anchors.get("shipped", "moz_tree"), anchors.get("today", "lifo")
+    shipped, today = anchors.get("shipped", AS_BUILT), anchors.get("today", FIREFOX_MATCHING)
     title = (f"The change Firefox made, in instructions: {shipped} and {today} per "
              "allocator call")
     if not cost.get("groups"):

@@ -6,8 +6,7 @@ allocator at every mark of every session. Data in, (title, headers, rows, note) 
 from __future__ import annotations
 
 from .allocators import FIREFOX_MATCHING, REFERENCE
-from .firefox_groups import GROUPS
-from .firefox_replay import REFERENCE_NAME
+from .firefox_names import GROUPS, REFERENCE_NAME
 from .judgement import judgement_text
 
 MIB = 2 ** 20

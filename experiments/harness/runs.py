@@ -13,7 +13,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import cost as callgrind_cost
 from .allocators import (
     WORKLOAD_PREFIX,
     Allocator,
@@ -22,7 +21,16 @@ from .allocators import (
     round_order,
     targets_named,
 )
-from .cost import FIXED_LAYOUT
+from .cost import (
+    CALLGRIND,
+    FIXED_LAYOUT,
+    PERF_EVENTS,
+    PROFILE_LIBRARY,
+    CostFailed,
+    build_profile_libraries,
+    read_callgrind,
+    read_perf,
+)
 from .fanout import fanned_map
 
 
@@ -150,7 +158,7 @@ def choose_counter(requested: str) -> tuple[str, str]:
     if requested == "off":
         return "off", "switched off (--instructions off)"
     if requested in ("auto", "perf") and perf_works():
-        return "perf", f"perf stat -e {callgrind_cost.PERF_EVENTS} (whole process)"
+        return "perf", f"perf stat -e {PERF_EVENTS} (whole process)"
     if requested == "perf":
         return "off", "perf stat has no instruction counter on this machine"
     try:
@@ -167,7 +175,7 @@ def profiling_twin(allocator: Allocator) -> Allocator:
     allocator with the container's calls out of line); any other allocator as it is."""
     if not allocator.runsel or allocator.preload is None:
         return allocator
-    profile = callgrind_cost.PROFILE_LIBRARY.format(allocator.name)
+    profile = PROFILE_LIBRARY.format(allocator.name)
     return Allocator(allocator.name, True, allocator.preload.parent / profile)
 
 
@@ -179,9 +187,9 @@ def count_instructions(workload: Workload, allocator: Allocator, counter: str, s
     with tempfile.TemporaryDirectory() as scratch:
         if counter == "perf":
             prefix = ["perf", "stat", "-x,", "-o", f"{scratch}/perf.txt", "-e",
-                      callgrind_cost.PERF_EVENTS, "--"]
+                      PERF_EVENTS, "--"]
         else:
-            prefix = [*callgrind_cost.CALLGRIND, "--collect-atstart=no",
+            prefix = [*CALLGRIND, "--collect-atstart=no",
                       "--toggle-collect=workload_measured*",
                       f"--callgrind-out-file={scratch}/callgrind.out"]
             allocator = profiling_twin(allocator)
@@ -189,15 +197,15 @@ def count_instructions(workload: Workload, allocator: Allocator, counter: str, s
         if not result["ok"]:
             return {"error": result["error"]}
         if counter == "perf":
-            cost = callgrind_cost.read_perf(Path(f"{scratch}/perf.txt").read_text())
+            cost = read_perf(Path(f"{scratch}/perf.txt").read_text())
             if cost["instructions"] is None:
                 return {"error": "no instruction count in perf's output"}
         else:
             try:
-                cost = callgrind_cost.read_callgrind(
+                cost = read_callgrind(
                     Path(f"{scratch}/callgrind.out"),
                     str(allocator.preload) if allocator.preload else None)
-            except (OSError, callgrind_cost.CostFailed) as failure:
+            except (OSError, CostFailed) as failure:
                 return {"error": f"callgrind: {failure}"}
     cost["scale"] = scale
     return {"instructions": cost["instructions"], "cost": cost}
@@ -212,7 +220,7 @@ def run_instruction_counts(workloads: list[Workload], allocators: list[Allocator
     if counter == "callgrind":
         twins = [allocator for allocator in allocators if allocator.is_container]
         if twins:
-            callgrind_cost.build_profile_libraries(twins[0].preload.parent,
+            build_profile_libraries(twins[0].preload.parent,
                                                    [allocator.name for allocator in twins])
     progress = Progress(len(workloads) * len(allocators), counter)
 

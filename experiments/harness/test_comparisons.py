@@ -13,7 +13,7 @@ import unittest
 
 import numpy as np
 
-from . import comparisons, metrics, report, targets, verdict, verdict_text
+from . import comparisons, metrics, report_firefox, targets, verdict, verdict_text
 
 ROUNDS = 21
 
@@ -403,10 +403,10 @@ def firefox_entry() -> dict:
 
 
 class FirefoxTables(unittest.TestCase):
-    """The report's firefox tables (report.py) on a known entry."""
+    """The report's firefox tables (report_firefox.py) on a known entry."""
 
     def test_every_mark_against_the_reference_and_the_run_sizes_alone(self):
-        _, headers, rows, _ = report.firefox_marks_table({"firefox": firefox_entry()})
+        _, headers, rows, _ = report_firefox.firefox_marks_table({"firefox": firefox_entry()})
         self.assertEqual(len(rows), 3)  # the every-N mark is left out: one row per figure
         bin_unused = dict(zip(headers, rows[2]))
         self.assertEqual(bin_unused["figure"], "bin_unused")
@@ -416,16 +416,17 @@ class FirefoxTables(unittest.TestCase):
         self.assertEqual(bin_unused["the run sizes alone"], "+28.75 %")  # 1030 / 800
 
     def test_every_container_and_the_recording(self):
-        _, _, rows, note = report.firefox_containers_table({"firefox": firefox_entry()})
+        _, _, rows, note = report_firefox.firefox_containers_table({"firefox": firefox_entry()})
         by_row = {row[0]: row for row in rows}
         self.assertEqual(by_row["firefox"][5:], ["+0.00 %", "+0.00 %"])
         self.assertEqual(by_row["lifo"][5:], ["+6.67 %", "-20.00 %"])
         self.assertIn("tab_1_loaded", note)
-        _, _, rows, note = report.firefox_recording_table({"firefox": firefox_entry()})
+        _, _, rows, note = report_firefox.firefox_recording_table({"firefox": firefox_entry()})
         self.assertEqual(rows[0][4], "97.0% of 11")
         self.assertIn("cut short", rows[0][7])
         self.assertIn("reused", note)
-        _, _, rows, _ = report.firefox_recording_table({"firefox": {"error": "no firefox-esr"}})
+        _, _, rows, _ = report_firefox.firefox_recording_table(
+            {"firefox": {"error": "no firefox-esr"}})
         self.assertEqual(rows[0][-1], "no firefox-esr")
 
 

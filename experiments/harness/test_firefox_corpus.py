@@ -17,6 +17,7 @@ from unittest import mock
 from . import (
     firefox_corpus,
     firefox_groups,
+    firefox_logs,
     firefox_record,
     firefox_replay,
     firefox_workload,
@@ -87,7 +88,7 @@ class CorpusTest(unittest.TestCase):
         FakeSession.started, FakeSession.fail, FakeSession.reuse = 0, False, False
         for patch in (mock.patch.object(firefox_record, "Session", FakeSession),
                       mock.patch.object(firefox_record, "firefox_version", lambda: "test-1"),
-                      mock.patch.object(firefox_corpus.corpus, "corpus_pages",
+                      mock.patch.object(firefox_corpus.webkit_corpus, "corpus_pages",
                                         lambda path, first, pages: PAGES),
                       mock.patch.object(firefox_record.time, "sleep", lambda s: None)):
             patch.start()
@@ -131,7 +132,7 @@ class CorpusTest(unittest.TestCase):
 
     def fake_process(self, build_dir, session, process, containers, conf, timeout, progress,
                      at_firefox=()):
-        marks = firefox_record.read_marks(session / process["marks_file"])
+        marks = firefox_logs.read_marks(session / process["marks_file"])
         names = list(containers) + [f"{name}@firefox" for name in at_firefox]
         geometry = {name: [4096 if name in containers or self.same else 16384]
                     for name in names}

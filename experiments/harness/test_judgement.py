@@ -267,7 +267,7 @@ class BehindAThreadCache(unittest.TestCase):
     each container is judged against that container without it."""
 
     def test_an_effect_the_cache_hides_and_the_cache_own_effect(self):
-        from . import behind_cache
+        from . import behind_cache, report_cache
         plain = corpus(seed=5, traces=6, planted=1.04, noise=0.002, swing=0.0)
         cached = {}
         for trace, entry in plain.items():
@@ -297,7 +297,7 @@ class BehindAThreadCache(unittest.TestCase):
                                                     "rb_first": effect,
                                                     "planted": behind_cache.cache_effect(
                                                         plain, cached, "planted")}}}}
-        title, headers, rows, note = behind_cache.table(document)
+        title, headers, rows, note = report_cache.table(document)
         self.assertEqual([row[0] for row in rows],
                          ["planted", "rb_first with the cache", "planted with the cache"])
         self.assertEqual(rows[0][3], "identical")  # purged resident, closed, behind the cache

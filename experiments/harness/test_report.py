@@ -17,7 +17,6 @@ shows as a diff of that file, reviewed with the change.
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
 import tempfile
@@ -29,30 +28,24 @@ from . import (
     corpus_report,
     report,
     report_anchors,
+    report_cells,
     report_check_price,
     report_firefox_corpus,
+    report_fixture,
     report_headroom,
+    report_tables,
     results,
     verdict_text,
 )
-
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
-FIXTURE = FIXTURES / "results.json"
-EXPECTED_MARKDOWN = FIXTURES / "report.md"
-# What the fixture keeps of a run: live workloads with time and memory evidence for bug
-# 1857133's figures (churn: sp3, steady_state: base), the live webkit workload and its
-# exact replay; the containers of bug 1857133, two peers and one setting.
-KEEP_WORKLOADS = ("churn", "steady_state", "webkit", "webkit replay")
-KEEP_ALLOCATORS = ("rb_first", "rb_root", "lifo", "array_heap", "glibc", "jemalloc",
-                   "rb_first@purge:decay")
+from .allocators import AS_BUILT, FIREFOX_MATCHING, REFERENCE
 
 
 class RenderedFromTheFixture(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.results = results.load(FIXTURE)
+        cls.results = results.load(report_fixture.FIXTURE)
         cls.tables = {title: (headers, rows, note)
-                      for title, headers, rows, note in report.tables(cls.results)}
+                      for title, headers, rows, note in report_tables.tables(cls.results)}
         cls.scratch = tempfile.TemporaryDirectory(prefix="runsel-report-test-")
         cls.out = Path(cls.scratch.name)
         cls.markdown, cls.html = report.write_report(cls.results, cls.out)
@@ -116,7 +109,7 @@ class RenderedFromTheFixture(unittest.TestCase):
             self.assertTrue(cells["workload"].startswith(name))
             self.assertEqual(cells["allocator"], allocator)
             self.assertEqual(cells["median ms"], f"{pair['median_seconds'] * 1e3:.1f}")
-            self.assertEqual(cells["peak MiB"], report.mib(pair["peak_resident"]))
+            self.assertEqual(cells["peak MiB"], report_cells.mib(pair["peak_resident"]))
 
     def test_the_choices_table_quotes_the_stored_totals(self):
         rows = self.rows_of("What the containers had to choose between")
@@ -126,7 +119,7 @@ class RenderedFromTheFixture(unittest.TestCase):
             total = pair["counters"]["total"]
             self.assertEqual(cells["picks"], f"{total['picks']:,d}")
             self.assertEqual(cells["non-full runs at a pick (median bucket)"],
-                             report.BUCKET_NAMES[total["median_nonfull_bucket"]])
+                             report_tables.BUCKET_NAMES[total["median_nonfull_bucket"]])
             self.assertEqual(cells["picked run's fullness (mean)"],
                              f"{total['mean_picked_fullness_percent']:.0f} %")
 
@@ -138,7 +131,7 @@ class RenderedFromTheFixture(unittest.TestCase):
         for cells in rows:
             compared = entry["allocators"][cells["container"]]["exact_vs_reference"]
             resident = compared[cells["checkpoint"]]["resident"]
-            self.assertEqual(cells["resident vs rb_first"], report.bytes_cell(resident))
+            self.assertEqual(cells["resident vs rb_first"], report_cells.bytes_cell(resident))
 
     def test_the_report_opens_with_the_answer_then_the_verdict_and_its_sentences(self):
         markdown = self.markdown.read_text()
@@ -217,7 +210,7 @@ class RenderedFromTheFixture(unittest.TestCase):
         groups = stored["memory"]["groups"]
         self.assertEqual(len(rows), sum(len(group["traces"]) + 1 for group in groups))
         webkit = self.results["corpus"]["groups"]["webkit"]
-        judged = webkit["judgement"]["containers"][anchors.SHIPPED]["memory"]
+        judged = webkit["judgement"]["containers"][AS_BUILT]["memory"]
         group = next(group for group in groups if group["group"] == "webkit")
         self.assertEqual([t["trace"] for t in group["traces"]], list(webkit["entries"]))
         for column, (moment, figure) in enumerate(stored["memory"]["columns"]):
@@ -226,8 +219,8 @@ class RenderedFromTheFixture(unittest.TestCase):
                 # The exact difference, from the two replays' own figures.
                 entry = webkit["entries"][trace["trace"]]
                 name = judgement_moments(entry)[moment]
-                mine, base = (point_named(entry, anchors.SHIPPED, name),
-                              point_named(entry, anchors.IDEALIZED, name))
+                mine, base = (point_named(entry, AS_BUILT, name),
+                              point_named(entry, REFERENCE, name))
                 expected = (100 * (figure_of(mine, figure) - figure_of(base, figure))
                             / figure_of(base, figure))
                 self.assertAlmostEqual(trace["differences"][column], expected)
@@ -247,11 +240,11 @@ class RenderedFromTheFixture(unittest.TestCase):
             pairs = entries[trace["trace"]]["allocators"]
             shipped, today = (pairs[name]["cost"]["allocator_instructions"]
                               / pairs[name]["cost"]["calls"]
-                              for name in (anchors.SHIPPED, anchors.TODAY))
+                              for name in (AS_BUILT, FIREFOX_MATCHING))
             self.assertAlmostEqual(trace["difference"], shipped - today)
-            self.assertEqual(cells[anchors.SHIPPED], f"{shipped:.1f}")
-            self.assertEqual(cells[anchors.TODAY], f"{today:.1f}")
-            self.assertEqual(cells[f"{anchors.SHIPPED} − {anchors.TODAY}"],
+            self.assertEqual(cells[AS_BUILT], f"{shipped:.1f}")
+            self.assertEqual(cells[FIREFOX_MATCHING], f"{today:.1f}")
+            self.assertEqual(cells[f"{AS_BUILT} − {FIREFOX_MATCHING}"],
                              f"{shipped - today:+.1f}")
         judged = stored[0]["judged"]["difference"]
         self.assertEqual(judged["n"], len(stored[0]["traces"]))
@@ -291,14 +284,14 @@ class RenderedFromTheFixture(unittest.TestCase):
                 self.assertAlmostEqual(value, expected, msg=f"{name} on {trace}")
         stored = self.results["anchors"]["cost"]["groups"][0]
         rows = self.rows_of(report_anchors.cost_table(self.results)[0])
-        column = f"{anchors.SHIPPED} − {anchors.TODAY}, hardened"
+        column = f"{AS_BUILT} − {FIREFOX_MATCHING}, hardened"
         for trace, cells in zip(stored["traces"], rows):
             mine = shipped[trace["trace"]]
             self.assertAlmostEqual(trace["difference"],
-                                   mine[anchors.SHIPPED] - mine[anchors.TODAY])
+                                   mine[AS_BUILT] - mine[FIREFOX_MATCHING])
             if trace["trace"] in hardened:
                 theirs = hardened[trace["trace"]]
-                difference = theirs[anchors.SHIPPED] - theirs[anchors.TODAY]
+                difference = theirs[AS_BUILT] - theirs[FIREFOX_MATCHING]
                 self.assertAlmostEqual(trace["difference_hardened"], difference)
                 self.assertEqual(cells[column], f"{difference:+.1f}")
             else:
@@ -338,10 +331,10 @@ class RenderedFromTheFixture(unittest.TestCase):
 
     def test_rendering_is_repeatable_and_matches_the_expected_report(self):
         with tempfile.TemporaryDirectory(prefix="runsel-report-again-") as again:
-            markdown, html = report.write_report(results.load(FIXTURE), Path(again))
+            markdown, html = report.write_report(results.load(report_fixture.FIXTURE), Path(again))
             self.assertEqual(markdown.read_bytes(), self.markdown.read_bytes())
             self.assertEqual(html.read_bytes(), self.html.read_bytes())
-        self.assertEqual(self.markdown.read_text(), EXPECTED_MARKDOWN.read_text(),
+        self.assertEqual(self.markdown.read_text(), report_fixture.EXPECTED_MARKDOWN.read_text(),
                          "report.md differs from fixtures/report.md (a layout or wording "
                          "change: --regenerate, and review the diff)")
 
@@ -401,7 +394,7 @@ class AnswerOverACorpus(unittest.TestCase):
                   "cost": {"traces": 8, "windows": 20, "window_records": 25000},
                   "groups": {"webkit": {"entries": entries, "judgement":
                                         judgement.judge_corpus(entries, "rb_first")}}}
-        run = {**results.load(FIXTURE), "corpus": corpus}
+        run = {**results.load(report_fixture.FIXTURE), "corpus": corpus}
         run["verdict"]["published_on_corpus"] = verdict.corpus_published(corpus)
         paragraph = corpus_report.answer_paragraph(run)
         self.assertIn("Over 8 WebKit traces (corpus pages 1-4 ×8; 8 reused", paragraph)
@@ -420,34 +413,6 @@ class AnswerOverACorpus(unittest.TestCase):
             self.assertTrue(drawn.exists() and drawn.stat().st_size > 1000)
 
 
-def judged_as(outcome: str, percent: float, half: float = 1.0) -> dict:
-    """One judgement (judgement.judge's keys the report reads) with this outcome."""
-    return {"outcome": outcome, "percent": percent, "low": percent - half,
-            "high": percent + half, "half_width": half, "sd": half, "n_traces": 8}
-
-
-def run_judged(containers: dict[str, dict[tuple[str, str], dict]], traces: int = 8) -> dict:
-    """A results.json whose answer group has this judgement: {container: {(moment or
-    "cost", figure): judgement}} (every other figure not resolvable)."""
-    judged = {}
-    for container, figures in containers.items():
-        memory = {moment: {figure: figures.get((moment, figure), judged_as("not resolvable", 0.1))
-                           for figure in ("purged_resident", "footprint", "bin_unused",
-                                          "resident", "committed", "dirty")}
-                  for moment in ("loaded", "closed", "peak")}
-        cost = {figure: figures.get(("cost", figure), judged_as("not resolvable", 0.1))
-                for figure in ("instructions_per_call", "d1_misses_per_call",
-                               "ll_misses_per_call")}
-        judged[container] = {"memory": memory, "cost": cost}
-    judgement = {"reference": "rb_first", "traces": [f"t{i}" for i in range(traces)],
-                 "containers": judged}
-    return {"corpus": {"recordings": [], "cost": {}, "groups": {
-        "webkit": {"entries": {}, "judgement": judgement},
-        "browsers": {"entries": {}, "members": {"webkit": [f"t{i}" for i in range(traces - 1)],
-                                                "firefox": ["content (7)"]},
-                     "firefox": "128", "judgement": judgement}}}}
-
-
 class ShortAnswer(unittest.TestCase):
     """The first screen's answer, written from the judgement: the favoured container on
     memory and on cost with its interval, what was not resolved, in at most 120 words."""
@@ -455,12 +420,12 @@ class ShortAnswer(unittest.TestCase):
     MEMORY, COST = ("closed", "purged_resident"), ("cost", "instructions_per_call")
 
     def test_the_lowest_resolved_container_is_favoured(self):
-        run = run_judged({
-            "age_address": {self.MEMORY: judged_as("lower", -0.72, 0.24),
-                            self.COST: judged_as("higher", 4.0, 1.0)},
-            "je_slabs": {self.MEMORY: judged_as("lower", -0.30, 0.2),
-                         self.COST: judged_as("lower", -2.5, 1.0)},
-            "lifo": {self.COST: judged_as("lower", -9.0, 3.0)}})
+        run = report_fixture.run_judged({
+            "age_address": {self.MEMORY: report_fixture.judged_as("lower", -0.72, 0.24),
+                            self.COST: report_fixture.judged_as("higher", 4.0, 1.0)},
+            "je_slabs": {self.MEMORY: report_fixture.judged_as("lower", -0.30, 0.2),
+                         self.COST: report_fixture.judged_as("lower", -2.5, 1.0)},
+            "lifo": {self.COST: report_fixture.judged_as("lower", -9.0, 3.0)}})
         short = corpus_report.short_answer(run)
         self.assertIn("over 7 WebKit traces and 1 Firefox log, each container", short)
         self.assertIn("the data favours age_address -0.72 % [-0.96, -0.48] (1 more also below "
@@ -471,10 +436,10 @@ class ShortAnswer(unittest.TestCase):
                       "resident", short)
 
     def test_the_reference_is_favoured_over_the_containers_above_it(self):
-        run = run_judged({
-            "moz_tree": {self.COST: judged_as("higher", 21.57, 7.45),
-                         self.MEMORY: judged_as("higher", 0.5, 0.1)},
-            "wavl": {self.COST: judged_as("higher", 30.0, 5.0)}})
+        run = report_fixture.run_judged({
+            "moz_tree": {self.COST: report_fixture.judged_as("higher", 21.57, 7.45),
+                         self.MEMORY: report_fixture.judged_as("higher", 0.5, 0.1)},
+            "wavl": {self.COST: report_fixture.judged_as("higher", 30.0, 5.0)}})
         short = corpus_report.short_answer(run)
         self.assertIn("the data favours rb_first over moz_tree +0.50 % [+0.40, +0.60], and no "
                       "container over rb_first", short)
@@ -488,7 +453,7 @@ class ShortAnswer(unittest.TestCase):
         names = ["rb_root", "lifo", "array_heap", "pairing_heap", "fullest_first",
                  "sorted_by_free", "age_address", "pairing_heap_lazy", "wavl", "moz_tree",
                  "je_slabs"]
-        short = corpus_report.short_answer(run_judged({name: {} for name in names}))
+        short = corpus_report.short_answer(report_fixture.run_judged({name: {} for name in names}))
         self.assertLessEqual(len(short.replace("**", "").split()),
                              corpus_report.SHORT_ANSWER_WORDS, short)
         self.assertIn("the data favours none: no container is resolved above or below rb_first",
@@ -504,84 +469,11 @@ class ShortAnswer(unittest.TestCase):
         self.assertEqual(report.opening({"corpus": None})[1], None)  # said once, not twice
 
 
-def shrink(run: dict) -> dict:
-    """A run's results, kept to KEEP_WORKLOADS and KEEP_ALLOCATORS, with the verdict, the
-    targets and the derived figures computed again by the harness's own modules."""
-    from . import anchors, headroom, targets, verdict  # statistics: to remake the fixture only
-    run = results.load(run) if isinstance(run, Path) else run
-    # Before the corpus is trimmed: the mean over marks needs every mark.
-    bounds = headroom.build(run.get("corpus"), run.get("firefox"))
-    summary = {name: data for name, data in run["summary"].items() if name in KEEP_WORKLOADS}
-    for data in summary.values():
-        data["allocators"] = {name: pair for name, pair in data["allocators"].items()
-                              if name in KEEP_ALLOCATORS}
-        for pair in data["allocators"].values():
-            if "runsel" in pair:  # the report reads runsel's stats at the key only
-                pair["runsel"] = {name: stats for name, stats in pair["runsel"].items()
-                                  if name == data["key_checkpoint"]}
-            if pair.get("exact"):  # and an exact replay's figures at the key and the peak
-                pair["exact"]["checkpoints"] = [point for point in pair["exact"]["checkpoints"]
-                                                if point["name"] == data["key_checkpoint"]]
-    corpus = trimmed_corpus(run.get("corpus"))
-    run.update(summary=summary, workloads=list(summary), corpus=corpus,
-               anchors=anchors.build(corpus, run.get("firefox")), headroom=bounds,
-               allocators=[a for a in run["allocators"] if a["name"] in KEEP_ALLOCATORS],
-               checks=[c for c in run["checks"] if c["workload"] in summary],
-               discarded=[d for d in run["discarded"] if d["workload"] in summary],
-               verdict=verdict.build(summary, corpus),
-               targets=targets.judge_workloads(summary, run["reference"]))
-    results.derive(summary)
-    for data in summary.values():  # the report reads the counters' totals only
-        for pair in data["allocators"].values():
-            if pair.get("counters") and "bins" in pair["counters"]:
-                del pair["counters"]["bins"]
-    return run
-
-
-def trimmed_corpus(corpus: dict | None) -> dict | None:
-    """The trace corpus with each replay's checkpoints kept to those the report reads (the
-    moments judged, judgement.moments), the size classes only where the per-class table
-    reads them (the first trace after the close), and the judgement computed again."""
-    from . import judgement
-    if not corpus:
-        return corpus
-    for group in corpus.get("groups", {}).values():
-        entries = group.get("entries", {})
-        for index, entry in enumerate(entries.values()):
-            if "error" in entry:
-                continue
-            kept = set(judgement.moments(entry).values())
-            for pair in entry["allocators"].values():
-                pair["exact"]["checkpoints"] = [point for point in pair["exact"]["checkpoints"]
-                                                if point["name"] in kept]
-                for point in [pair["exact"]["peak"], *pair["exact"]["checkpoints"]]:
-                    if index > 0 or point["name"] != judgement.moments(entry)["closed"]:
-                        point.pop("bins", None)
-        usable = {name: entry for name, entry in entries.items() if "error" not in entry}
-        if entries:  # "browsers" holds no entries (it joins the others'): kept as the run judged it
-            group.update(judgement.group_judgements(usable))
-    cached = corpus.get("behind_cache") or {}
-    for entry in (cached.get("entries") or {}).values():  # its table reads its judgements
-        for pair in entry.get("allocators", {}).values():
-            for point in [pair["exact"]["peak"], *pair["exact"]["checkpoints"]]:
-                point.pop("bins", None)
-    return corpus
-
-
-def regenerate(source: Path) -> None:
-    FIXTURES.mkdir(exist_ok=True)
-    FIXTURE.write_text(json.dumps(shrink(source), indent=1) + "\n")
-    with tempfile.TemporaryDirectory(prefix="runsel-report-fixture-") as scratch:
-        markdown, _ = report.write_report(results.load(FIXTURE), Path(scratch))
-        EXPECTED_MARKDOWN.write_text(markdown.read_text())
-    print(f"wrote {FIXTURE} ({FIXTURE.stat().st_size:,d} bytes) and {EXPECTED_MARKDOWN}")
-
-
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--regenerate", type=Path, metavar="RESULTS_JSON")
     options, rest = parser.parse_known_args()
     if options.regenerate:
-        regenerate(options.regenerate)
+        report_fixture.regenerate(options.regenerate)
         sys.exit(0)
     unittest.main(argv=[sys.argv[0], *rest], verbosity=1)

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from . import replays, runs
 from .allocators import runsel_variants, same_choice_groups
+from .cost import build_profile_libraries, read_perf
 from .interpreter import package_environment
 from .test_harness import (
     SYSTEM_ALLOCATORS,
@@ -150,7 +151,7 @@ def check_perf_parsing(failures: Failures) -> None:
             "1234567,,instructions:u,1000,100.00,,\n"
             "<not supported>,,cycles:u,0,100.00,,\n"
             "4321,,cache-misses:u,1000,100.00,,\n")
-    cost = runs.callgrind_cost.read_perf(text)
+    cost = read_perf(text)
     failures.expect((cost["instructions"], cost["cycles"], cost["ll_misses"], cost["d1_misses"])
                     == (1234567, None, 4321, None), f"perf parsing: {cost}")
 
@@ -160,7 +161,7 @@ def check_live_cost(build_dir: Path, failures: Failures) -> None:
     and the container's instructions and the malloc+free calls are all counted."""
     reference = next(a for a in runsel_variants(build_dir) if a.name == "rb_first")
     program = build_dir / "experiments" / "workload_churn"
-    runs.callgrind_cost.build_profile_libraries(build_dir, ["rb_first"])
+    build_profile_libraries(build_dir, ["rb_first"])
     result = runs.count_instructions(runs.Workload("churn", program), reference, "callgrind",
                                      0.002, 1, 300)
     cost = result.get("cost") or {}

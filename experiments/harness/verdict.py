@@ -9,7 +9,7 @@ the renderer's (verdict_text.py).
 from __future__ import annotations
 
 from . import comparisons
-from .allocators import REFERENCE, is_setting
+from .allocators import FIREFOX_MATCHING, REFERENCE, is_setting
 from .judgement import answer_group
 
 # Mozilla bug 1857133, measured on Windows against mozjemalloc's tree as built: on the
@@ -20,13 +20,12 @@ from .judgement import answer_group
 PUBLISHED = (
     {"container": "rb_root", "claim": "choosing the tree's root",
      "figures": {"sp3": -0.81, "base": 0.62}},
-    {"container": "lifo", "claim": "a linked list",
+    {"container": FIREFOX_MATCHING, "claim": "a linked list",
      "figures": {"sp3": -1.54, "base": 0.02, "tp6": 1.23}},
     {"container": "array_heap", "claim": "an array heap",
      "figures": {"sp3": -1.42, "base": 1.62, "tp6": -0.18}},
 )
 # The anchors of the question the new containers answer: lifo's time, rb_first's memory.
-TIME_ANCHOR = "lifo"
 # A published figure this small claims "no change": ours agrees when its interval lies
 # within ±EQUIVALENCE_MARGIN, disagrees when it lies wholly outside.
 NEGLIGIBLE = 0.25
@@ -196,12 +195,12 @@ def question(summary: dict, rows: list[dict]) -> dict:
     against lifo and memory against rb_first (its verdict row), where it is shown worse,
     and where the run could not tell."""
     containers = dict.fromkeys(row["container"] for row in rows
-                               if row["container"] != TIME_ANCHOR)  # in row order, once each
+                               if row["container"] != FIREFOX_MATCHING)  # in row order, once each
     answers, intervals = [], 0
     for container in containers:
         cells, worse, untold = [], [], []
         for row in (r for r in rows if r["container"] == container):
-            time = time_against(summary[row["workload"]], container, TIME_ANCHOR)
+            time = time_against(summary[row["workload"]], container, FIREFOX_MATCHING)
             memory = row["memory"] if row["memory_comparable"] else None
             checks = [("memory", memory)] if row["kind"] == "replay" else \
                 [("time", time), ("memory", memory)]
@@ -219,7 +218,7 @@ def question(summary: dict, rows: list[dict]) -> dict:
                           "time_vs_lifo": time, "memory_vs_reference": memory})
         answers.append({"container": container, "cells": cells, "worse": worse,
                         "untold": untold, "qualifies": not worse})
-    return {"anchors": {"time": TIME_ANCHOR, "memory": REFERENCE}, "containers": answers,
+    return {"anchors": {"time": FIREFOX_MATCHING, "memory": REFERENCE}, "containers": answers,
             "intervals": intervals}
 
 

@@ -30,13 +30,19 @@ import time
 from pathlib import Path
 
 from . import behind_cache, fanout, judgement, replays, runs
-from .allocators import REFERENCE, measured_environment, same_choice_groups
+from .allocators import (
+    CONVERTER_TARGET,
+    RECORDER_TARGET,
+    REFERENCE,
+    measured_environment,
+    same_choice_groups,
+)
 from .interpreter import ROOT, SYSTEM_PYTHON
 
 DRIVER = ROOT / "experiments" / "webkit" / "driver.py"  # the webkit workload
 WEBKIT = "webkit"  # the live workload: the driver under Debian's python3
 WEBKIT_REPLAY = "webkit replay"  # its web process's trace, replayed exactly per container
-RECORDER = Path("tools") / "librunsel-trace.so"
+RECORDER = Path("tools") / f"lib{RECORDER_TARGET}.so"
 MARKS_SIZE = 65536
 PREFIX = "process."  # every traced process's file, until sorted out
 
@@ -205,7 +211,7 @@ def corpus_files(paths: list[Path], build_dir: Path, cache: Path) -> dict[str, P
             trace = cache / (path.name + ".trace")
             if not trace.exists() or trace.stat().st_mtime < path.stat().st_mtime:
                 cache.mkdir(parents=True, exist_ok=True)
-                done = subprocess.run([str(build_dir / "tools" / "runsel-trace-convert"),
+                done = subprocess.run([str(build_dir / "tools" / CONVERTER_TARGET),
                                        "from-logalloc", str(path), str(trace)],
                                       capture_output=True, text=True)
                 if done.returncode != 0:
@@ -255,9 +261,9 @@ def webkit_corpus(args: argparse.Namespace, progress,
             entries = replays.corpus_summaries(
                 traces, args.build_dir, "webkit" if group == "webkit" else "trace",
                 containers=containers, timeout=args.timeout, progress=progress,
-                cost_traces=args.corpus_cost_traces, windows=args.corpus_windows,
-                window_records=args.corpus_window_records,
-                hardened_traces=args.corpus_hardened_traces)
+                windows=replays.CostWindows(args.corpus_cost_traces, args.corpus_windows,
+                                            args.corpus_window_records,
+                                            args.corpus_hardened_traces))
         except replays.ReplayFailed as failure:
             corpus["groups"][group] = {"error": str(failure), "entries": {}}
             continue

@@ -33,10 +33,10 @@ import time
 import unittest
 from pathlib import Path
 
-from harness import firefox_record  # PYTHONPATH=experiments (meson sets it)
+from harness import firefox_logs, firefox_record  # PYTHONPATH=experiments (meson sets it)
 
 ROOT = Path(__file__).resolve().parents[2]
-CLI = ROOT / "tools" / "runsel_cli.py"
+CLI = [sys.executable, "-P", "-m", "harness"]  # the command line; PYTHONPATH holds its package
 
 BUILD_DIR = Path("build")
 RECORDING: dict = {}  # the one-page session, recorded once for every test
@@ -59,7 +59,7 @@ def content_log() -> Path:
 
 
 def replay(*args: str) -> subprocess.CompletedProcess:
-    command = [sys.executable, str(CLI), "replay", "--build-dir", str(BUILD_DIR), *map(str, args)]
+    command = [*CLI, "replay", "--build-dir", str(BUILD_DIR), *map(str, args)]
     return subprocess.run(command, capture_output=True, text=True, timeout=600,
                           errors="backslashreplace")
 
@@ -76,8 +76,8 @@ class Recording(unittest.TestCase):
                 self.assertGreater(process["calls"], 10_000)
                 # Each mark is a line of its own; calls are the other lines.
                 self.assertEqual(process["lines"], process["calls"] + process["marks"])
-                self.assertGreaterEqual(process["coverage"], firefox_record.MIN_COVERAGE)
-                self.assertLessEqual(process["coverage"], firefox_record.MAX_COVERAGE)
+                self.assertGreaterEqual(process["coverage"], firefox_logs.MIN_COVERAGE)
+                self.assertLessEqual(process["coverage"], firefox_logs.MAX_COVERAGE)
                 for label in ("tab_1_loaded", "tabs_closed"):
                     self.assertIn(label, process["mark_labels"])
         with gzip.open(content_log(), "rt") as log:
@@ -185,7 +185,7 @@ class MarionetteClient(unittest.TestCase):
 
 
 class LogChecks(unittest.TestCase):
-    """The recording's own checks (firefox_record.check_log) on a log with planted faults."""
+    """The recording's own checks (firefox_logs.check_log) on a log with planted faults."""
 
     LINES = ["1 1 malloc(16)=0x10", "1 1 malloc(16)=0x20", "1 2 free(0x10)",
              "1 2 free(0x999)",              # never handed out: a dropped free
@@ -198,7 +198,7 @@ class LogChecks(unittest.TestCase):
         with tempfile.TemporaryDirectory() as scratch:
             log = Path(scratch) / "1.log.gz"
             log.write_bytes(gzip.compress(text.encode()))
-            return firefox_record.check_log(log)
+            return firefox_logs.check_log(log)
 
     def test_planted_faults_are_counted(self):
         figures = self.check("\n".join(self.LINES) + "\n")
@@ -225,17 +225,17 @@ class Coverage(unittest.TestCase):
         # took 1.5 M operations from the sum, and the end read 129 %.
         marks = self.marks((9_175_974, 9_271_054), (9_598_339, 7_779_336),
                            (18_416_688, 14_314_620))
-        self.assertEqual(firefox_record.coverage_mark(marks)["label"], "mark_1")
+        self.assertEqual(firefox_logs.coverage_mark(marks)["label"], "mark_1")
 
     def test_a_count_that_never_falls_is_checked_at_the_last_mark(self):
         marks = self.marks((10, 11), (20, 21), (30, 31))
-        self.assertEqual(firefox_record.coverage_mark(marks)["label"], "mark_3")
+        self.assertEqual(firefox_logs.coverage_mark(marks)["label"], "mark_3")
 
     def test_a_session_that_lost_calls_after_the_fall_still_fails(self):
         summary = {"role": "content", "pid": 1, "live_reuses": 0, "coverage": 0.99,
                    "coverage_mark": "mark_1", "least_coverage": 0.5,
                    "frees_dropped_share": 0.0, "mark_labels": ["tabs_closed"]}
-        problems = firefox_record.problems_of(summary, ["tabs_closed"])
+        problems = firefox_logs.problems_of(summary, ["tabs_closed"])
         self.assertEqual(len(problems), 1)
         self.assertIn("fall to 50.0%", problems[0])
 

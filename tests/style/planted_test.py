@@ -23,13 +23,29 @@ CLEAN = {
     "tools/trace/recorder.h": "#pragma once\n",
     "experiments/trace/format.h": "#pragma once\n",
     "experiments/workloads/replay.cpp": '#include "format.h"\n',
+    # The tooling package in three layers, each importing only those below it.
+    "experiments/harness/__init__.py": ('LAYERS = (\n    ("report run", ("harness",)),\n'
+                                        '    ("runs", ("runs", "counting")),\n'
+                                        '    ("render", ("__init__", "report")),\n)\n'),
+    "experiments/harness/harness.py": "from . import report, runs\n\nprint(report.TITLE, runs)\n",
+    "experiments/harness/runs.py": "from . import counting\n\nRUNS = counting.COUNT\n",
+    "experiments/harness/counting.py": "COUNT = 1\n",
+    "experiments/harness/report.py": 'TITLE = "report"\n',
 }
-# One violation per check: the planted file's path and text.
+# One violation each: the check that must find it, the planted file's path and text.
 PLANTED = {
-    "clang_format": ("memory/arena/bad.cpp", "int  f( int x ){return x;}\n"),
-    "ruff": ("tools/bad.py", "import os\n"),  # unused import (F401)
-    "layers": ("memory/platform/up.h", '#pragma once\n\n#include "arena/arena.h"\n'),
-    "layers_experiments": ("experiments/workloads/up.cpp", '#include "recorder.h"\n'),
+    "clang_format": ("clang_format", "memory/arena/bad.cpp", "int  f( int x ){return x;}\n"),
+    "ruff": ("ruff", "tools/bad.py", "import os\n"),  # unused import (F401)
+    "layers": ("layers", "memory/platform/up.h", '#pragma once\n\n#include "arena/arena.h"\n'),
+    "layers_experiments": ("layers", "experiments/workloads/up.cpp", '#include "recorder.h"\n'),
+    # A render module importing a run module.
+    "layers_package": ("layers", "experiments/harness/report.py",
+                       'from . import runs\n\nTITLE = "report"\nprint(runs)\n'),
+    # Two modules of one layer importing each other: the order allows it, a cycle not.
+    "layers_package_cycle": ("layers", "experiments/harness/counting.py",
+                             "from . import runs\n\nCOUNT = 1\nprint(runs)\n"),
+    # A module the package's layer map leaves out.
+    "layers_package_map": ("layers", "experiments/harness/unlisted.py", "VALUE = 1\n"),
 }
 
 
@@ -57,10 +73,9 @@ class PlantedViolations(unittest.TestCase):
                 self.assertEqual(self.problems(root, check), [])
 
     def test_each_check_finds_its_planted_violation(self):
-        for name, planted in PLANTED.items():
-            check = name.split("_experiments")[0]
+        for name, (check, *planted) in PLANTED.items():
             with self.subTest(check=name):
-                found = self.problems(self.tree(planted), check)
+                found = self.problems(self.tree(tuple(planted)), check)
                 self.assertTrue(found, f"{check} missed {planted[0]}")
                 self.assertTrue(all(planted[0].split("/")[-1] in line for line in found), found)
 

@@ -9,7 +9,10 @@ it is not a git checkout).
   below it: include (the public header) < platform < structures < containers < arena
   < frontend; and memory/ includes nothing from outside it. Above memory/, the house
   runs memory/ < experiments/ < tools/ (tools/runsel drives the harness): no C or C++
-  file of experiments/ includes a header found only under tools/.
+  file of experiments/ includes a header found only under tools/. And the Python
+  tooling package's layers (experiments/harness/__init__.py's LAYERS): every module of
+  the package listed once, each importing only modules of its own layer or of the layers
+  below it, and no import cycle among them.
 
     tests/style/style_test.py [--root DIR] [--check NAME ...]
 
@@ -20,6 +23,7 @@ The exit status is 1 when any check found a problem, 2 when a tool is missing.
 from __future__ import annotations
 
 import argparse
+import ast
 import os
 import re
 import shutil
@@ -33,6 +37,8 @@ LAYERS = ("include", "platform", "structures", "containers", "arena", "frontend"
 PUBLIC_HEADER = "runsel.h"  # memory/include/, reached without its folder's name
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.MULTILINE)
 SKIPPED_DIRS = {".git", ".tools", "results", "__pycache__"}
+PACKAGE = Path("experiments") / "harness"  # the Python tooling, imported as `harness`
+PACKAGE_NAME = PACKAGE.name
 
 
 class ToolMissing(Exception):
@@ -129,9 +135,106 @@ def check_experiments_below_tools(root: Path, files: list[Path]) -> list[str]:
     return problems
 
 
+def package_layers(init: Path) -> list[tuple[str, tuple[str, ...]]]:
+    """The package's LAYERS (layer name, modules), from the top, as __init__.py lists them
+    (read, not imported); [] when it lists none."""
+    for node in ast.parse(init.read_text()).body:
+        if isinstance(node, ast.Assign) and any(isinstance(target, ast.Name)
+                                                and target.id == "LAYERS"
+                                                for target in node.targets):
+            return [(name, tuple(modules)) for name, modules in ast.literal_eval(node.value)]
+    return []
+
+
+def package_imports(path: Path, modules: set[str]) -> list[tuple[int, str]]:
+    """(line, module) of every import of a module of the package in this file, those inside
+    functions too: `from . import x`, `from .x import y`, `from harness(.x) import ...`,
+    `import harness.x`."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        names = []
+        if isinstance(node, ast.ImportFrom):
+            module = node.module or ""
+            if node.level == 1 or (node.level == 0 and module.split(".")[0] == PACKAGE_NAME):
+                inner = module.split(".")[1:] if node.level == 0 else module.split(".")
+                inner = [part for part in inner if part]
+                names = inner[:1] if inner else [alias.name for alias in node.names]
+        elif isinstance(node, ast.Import):
+            names = [alias.name.split(".")[1] for alias in node.names
+                     if alias.name.startswith(PACKAGE_NAME + ".")]
+        found += [(node.lineno, name) for name in names if name in modules]
+    return found
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm)."""
+    index, low, stack, on_stack, cycles = {}, {}, [], set(), []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for other in sorted(graph[node]):
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in on_stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            component = []
+            while not component or component[-1] != node:
+                component.append(stack.pop())
+                on_stack.discard(component[-1])
+            if len(component) > 1:
+                cycles.append(sorted(component))
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return cycles
+
+
+def check_package_layers(root: Path, files: list[Path]) -> list[str]:
+    """experiments/harness/'s modules against its LAYERS: each listed once, each importing
+    only its own layer or those below, no cycles."""
+    folder = root / PACKAGE
+    init = folder / "__init__.py"
+    if init not in files:
+        return []
+    where = init.relative_to(root)
+    paths = {path.stem: path for path in files if path.parent == folder and path.suffix == ".py"}
+    layers = package_layers(init)
+    problems = [] if layers else [f"{where}: no LAYERS: the package's layer map"]
+    rank, names = {}, [name for name, _ in layers]
+    for position, (layer, modules) in enumerate(layers):
+        for module in modules:
+            if module in rank:
+                problems.append(f"{where}: {module} is listed twice in LAYERS")
+            rank[module] = position
+            if module not in paths:
+                problems.append(f"{where}: LAYERS lists {module} ({layer}), which is not a "
+                                "module of the package")
+    graph = {}
+    for module, path in sorted(paths.items()):
+        shown = path.relative_to(root)
+        if module not in rank:
+            problems.append(f"{shown}: not in the layer map (LAYERS of {where})")
+        imports = package_imports(path, set(paths))
+        graph[module] = {imported for _, imported in imports if imported != module}
+        for line, imported in imports:
+            if module in rank and imported in rank and rank[imported] < rank[module]:
+                problems.append(f"{shown}:{line}: {module} ({names[rank[module]]}) imports "
+                                f"{imported}, of a layer above it ({names[rank[imported]]}; "
+                                f"the layers: {' > '.join(names)})")
+    for cycle in import_cycles(graph):
+        problems.append("an import cycle: " + " <-> ".join(
+            str(paths[module].relative_to(root)) for module in cycle))
+    return problems
+
+
 CHECKS = {"clang_format": check_clang_format, "ruff": check_ruff,
           "layers": lambda root, files: (check_layers(root, files)
-                                         + check_experiments_below_tools(root, files))}
+                                         + check_experiments_below_tools(root, files)
+                                         + check_package_layers(root, files))}
 
 
 def main(argv: list[str]) -> int:

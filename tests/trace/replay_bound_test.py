@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import re
 import resource
 import subprocess
@@ -36,7 +37,11 @@ from pathlib import Path
 
 from replay_cli_test import RefusalChecks, run_tests  # beside this file
 
-CLI = Path(__file__).resolve().parents[2] / "tools" / "runsel_cli.py"
+# The command line, `python3 -m harness` (what tools/runsel runs), with the tooling
+# package's root, experiments/, on the path of the commands these tests run.
+CLI = [sys.executable, "-P", "-m", "harness"]
+os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [
+    str(Path(__file__).resolve().parents[2] / "experiments"), os.environ.get("PYTHONPATH")]))
 BUILD_DIR = Path("build")
 MIB = 1 << 20
 GIB = 1 << 30
@@ -98,7 +103,7 @@ class Bounds(RefusalChecks, unittest.TestCase):
         return done, int(rss.read_text()) * 1024, out
 
     def front_door(self, *args) -> list:
-        return [sys.executable, str(CLI), "replay", "--build-dir", str(BUILD_DIR), *args]
+        return [*CLI, "replay", "--build-dir", str(BUILD_DIR), *args]
 
     def replayer(self, container: str = "rb_first") -> Path:
         return BUILD_DIR / "tools" / f"runsel-replay-{container}"

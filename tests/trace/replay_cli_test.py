@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import os
 import random
 import subprocess
 import sys
@@ -26,7 +27,11 @@ import time
 import unittest
 from pathlib import Path
 
-CLI = Path(__file__).resolve().parents[2] / "tools" / "runsel_cli.py"
+# The command line, `python3 -m harness` (what tools/runsel runs), with the tooling
+# package's root, experiments/, on the path of the commands these tests run.
+CLI = [sys.executable, "-P", "-m", "harness"]
+os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [
+    str(Path(__file__).resolve().parents[2] / "experiments"), os.environ.get("PYTHONPATH")]))
 BUILD_DIR = Path("build")
 PEBIBYTE = 1 << 50
 
@@ -64,7 +69,7 @@ class Replay(RefusalChecks, unittest.TestCase):
         return path
 
     def replay(self, *args: str) -> subprocess.CompletedProcess:
-        command = [sys.executable, str(CLI), "replay", "--build-dir", str(BUILD_DIR),
+        command = [*CLI, "replay", "--build-dir", str(BUILD_DIR),
                    "--variant", "rb_first", *map(str, args)]
         done = subprocess.run(command, capture_output=True, timeout=300)
         done.stdout = done.stdout.decode("utf-8", "backslashreplace")

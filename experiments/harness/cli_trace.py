@@ -4,15 +4,14 @@
   runsel replay [--every N] [--variant NAME] [--json FILE] TRACE
                                                   replays TRACE on every container, compares
 
-tools/runsel_cli.py registers them with add_commands(); they configure, build and show
-their steps with build_steps.py, as runsel_cli.py does. Standard library only.
+cli.py registers them with add_commands(); they configure, build and show their steps
+with build_steps.py, as the other subcommands do. Standard library only.
 """
 
 from __future__ import annotations
 
 import argparse
 import glob
-import json
 import os
 import re
 import shlex
@@ -24,18 +23,24 @@ import tempfile
 import time
 from pathlib import Path
 
-from . import allocators, firefox_replay
-from . import build_steps as steps
-from .allocators import RECORDER_TARGET, REPLAYER_PREFIX
+from . import allocators, firefox_names, firefox_replay
+from .allocators import (
+    CONVERTER_TARGET,
+    FIREFOX_REPLAYER_TARGET,
+    RECORDER_TARGET,
+    REFERENCE,
+    REPLAYER_PREFIX,
+)
+from .build_steps import InputRejected, StepFailed, build, configure, requested_options, show
 from .interpreter import ROOT
+from .replay_figures import JsonOutput, ReplayFigures, print_comparison
 
-CONVERTER_TARGET = "runsel-trace-convert"  # build/tools/runsel-trace-convert (logalloc logs)
 TRACE_MAGIC = b"RSTR"
 TRACES_DIR = Path("results/traces")
 
 
 def caller_directory() -> Path:
-    """Where the user typed the command (runsel_cli.py moves to the repository root)."""
+    """Where the user typed the command (cli.py moves to the repository root)."""
     return Path(os.environ.get("PWD", os.getcwd()))
 
 
@@ -54,12 +59,12 @@ def target_file(build_dir: Path, name: str, kind: str) -> Path | None:
 def command_trace(args: argparse.Namespace) -> int:
     command = args.command[1:] if args.command[:1] == ["--"] else list(args.command)
     if not command:
-        raise steps.StepFailed("nothing to trace: give a command after --")
-    steps.configure(args.build_dir, steps.requested_options(args))
+        raise StepFailed("nothing to trace: give a command after --")
+    configure(args.build_dir, requested_options(args))
     library = target_file(args.build_dir, RECORDER_TARGET, "shared library")
     if library is None:
-        raise steps.StepFailed(f"meson defines no {RECORDER_TARGET} library (tools/meson.build)")
-    steps.build(args.build_dir, [library])
+        raise StepFailed(f"meson defines no {RECORDER_TARGET} library (tools/meson.build)")
+    build(args.build_dir, [library])
 
     if args.output:
         pattern = from_caller(args.output)
@@ -70,7 +75,7 @@ def command_trace(args: argparse.Namespace) -> int:
     changes = {"LD_PRELOAD": preload, "RUNSEL_TRACE": str(pattern)}
     if "PYTHONMALLOC" not in os.environ:  # python's own pools would hide its objects
         changes["PYTHONMALLOC"] = "malloc"
-    steps.show(command, changes)
+    show(command, changes)
     started = time.time()
     child = subprocess.Popen(command, cwd=caller_directory(), env={**os.environ, **changes})
     code = child.wait()
@@ -92,309 +97,11 @@ def command_trace(args: argparse.Namespace) -> int:
 # --- replay -------------------------------------------------------------------------------
 
 
-# Exact figures set against the reference: committed and resident move with the purge
-# policy's timing (dirty pages waiting for a purge); committed - dirty, bin_unused and the
-# resident memory a forced purge leaves do not.
-COMPARED = ["committed", "dirty", "committed-dirty", "resident", "purged", "bin_unused"]
-
-
-def figure(point: dict, name: str) -> int | None:
-    """A compared figure of one checkpoint; None when the replayer did not measure it."""
-    if name == "committed-dirty":
-        return point["committed"] - point["dirty"]
-    if name == "purged":
-        return point.get("purged_resident")
-    return point[name]
-
-
-def size_text(count: int) -> str:
-    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if abs(count) >= scale:
-            return f"{count / scale:.1f} {unit}"
-    return f"{count} B"
-
-
-def difference_text(value: int, reference: int | None) -> str:
-    """Exact difference to the reference in bytes and percent: "+4096 (+0.27%)"."""
-    if reference is None:
-        return "-"
-    delta = value - reference
-    percent = f"{100 * delta / reference:+.2f}%" if reference else ("0%" if delta == 0 else "new")
-    return f"{delta:+d} ({percent})"
-
-
-def table(rows: list[list[str]]) -> str:
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(cell.rjust(width) for cell, width in zip(row, widths))
-                     for row in rows)
-
-
-def checkpoint_table(points: dict[str, dict], reference: str | None) -> str:
-    """One row per container at one checkpoint (points: each container's figures there):
-    the exact figures and their difference to the reference, in bytes and percent."""
-    header = ["container"]
-    for compared in COMPARED:
-        header += [compared, f"vs {reference}" if reference else "-"]
-    rows = [header]
-    base = points[reference] if reference else None
-    for name, point in points.items():
-        row = [name]
-        for compared in COMPARED:
-            value = figure(point, compared)
-            reference_value = figure(base, compared) if base else None
-            row += ["-" if value is None else str(value),
-                    "-" if value is None else difference_text(value, reference_value)]
-        rows.append(row)
-    return table(rows)
-
-
-def bin_unused_table(points: dict[str, dict], reference: str | None) -> str:
-    """bin_unused per size class at one checkpoint (classes unused everywhere left out);
-    each point's "bins" as [size, unused_bytes] pairs."""
-    names = list(points)
-    rows = [["size"] + [f"{name}" + (f" vs {reference}" if reference and name != reference else "")
-                        for name in names]]
-    classes = [size for size, _ in points[names[0]]["bins"]]
-    for position, size in enumerate(classes):
-        values = [point["bins"][position][1] for point in points.values()]
-        if not any(values):
-            continue
-        base = points[reference]["bins"][position][1] if reference else None
-        row = [str(size)]
-        for name, value in zip(names, values):
-            row.append(str(value) if name == reference or base is None or value == base
-                       else f"{value} {difference_text(value, base)}")
-        rows.append(row)
-    return table(rows) if len(rows) > 1 else "(no small runs)"
-
-
-def print_comparison(replays: "ReplayFigures", reference: str | None) -> None:
-    """Every checkpoint (marks, every N, peak, end), exact, each container against the
-    reference, each followed by its bin_unused per size class: printed one checkpoint at
-    a time, as read from every replay's figures."""
-    for points in replays.points():
-        point = next(iter(points.values()))
-        title = f"{point['kind']} \"{point['name']}\"" if point["kind"] == "mark" else point["name"]
-        print(f"## {title}: after {point['ops']} records, "
-              f"{size_text(point['live_requested'])} live requested")
-        print(checkpoint_table(points, reference))
-        print("bin_unused per size class (bytes):")
-        print(bin_unused_table(points, reference))
-
-
-# --- replay documents, read and written as streams ----------------------------------------
-#
-# A replayer's document holds a checkpoint for every mark (about 6 KB of JSON each, 18 MB for
-# a log of 3,000 jemalloc_stats() lines), so none is held whole: each is read one checkpoint
-# at a time, as it is written, into a file of the figures the tables show, and copied to the
-# --json output as it is read. What stays in memory is each document without its checkpoints.
-
-JSON_SPACE = " \t\n\r"
-
-
-class DocumentReader:
-    """One JSON document {"key": value, ..., "checkpoints": [...], ...} read from a file
-    one top-level member, and one checkpoint, at a time."""
-
-    def __init__(self, path: Path):
-        self.file = open(path, encoding="utf-8", errors="backslashreplace")
-        self.decoder = json.JSONDecoder(strict=False)
-        self.text, self.at, self.ended = "", 0, False
-
-    def close(self) -> None:
-        self.file.close()
-
-    def more(self) -> bool:
-        chunk = self.file.read(1 << 16)
-        self.text, self.at = self.text[self.at:] + chunk, 0
-        self.ended = not chunk
-        return bool(chunk)
-
-    def next_char(self) -> str:
-        """The next character that is not white space (not consumed; "" at the end)."""
-        while True:
-            while self.at < len(self.text) and self.text[self.at] in JSON_SPACE:
-                self.at += 1
-            if self.at < len(self.text) or not self.more():
-                return self.text[self.at:self.at + 1]
-
-    def expect(self, char: str) -> None:
-        if self.next_char() != char:
-            raise ValueError(f"expected {char!r} in the replay's JSON, at "
-                             f"{self.text[self.at:self.at + 40]!r}")
-        self.at += 1
-
-    def skip(self, char: str) -> bool:
-        """Consumes char if it comes next."""
-        if self.next_char() == char:
-            self.at += 1
-            return True
-        return False
-
-    def value(self):
-        """The next JSON value, whole (a number only once something follows it)."""
-        self.next_char()
-        while True:
-            try:
-                value, end = self.decoder.raw_decode(self.text, self.at)
-                if end < len(self.text) or self.ended:
-                    self.at = end
-                    return value
-            except json.JSONDecodeError:
-                if self.ended:
-                    raise
-            self.more()
-
-    def members(self):
-        """Yields (key, value) for each top-level member; for "checkpoints", the value is
-        an iterator over the checkpoints, which must be consumed before the next member."""
-        self.expect("{")
-        if self.skip("}"):
-            return
-        while True:
-            key = self.value()
-            self.expect(":")
-            if key == "checkpoints":
-                yield key, self.checkpoints()
-            else:
-                yield key, self.value()
-            if self.skip("}"):
-                return
-            self.expect(",")
-
-    def checkpoints(self):
-        self.expect("[")
-        if self.skip("]"):
-            return
-        while True:
-            yield self.value()
-            if self.skip("]"):
-                return
-            self.expect(",")
-
-
-def indented(value, depth: int) -> str:
-    """json.dumps(value, indent=1) as it reads `depth` levels down in a larger document."""
-    return json.dumps(value, indent=1).replace("\n", "\n" + " " * depth)
-
-
-class JsonOutput:
-    """--json FILE: {"reference": ..., "trace": ..., "replays": {name: document, ...}}
-    written byte for byte as json.dumps(..., indent=1) writes it, one replay and one
-    checkpoint at a time, into a temporary file beside FILE that becomes FILE once every
-    replay is in."""
-
-    def __init__(self, out: Path, reference: str | None, trace: Path):
-        self.out = out
-        out.parent.mkdir(parents=True, exist_ok=True)
-        handle, name = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent)
-        self.partial = Path(name)
-        self.file = os.fdopen(handle, "w")
-        self.file.write("{\n \"reference\": " + indented(reference, 1) + ",\n \"trace\": " +
-                        indented(str(trace), 1) + ",\n \"replays\": {")
-        self.replays = 0
-
-    def replay(self, name: str, members) -> None:
-        """One replay's document: members as DocumentReader.members() yields them."""
-        write = self.file.write
-        write(("," if self.replays else "") + "\n  " + json.dumps(name) + ": {")
-        self.replays += 1
-        count = 0
-        for key, value in members:
-            write(("," if count else "") + "\n   " + json.dumps(key) + ": ")
-            count += 1
-            if key != "checkpoints":
-                write(indented(value, 3))
-                continue
-            points = 0
-            write("[")
-            for point in value:
-                write(("," if points else "") + "\n    " + indented(point, 4))
-                points += 1
-            write("\n   ]" if points else "]")
-        write("\n  }" if count else "}")
-
-    def finish(self) -> None:
-        self.file.write("\n }\n}\n" if self.replays else "}\n}\n")
-        self.file.close()
-        os.replace(self.partial, self.out)
-
-    def abandon(self) -> None:
-        """Leaves no file behind (when the replays were refused or failed)."""
-        self.file.close()
-        self.partial.unlink(missing_ok=True)
-
-
-# What the tables show of a checkpoint (figure(), checkpoint_table(), bin_unused_table()).
-SHOWN = ("name", "kind", "ops", "live_requested", "committed", "dirty", "resident",
-         "purged_resident", "bin_unused")
-
-
-class ReplayFigures:
-    """Every replay's figures, taken as each replay ends: its document without the
-    checkpoints (kept), the shown figures of its checkpoints (a file of JSON lines, one a
-    checkpoint) and, with --json, the whole document copied to the output. The replayer's
-    own file is then deleted: memory and scratch space do not grow with the replays'
-    checkpoints beyond those lines."""
-
-    def __init__(self, scratch: Path, output: JsonOutput | None):
-        self.scratch, self.output = scratch, output
-        self.heads: dict[str, dict] = {}
-        self.shown: dict[str, Path] = {}
-
-    def add(self, name: str, document: Path, extra: dict | None = None) -> None:
-        """Takes one replay's document (extra: members added at its end)."""
-        head = {}
-        shown = self.scratch / f"shown.{len(self.shown)}.jsonl"
-        reader = DocumentReader(document)
-        try:
-            with open(shown, "w") as lines:
-                def members():
-                    for key, value in reader.members():
-                        if key == "checkpoints":
-                            head[key] = None
-                            value = self.shown_while_read(value, lines)
-                        else:
-                            head[key] = value
-                        yield key, value
-                        if key == "checkpoints":
-                            for _ in value:  # consumed here when no output read them
-                                pass
-                    yield from (extra or {}).items()
-                if self.output:
-                    self.output.replay(name, members())
-                else:
-                    for _ in members():
-                        pass
-        finally:
-            reader.close()
-        head.update(extra or {})
-        document.unlink()
-        self.heads[name], self.shown[name] = head, shown
-
-    @staticmethod
-    def shown_while_read(points, lines):
-        for point in points:
-            shown = {key: point[key] for key in SHOWN if key in point}
-            shown["bins"] = [[bin_["size"], bin_["unused_bytes"]] for bin_ in point["bins"]]
-            lines.write(json.dumps(shown, separators=(",", ":")) + "\n")
-            yield point
-
-    def points(self):
-        """{name: shown figures} at each checkpoint in turn, every replay read in step."""
-        files = [open(path) for path in self.shown.values()]
-        try:
-            for lines in zip(*files):
-                yield {name: json.loads(line) for name, line in zip(self.shown, lines)}
-        finally:
-            for file in files:
-                file.close()
-
 
 def run_quietly(command: list[str]) -> subprocess.CompletedProcess:
     """Shows and runs a command, its output captured as text; bytes that are not UTF-8
     (a path, or a line of the input quoted in a message) come out as \\xNN escapes."""
-    steps.show(command)
+    show(command)
     return subprocess.run(command, capture_output=True, text=True, errors="backslashreplace")
 
 
@@ -415,21 +122,21 @@ def replay_on(program: Path, trace: Path, args: argparse.Namespace, scratch: Pat
     command = [str(program), *options, "--json", str(figures), str(trace)]
     text = scratch / f"{program.name}{'.conf' if conf else ''}.txt"
     if conf:
-        steps.show(["env", f"RUNSEL_CONF={conf}", *command])
+        show(["env", f"RUNSEL_CONF={conf}", *command])
     else:
-        steps.show(command)
+        show(command)
     with open(text, "wb") as output:
         done = subprocess.run(command, stdout=output, stderr=subprocess.PIPE, text=True,
                               errors="backslashreplace",
                               env={**os.environ, "RUNSEL_CONF": conf} if conf else None)
     message = " ".join(done.stderr.split("\n")).strip()
     if done.returncode == 2:  # the trace is refused: the same for every container
-        raise steps.InputRejected(message)
+        raise InputRejected(message)
     if done.returncode != 0:
         code = done.returncode
         how = (f"was killed by signal {-code} ({signal.Signals(-code).name})"
                if code < 0 and -code in signal.valid_signals() else f"exited with {code}")
-        raise steps.StepFailed(f"{program} {how}: {message or '(nothing on stderr)'}")
+        raise StepFailed(f"{program} {how}: {message or '(nothing on stderr)'}")
     if args.verbose:
         with open(text, encoding="utf-8", errors="backslashreplace") as output:
             shutil.copyfileobj(output, sys.stdout)
@@ -442,8 +149,8 @@ def replay_on(program: Path, trace: Path, args: argparse.Namespace, scratch: Pat
 def converter(args: argparse.Namespace) -> Path:
     program = target_file(args.build_dir, CONVERTER_TARGET, "executable")
     if program is None:
-        raise steps.StepFailed(f"meson defines no {CONVERTER_TARGET} (tools/meson.build)")
-    steps.build(args.build_dir, [program])
+        raise StepFailed(f"meson defines no {CONVERTER_TARGET} (tools/meson.build)")
+    build(args.build_dir, [program])
     return program
 
 
@@ -452,7 +159,7 @@ def convert(command: list[str]) -> None:
     done = run_quietly(command)
     print(done.stdout, end="", flush=True)
     if done.returncode != 0:
-        failure = steps.InputRejected if done.returncode == 2 else steps.StepFailed
+        failure = InputRejected if done.returncode == 2 else StepFailed
         raise failure(done.stderr.strip() or f"{command[0]} exited with {done.returncode}")
 
 
@@ -463,23 +170,23 @@ def starts_with_trace_magic(path: Path) -> bool:
         with open(path, "rb") as file:
             return file.read(len(TRACE_MAGIC)) == TRACE_MAGIC
     except OSError as error:
-        raise steps.InputRejected(f"cannot read {path}: {error.strerror}") from error
+        raise InputRejected(f"cannot read {path}: {error.strerror}") from error
 
 
 def command_replay(args: argparse.Namespace) -> int:
     trace = from_caller(args.trace)
     if not trace.exists():
-        raise steps.InputRejected(f"no such trace: {trace}")
+        raise InputRejected(f"no such trace: {trace}")
     is_runsel_trace = starts_with_trace_magic(trace)
-    steps.configure(args.build_dir, steps.requested_options(args))
+    configure(args.build_dir, requested_options(args))
     if args.export_logalloc:
         if not is_runsel_trace:
-            raise steps.InputRejected(f"{trace} is not a runsel trace: nothing to export")
+            raise InputRejected(f"{trace} is not a runsel trace: nothing to export")
         convert([str(converter(args)), "to-logalloc", str(trace),
                       str(from_caller(args.export_logalloc))])
         return 0
     if is_runsel_trace and args.pid is not None:
-        raise steps.InputRejected("--pid picks a process of a logalloc log; a runsel trace has one")
+        raise InputRejected("--pid picks a process of a logalloc log; a runsel trace has one")
     if is_runsel_trace:
         return replay_every_container(args, trace)
     with tempfile.TemporaryDirectory(prefix="runsel-logalloc-") as scratch:
@@ -491,8 +198,8 @@ def command_replay(args: argparse.Namespace) -> int:
                  str(trace), str(converted)])
         try:
             return replay_every_container(args, converted)
-        except steps.InputRejected as refused:  # name the user's file, not the scratch copy
-            raise steps.InputRejected(
+        except InputRejected as refused:  # name the user's file, not the scratch copy
+            raise InputRejected(
                 str(refused).replace(str(converted), f"{trace} (converted)")) from None
 
 
@@ -503,12 +210,12 @@ def chosen_replayers(args: argparse.Namespace) -> dict[str, Path]:
     if args.variant:
         unknown = set(args.variant) - set(replayers)
         if unknown:
-            raise steps.StepFailed(f"no replayer for: {', '.join(sorted(unknown))}")
+            raise StepFailed(f"no replayer for: {', '.join(sorted(unknown))}")
         replayers = {name: path for name, path in replayers.items() if name in args.variant}
     if not replayers:
-        raise steps.StepFailed(f"meson defines no {REPLAYER_PREFIX}<container> (tools/meson.build)")
+        raise StepFailed(f"meson defines no {REPLAYER_PREFIX}<container> (tools/meson.build)")
     replayers = dict(sorted(replayers.items(), key=lambda item: item[0] != allocators.REFERENCE))
-    steps.build(args.build_dir, list(replayers.values()))
+    build(args.build_dir, list(replayers.values()))
     return replayers
 
 
@@ -517,18 +224,18 @@ def replay_every_container(args: argparse.Namespace, trace: Path) -> int:
 
     firefox_library = None
     if args.reference == "firefox" or args.geometry != "classic":
-        library = target_file(args.build_dir, "runsel-firefox-replay", "shared library")
+        library = target_file(args.build_dir, FIREFOX_REPLAYER_TARGET, "shared library")
         if library is None:
-            raise steps.StepFailed("meson defines no runsel-firefox-replay "
+            raise StepFailed(f"meson defines no {FIREFOX_REPLAYER_TARGET} "
                                    "(tools/firefox/meson.build)")
-        steps.build(args.build_dir, [library])
+        build(args.build_dir, [library])
         firefox_library = library
     conf = None
     if args.geometry != "classic":
         try:
             conf = firefox_replay.run_pages_setting(firefox_replay.geometry(args.build_dir))
         except firefox_replay.FirefoxFailed as failure:
-            raise steps.StepFailed(str(failure)) from None
+            raise StepFailed(str(failure)) from None
 
     names = []
     if args.geometry in ("classic", "both"):
@@ -536,8 +243,8 @@ def replay_every_container(args: argparse.Namespace, trace: Path) -> int:
     if conf:
         names += [f"{name}@firefox" for name in replayers]
     if args.reference == "firefox":
-        names.append(firefox_replay.REFERENCE_NAME)
-    reference = (firefox_replay.REFERENCE_NAME if args.reference == "firefox" else
+        names.append(firefox_names.REFERENCE_NAME)
+    reference = (firefox_names.REFERENCE_NAME if args.reference == "firefox" else
                  allocators.REFERENCE if allocators.REFERENCE in names else None)
 
     with tempfile.TemporaryDirectory(prefix="runsel-replay-") as scratch:
@@ -556,14 +263,14 @@ def replay_every_container(args: argparse.Namespace, trace: Path) -> int:
                     replays.add(f"{name}@firefox", document)
                     memory.append(holds)
             if args.reference == "firefox":
-                steps.show(["env", "MALLOC_OPTIONS=r", f"LD_PRELOAD={firefox_library}",
+                show(["env", "MALLOC_OPTIONS=r", f"LD_PRELOAD={firefox_library}",
                             "RUNSEL_FIREFOX_REPLAY=...", "firefox-esr", "--version"])
                 try:
                     document, version = firefox_replay.reference_replay_file(
                         args.build_dir, trace, Path(scratch), args.partial)
                 except firefox_replay.FirefoxFailed as failure:
-                    raise steps.StepFailed(str(failure)) from None
-                replays.add(firefox_replay.REFERENCE_NAME, document, {"firefox_version": version})
+                    raise StepFailed(str(failure)) from None
+                replays.add(firefox_names.REFERENCE_NAME, document, {"firefox_version": version})
             print_replays(args, trace, replays, reference, conf, next(filter(None, memory), None))
             if output:
                 output.finish()
@@ -588,7 +295,7 @@ def print_replays(args: argparse.Namespace, trace: Path, replays: ReplayFigures,
         print(f"# NAME@firefox: the container with the installed Firefox's run sizes, read from "
               f"its bin statistics (RUNSEL_CONF={conf}); the others: the classic rule's")
     if args.reference == "firefox":
-        head = replays.heads[firefox_replay.REFERENCE_NAME]
+        head = replays.heads[firefox_names.REFERENCE_NAME]
         version = head.get("firefox_version") or "firefox-esr"
         print(f"# firefox: the same trace on {version}'s "
               "own mozjemalloc (its executable's malloc/free, MALLOC_OPTIONS=r), figures from "
@@ -616,7 +323,7 @@ def print_replays(args: argparse.Namespace, trace: Path, replays: ReplayFigures,
 
 
 def add_commands(commands, parents: list[argparse.ArgumentParser]) -> None:
-    """Adds `trace` and `replay` to runsel_cli.py's subcommands."""
+    """Adds `trace` and `replay` to the command line's subcommands (cli.py)."""
     trace = commands.add_parser(
         "trace", parents=parents, help="record a program's allocation calls",
         description="Runs CMD with build/tools/librunsel-trace.so preloaded (and "
@@ -664,7 +371,8 @@ def add_commands(commands, parents: list[argparse.ArgumentParser]) -> None:
                              "available (MemAvailable, or less under ulimit -v or -d): a replay "
                              "writes every live block, so such a trace is refused without it "
                              "(slot tables beyond it are refused all the same)")
-    replay.add_argument("--reference", choices=["rb_first", "firefox"], default="rb_first",
+    replay.add_argument("--reference", choices=[REFERENCE, firefox_names.REFERENCE_NAME],
+                        default=REFERENCE,
                         help="compare with this: rb_first (default), or firefox: the same "
                              "trace replayed on the installed firefox-esr's own allocator "
                              "(mozjemalloc in its executable), shown as the row 'firefox'")
