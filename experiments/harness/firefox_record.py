@@ -76,6 +76,10 @@ PREFERENCES = {
     "services.settings.server": "http://127.0.0.1:9/",
     "security.OCSP.enabled": 0, "browser.region.network.url": "",
     "dom.ipc.processPrelaunch.enabled": False,  # no spare process started at a random time
+    # A page that calls window.print() (the Rust book's print.html, page 25, does 100 ms
+    # after its load) would open a modal print dialog that no one closes: the content
+    # process waits in it and Marionette times out. With printing off the call returns.
+    "print.enabled": False,
     "toolkit.startup.max_resumed_crashes": -1, "browser.sessionstore.resume_from_crash": False,
     "marionette.port": 0,  # replaced by the port chosen
 }

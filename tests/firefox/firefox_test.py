@@ -34,6 +34,7 @@ import unittest
 from pathlib import Path
 
 from harness import firefox_logs, firefox_record  # PYTHONPATH=experiments (meson sets it)
+from webkit import webkit_corpus
 
 ROOT = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-P", "-m", "harness"]  # the command line; PYTHONPATH holds its package
@@ -97,6 +98,23 @@ class Recording(unittest.TestCase):
         content = next(p for p in document["processes"] if p["role"] == "content")
         self.assertIn(f"tab_{pages}_loaded", content["mark_labels"])
         self.assertIn("tabs_closed", content["mark_labels"])
+
+    def test_a_page_that_calls_window_print_is_recorded_and_the_session_goes_on(self):
+        # The reported case: the default set's long session (pages 26 to 7) was left out,
+        # "driving Firefox failed: timed out", at page 25, the Rust book's print.html,
+        # which calls window.print() once loaded; the modal dialog held its tab. It is
+        # recorded here with the page after it in that session.
+        pages = webkit_corpus.corpus_pages(ROOT / "experiments" / "webkit" / "corpus.json",
+                                           1, None)
+        printing = [page for page in pages if page["path"].endswith("/book/print.html")]
+        self.assertEqual(len(printing), 1, "the corpus's print.html page")
+        chosen = [printing[0], pages[23]]
+        with tempfile.TemporaryDirectory(prefix="runsel-firefox-test-") as scratch:
+            document = firefox_record.record_pages(BUILD_DIR, Path(scratch) / "session",
+                                                   chosen, page_timeout=120, force=True)
+        self.assertTrue(document["passed"], document["problems"])
+        content = next(p for p in document["processes"] if p["role"] == "content")
+        self.assertIn("tab_2_loaded", content["mark_labels"])
 
     def test_the_content_log_replays_on_two_containers_and_on_firefox(self):
         with tempfile.TemporaryDirectory() as scratch:
