@@ -195,67 +195,7 @@ class BinaryTree {
   // over-deep paths (the walk stops after size() nodes or kMaxDepth levels); it
   // does not verify a link before it follows it.
   template <class Rule>
-  bool check_walk(const char** why, int missing, Rule rule) const {
-    const char* ignored;
-    if (why == nullptr) why = &ignored;
-    if (root_ == nullptr) {
-      if (size_ != 0) return check_failed(why, "root is null but size() is not zero");
-      if (first_ != nullptr) return check_failed(why, "cached first is set in an empty tree");
-      return true;
-    }
-    if (parent_of(root_) != nullptr) return check_failed(why, "root has a parent");
-
-    // Pre-order on the way down (links, count, depth), in-order between a
-    // node's subtrees (the order), post-order on the way up (the rule). Each
-    // stack entry is a node whose subtrees are not finished.
-    struct Pending {
-      Node* node;
-      int stage;  // 0: left subtree next, 1: right subtree next
-      int left;   // the left child's figure, once known
-    };
-    Pending stack[kMaxDepth];
-    int top = 0;
-    std::size_t count = 0;
-    Node* previous = nullptr;
-    Node* node = root_;
-    int finished = missing;  // figure of the subtree just completed
-    for (;;) {
-      if (node != nullptr) {
-        if (++count > size_) return check_failed(why, "more nodes reachable than size()");
-        for (int dir = kLeft; dir <= kRight; ++dir) {
-          Node* kid = child(node, dir);
-          if (kid != nullptr && parent_of(kid) != node) {
-            return check_failed(why, "child's parent pointer is wrong");
-          }
-        }
-        if (top == kMaxDepth) return check_failed(why, "tree deeper than kMaxDepth");
-        stack[top++] = {node, 0, missing};
-        node = left(node);
-        continue;
-      }
-      // An empty subtree, or a finished one, was just left: hand its figure
-      // to the node above.
-      if (top == 0) break;
-      Pending& above = stack[top - 1];
-      if ((above.stage == 0 ? left(above.node) : right(above.node)) == nullptr) finished = missing;
-      if (above.stage == 0) {
-        above.left = finished;
-        if (previous == nullptr) {
-          if (first_ != above.node) return check_failed(why, "cached first is not the minimum");
-        } else if (!Rep::less(previous, above.node)) {
-          return check_failed(why, "in-order nodes not strictly increasing");
-        }
-        previous = above.node;
-        above.stage = 1;
-        node = right(above.node);
-        continue;
-      }
-      if (!rule(above.node, above.left, finished, &finished, why)) return false;
-      --top;
-    }
-    if (count != size_) return check_failed(why, "fewer nodes reachable than size()");
-    return true;
-  }
+  bool check_walk(const char** why, int missing, Rule rule) const;  // binary_tree_check.h
 
   // Links `node` as a leaf where the order puts it, its bit set to `leaf_bit`;
   // keeps the cached minimum and the size. The caller rebalances.
@@ -409,3 +349,5 @@ class BinaryTree {
 };
 
 }  // namespace runsel
+
+#include "structures/binary_tree_check.h"  // check_walk
