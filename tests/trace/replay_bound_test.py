@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """meson test --suite trace (replay_bound): what `tools/runsel replay` and its programs may
-hold, whatever the input claims (issue 33, cases 6, 7 and the converter's half of 8).
+hold, whatever the input claims: the reported cases of a log with thousands of marks, a
+trace of ten million live blocks and a converter fed one endless line.
 
 - Marks: a gzip log of 3,000 `jemalloc_stats()` lines (a checkpoint each, about 6 KB of
   JSON per container) replays on every container with the front door and everything it
