@@ -343,7 +343,8 @@ def summarize(args: argparse.Namespace, workloads: list, allocators: list,
     if done["corpus"] is not None:
         summary["corpus"] = done["corpus"]
         summary["corpus"]["fanout"] = fanout.describe()
-    summary["headroom"] = headroom.build(summary.get("corpus"), done["firefox"])
+    summary["headroom"] = headroom.build(summary.get("corpus"), done["firefox"],
+                                         done["firefox_corpus"])
     summary["checks"].extend(headroom.checks(summary["headroom"]))
     fanout.close()
     derived.trim_chunk_maps(summary["workloads"])

@@ -1,7 +1,8 @@
 """The headroom bound: how far each container's bin_unused lies above the least that any
 run-selection policy which never moves an object could leave, the live regions of every
 bin packed into the fewest runs (the replayer's "headroom_bound", tools/trace/format.md).
-Per corpus group (the WebKit traces, the --corpus-file traces, each Firefox process), at
+Per corpus group (the WebKit traces, the --corpus-file traces, each Firefox process, and
+each group of the Firefox corpus: its sessions are the traces), at
 the moments the verdict judges (judgement.moments) and as the mean over every mark of a
 session, each container's excess over the bound in bytes and in percent of lifo's
 excess: how much of today's recoverable waste the container recovers. Computed when the
@@ -25,6 +26,8 @@ from pathlib import Path
 from . import judgement
 from .allocators import FIREFOX_MATCHING
 from .anchors import GROUP_LABELS
+from .firefox_names import GROUP_LABELS as FIREFOX_GROUP_LABELS
+from .firefox_names import GROUPS as FIREFOX_GROUPS
 
 MOMENTS = ("loaded", "closed", "peak", "session")  # session: the mean over every mark
 
@@ -164,6 +167,40 @@ def firefox_groups(firefox: dict | None, containers: list[str]) -> list[dict]:
     return found
 
 
+def session_places(process: dict, rows: list[str], suffix: str):
+    """A Firefox corpus session's process as firefox_places gives it, each row's figures
+    under the container's own name (NAME + suffix in the replay), and its peak: the mark
+    with the most live bytes."""
+    marks = [{"label": mark["label"],
+              "figures": {name: mark["figures"][name + suffix] for name in rows}}
+             for mark in process["marks"]]
+    places, chosen = firefox_places({"marks": marks})
+    chosen["peak"] = [max(places, key=lambda name: places[name][rows[0]]["live_requested"])]
+    return places, chosen
+
+
+def firefox_corpus_groups(entry: dict | None) -> list[dict]:
+    """One group per group of the Firefox corpus (firefox_names.GROUPS: the content logs
+    under the installed Firefox's run sizes, under the classic ones, the parent logs),
+    each session one trace, on the containers every session replayed."""
+    found = []
+    if not entry or "error" in entry:
+        return found
+    for group, (role, suffix) in FIREFOX_GROUPS.items():
+        processes = {session["name"]: process for session in entry.get("sessions", [])
+                     for process in session["processes"]
+                     if process["role"] == role and process["marks"]}
+        rows = [name for name in entry.get("containers", [])
+                if all(name + suffix in process["marks"][0]["figures"]
+                       for process in processes.values())]
+        if not processes or not rows:
+            continue
+        traces = {name: trace_headroom(*session_places(process, rows, suffix), rows)
+                  for name, process in processes.items()}
+        found.append(group_headroom(group, FIREFOX_GROUP_LABELS[group], traces, rows))
+    return found
+
+
 def checks(found: dict | None) -> list[dict]:
     """One check line per group (results.json's checks): no container went below the
     bound at any checkpoint; a failure means a wrong figure, not a good policy."""
@@ -176,13 +213,15 @@ def checks(found: dict | None) -> list[dict]:
             for group in (found or {}).get("groups") or []]
 
 
-def build(corpus: dict | None, firefox: dict | None) -> dict | None:
+def build(corpus: dict | None, firefox: dict | None,
+          firefox_corpus: dict | None = None) -> dict | None:
     """results["headroom"]; None when no replay gave the bound."""
     groups = corpus_groups(corpus)
     classic = [name for name, what in ((firefox or {}).get("rows") or {}).items()
                if what == "classic run sizes"]
     if firefox and "error" not in firefox:
         groups += firefox_groups(firefox, classic)
+    groups += firefox_corpus_groups(firefox_corpus)
     groups = [group for group in groups if group["moments"]]
     if not groups:
         return None

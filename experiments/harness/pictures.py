@@ -16,7 +16,10 @@ from matplotlib import colormaps
 from matplotlib.figure import Figure  # drawn without pyplot: no display, no global state
 
 from .allocators import FIREFOX_MATCHING, REFERENCE
+from .firefox_names import GROUPS, REFERENCE_NAME
 from .report_cells import MIB
+
+LONG_SESSION_PAGES = 20  # a Firefox session this long gets its own picture
 
 # Page codes of runsel_chunk_maps (memory/include/runsel.h).
 PAGE_RESERVED, PAGE_FREE, PAGE_DIRTY, PAGE_LARGE, PAGE_SMALL = 0, 1, 2, 3, 16
@@ -238,4 +241,47 @@ def corpus_answer(results: dict, path: Path) -> Path | None:
         + ("" if m == "cost" else f"\n{m}") for m, f in columns], fontsize=7)
     axis.set_title(f"% against {judged['reference']} over {len(judged['traces'])} traces: "
                    "green lower, red higher, grey not resolvable", fontsize=9)
+    return save(figure, path)
+
+
+def long_sessions(results: dict) -> list[str]:
+    """The Firefox corpus's sessions of at least LONG_SESSION_PAGES pages."""
+    return [session["name"] for session in (results.get("firefox_corpus") or {}).get(
+        "sessions", []) if len(session.get("pages") or []) >= LONG_SESSION_PAGES]
+
+
+def firefox_session(results: dict, name: str, path: Path) -> Path | None:
+    """One Firefox session's content log under the installed Firefox's run sizes: every
+    container's bin_unused at every mark (rb_first and lifo drawn bold), the packing
+    bound below which no policy can go, and Firefox's own allocator replaying the log."""
+    session = next(s for s in results["firefox_corpus"]["sessions"] if s["name"] == name)
+    role, suffix = GROUPS["firefox"]
+    process = next((p for p in session["processes"] if p["role"] == role), None)
+    if process is None or not process["marks"]:
+        return None
+    marks = process["marks"]
+    rows = [container for container in results["firefox_corpus"]["containers"]
+            if container + suffix in marks[0]["figures"]]
+    figure = Figure(figsize=(11, 4.8))
+    axis = figure.subplots()
+    x = range(len(marks))
+    palette = colormaps["tab20"].colors
+    for index, container in enumerate(rows):
+        anchor = container in (REFERENCE, FIREFOX_MATCHING)
+        axis.plot(x, [m["figures"][container + suffix]["bin_unused"] / MIB for m in marks],
+                  color=palette[index % len(palette)], linewidth=2.4 if anchor else 0.9,
+                  alpha=1.0 if anchor else 0.7, label=container, zorder=3 if anchor else 2)
+    first = rows[0] + suffix
+    if all(m["figures"][first].get("headroom_bound") is not None for m in marks):
+        axis.plot(x, [m["figures"][first]["headroom_bound"] / MIB for m in marks],
+                  color="black", linestyle="--", linewidth=1, label="packing bound")
+    if all(REFERENCE_NAME in m["figures"] for m in marks):
+        axis.plot(x, [m["figures"][REFERENCE_NAME]["bin_unused"] / MIB for m in marks],
+                  color="black", linestyle=":", linewidth=1.4, label="Firefox's own allocator")
+    axis.set_xticks(list(x))
+    axis.set_xticklabels([m["label"] for m in marks], rotation=70, ha="right", fontsize=6)
+    axis.set_ylabel("bin_unused (MiB)")
+    axis.set_title(f"{name}: content log, the installed Firefox's run sizes, every mark")
+    axis.grid(alpha=0.3)
+    axis.legend(fontsize=6, ncol=3)
     return save(figure, path)

@@ -51,6 +51,9 @@ def draw_pictures(results: dict, out: Path) -> list[tuple[str, Path]]:
         drawn.append((f"Chunk and page occupancy, {workload}: rb_first beside lifo",
                       pictures.chunk_occupancy(results, workload,
                                            out / f"occupancy_{workload.replace(':', '_')}.png")))
+    for session in pictures.long_sessions(results):
+        drawn.append((f"bin_unused at every mark of the Firefox session {session}",
+                      pictures.firefox_session(results, session, out / f"session_{session}.png")))
     return [(caption, path) for caption, path in drawn if path is not None]
 
 

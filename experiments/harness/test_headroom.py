@@ -127,5 +127,65 @@ class HeadroomOfAFirefoxSession(unittest.TestCase):
         self.assertEqual(len(headers), 1 + 2 * 3)  # no peak among a session's marks
 
 
+class HeadroomOfTheFirefoxCorpus(unittest.TestCase):
+    """Each group of the Firefox corpus is one group, each session one trace; a row is
+    the container's replay under the group's run sizes; the peak is the mark with the
+    most live bytes."""
+
+    @staticmethod
+    def session(name, rows):
+        """rows: (label, live, bound, rb_first's unused, lifo's unused) per mark; lifo@firefox
+        and the classic replays hold 1 and 2 bytes more, the parent log 1,000 more."""
+        def figures(live, bound, rb_first, lifo, extra):
+            return {f"{container}{suffix}": {"bin_unused": unused + extra + shift,
+                                             "headroom_bound": bound, "live_requested": live,
+                                             "kept_empty_unused": 0}
+                    for container, unused in (("rb_first", rb_first), ("lifo", lifo))
+                    for suffix, shift in (("@firefox", 0), ("", 1))}
+        return {"name": name, "processes": [
+            {"role": role, "marks": [{"label": label, "figures": figures(*rest, extra)}
+                                     for label, *rest in rows]}
+            for role, extra in (("parent", 1000), ("content", 0))]}
+
+    def test_the_three_groups_over_the_sessions(self):
+        entry = {"containers": ["rb_first", "lifo"], "sessions": [
+            self.session("a", [("tab_1_loaded", 100, 10, 30, 50),
+                               ("every", 300, 20, 20, 120), ("tabs_closed", 50, 5, 15, 25)]),
+            self.session("b", [("tab_1_loaded", 400, 10, 10, 10),
+                               ("tabs_closed", 40, 5, 25, 45)])]}
+        built = headroom.build(None, None, entry)
+        groups = {group["group"]: group for group in built["groups"]}
+        self.assertEqual(list(groups), ["firefox", "firefox_classic", "firefox_parent"])
+        today = groups["firefox"]
+        self.assertEqual(today["containers"], ["rb_first", "lifo"])
+        self.assertEqual(set(today["moments"]), {"loaded", "closed", "peak", "session"})
+        # loaded: a 20 and 40 over the bound, b 0 and 0; the mean over the two sessions.
+        self.assertEqual(today["moments"]["loaded"]["excess"], {"rb_first": 10, "lifo": 20})
+        # peak: a's "every" mark (300 live), b's tab_1_loaded (400 live).
+        self.assertEqual(today["moments"]["peak"]["excess"], {"rb_first": 0, "lifo": 50})
+        # session: each session's mean over its marks, then the mean over the sessions:
+        # rb_first a (20, 0, 10) and b (0, 20); lifo a (40, 100, 20) and b (0, 40).
+        session = today["moments"]["session"]
+        self.assertEqual(session["excess"]["rb_first"], 10)
+        self.assertAlmostEqual(session["excess"]["lifo"], (160 / 3 + 20) / 2)
+        self.assertAlmostEqual(session["percent_of_scale"]["rb_first"],
+                               100 * 10 / ((160 / 3 + 20) / 2))
+        self.assertEqual(groups["firefox_classic"]["moments"]["closed"]["excess"],
+                         {"rb_first": 16, "lifo": 31})
+        self.assertEqual(groups["firefox_parent"]["moments"]["closed"]["excess"],
+                         {"rb_first": 1015, "lifo": 1030})
+        self.assertEqual(headroom.checks(built)[0]["detail"], "10 checkpoints")
+        title = report_headroom.tables({"headroom": built})[0][0]
+        self.assertEqual(title, "Headroom over the packing bound: Firefox corpus, content logs, "
+                                "the installed Firefox's run sizes (2 traces)")
+
+    def test_a_session_below_the_bound_fails_its_check(self):
+        entry = {"containers": ["rb_first", "lifo"],
+                 "sessions": [self.session("a", [("tab_1_loaded", 100, 40, 30, 50)])]}
+        check = headroom.checks(headroom.build(None, None, entry))[0]
+        self.assertFalse(check["ok"])
+        self.assertIn("rb_first at a 0 tab_1_loaded: 30 < 40", check["detail"])
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=1)
