@@ -8,7 +8,7 @@ GROUPS = {  # group: (process role, row suffix), judged apart
     "firefox_classic": ("content", ""),
     "firefox_parent": ("parent", "@firefox"),
 }
-GROUP_LABELS = {  # group: the words a table's title gives it
+CORPUS_GROUP_LABELS = {  # group: the words a table's title gives it
     "firefox": "Firefox corpus, content logs, the installed Firefox's run sizes",
     "firefox_classic": "Firefox corpus, content logs, the classic run sizes",
     "firefox_parent": "Firefox corpus, parent logs, the installed Firefox's run sizes",

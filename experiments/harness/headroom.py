@@ -26,8 +26,7 @@ from pathlib import Path
 from . import judgement
 from .allocators import FIREFOX_MATCHING
 from .anchors import GROUP_LABELS
-from .firefox_names import GROUP_LABELS as FIREFOX_GROUP_LABELS
-from .firefox_names import GROUPS as FIREFOX_GROUPS
+from .firefox_names import CORPUS_GROUP_LABELS, GROUPS
 
 MOMENTS = ("loaded", "closed", "peak", "session")  # session: the mean over every mark
 
@@ -186,7 +185,7 @@ def firefox_corpus_groups(entry: dict | None) -> list[dict]:
     found = []
     if not entry or "error" in entry:
         return found
-    for group, (role, suffix) in FIREFOX_GROUPS.items():
+    for group, (role, suffix) in GROUPS.items():
         processes = {session["name"]: process for session in entry.get("sessions", [])
                      for process in session["processes"]
                      if process["role"] == role and process["marks"]}
@@ -197,7 +196,7 @@ def firefox_corpus_groups(entry: dict | None) -> list[dict]:
             continue
         traces = {name: trace_headroom(*session_places(process, rows, suffix), rows)
                   for name, process in processes.items()}
-        found.append(group_headroom(group, FIREFOX_GROUP_LABELS[group], traces, rows))
+        found.append(group_headroom(group, CORPUS_GROUP_LABELS[group], traces, rows))
     return found
 
 
