@@ -25,6 +25,7 @@ from pathlib import Path
 
 from . import allocators, firefox_names, firefox_replay
 from .allocators import (
+    AS_BUILT_CONF,
     CONVERTER_TARGET,
     FIREFOX_REPLAYER_TARGET,
     RECORDER_TARGET,
@@ -110,17 +111,20 @@ MEMORY_LINE = re.compile(r"^runsel-replay: .*?: memory: (a replay holds at most 
 
 
 def replay_on(program: Path, trace: Path, args: argparse.Namespace, scratch: Path,
-              conf: str | None = None) -> tuple[Path, str | None]:
-    """Runs one replayer (with RUNSEL_CONF=conf when given), its text into a file in
-    scratch (printed with --verbose); returns the file of its JSON document and what it
-    said it holds at most against its bound. Exit code 2, a refusal, is the input's:
-    passed on as one line."""
-    figures = scratch / f"{program.name}{'.conf' if conf else ''}.json"
+              run_pages: str | None = None) -> tuple[Path, str | None]:
+    """Runs one replayer in --profile's profile (and with the run sizes `run_pages`, a
+    RUNSEL_CONF entry, when given), its text into a file in scratch (printed with
+    --verbose); returns the file of its JSON document and what it said it holds at most
+    against its bound. Exit code 2, a refusal, is the input's: passed on as one line."""
+    conf = ",".join(filter(None, [AS_BUILT_CONF if args.profile == "as_built" else None,
+                                  run_pages])) or None
+    tag = ".firefox" if run_pages else ""
+    figures = scratch / f"{program.name}{tag}.json"
     options = (["--every", str(args.every)] if args.every else []) + (
         ["--partial"] if args.partial else []) + (
         ["--allow-large-live-set"] if args.allow_large_live_set else [])
     command = [str(program), *options, "--json", str(figures), str(trace)]
-    text = scratch / f"{program.name}{'.conf' if conf else ''}.txt"
+    text = scratch / f"{program.name}{tag}.txt"
     if conf:
         show(["env", f"RUNSEL_CONF={conf}", *command])
     else:
@@ -291,6 +295,10 @@ def print_replays(args: argparse.Namespace, trace: Path, replays: ReplayFigures,
           f"replayed on {', '.join(replays.heads)}, one thread, no address randomization")
     if memory:  # the first replay's: the same figure for every container, its bound then
         print(f"# memory: {memory}")
+    print("# profile: " + ("as_built (RUNSEL_CONF=profile:as_built: mozjemalloc's run "
+                           "lifecycle, purge and spare chunk, as the report's replays)"
+                           if args.profile == "as_built" else
+                           "drop_in (the drop-in library's own page level)"))
     if conf:
         print(f"# NAME@firefox: the container with the installed Firefox's run sizes, read from "
               f"its bin statistics (RUNSEL_CONF={conf}); the others: the classic rule's")
@@ -379,6 +387,11 @@ def add_commands(commands, parents: list[argparse.ArgumentParser]) -> None:
     replay.add_argument("--geometry", choices=["classic", "firefox", "both"], default="classic",
                         help="runsel's run sizes: the classic rule (default), the installed "
                              "Firefox's (read from its bin statistics; rows NAME@firefox), or both")
+    replay.add_argument("--profile", choices=["as_built", "drop_in"], default="as_built",
+                        help="the arena's page level: as_built (default), mozjemalloc's run "
+                             "lifecycle as the report's replays run it, or drop_in, the "
+                             "drop-in library's own (memory/README.md, \"The as-built "
+                             "profile\")")
     replay.add_argument("--variant", action="append", default=[], metavar="NAME",
                         help="only this container (repeatable; default: all)")
     replay.add_argument("--json", metavar="FILE",
