@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import json
 import os
 import random
 import subprocess
@@ -173,6 +174,21 @@ class Replay(RefusalChecks, unittest.TestCase):
         self.assertIn("partial: used 100 complete lines", done.stdout)
         self.assertIn("dropped the cut last line", done.stdout)
         self.assertIn("## end: after 100 records", done.stdout)
+
+    def test_a_replay_runs_in_the_as_built_profile_unless_told(self):
+        # The reported case: `replay --reference firefox` ran runsel in the drop-in
+        # library's page level while the report's replays ran as built, so the two
+        # disagreed (committed +37 % against Firefox's allocator instead of +0.3 %).
+        lines = "".join(f"7 1 malloc(32)=0x{(i + 1) << 12:x}\n" for i in range(100))
+        log = self.write("small.log", lines.encode())
+        for option, profile in (((), "as_built"), (("--profile", "drop_in"), "drop_in")):
+            with self.subTest(profile=profile):
+                figures = self.dir / f"{profile}.json"
+                done = self.replay(*option, "--json", figures, log)
+                self.assertEqual(done.returncode, 0, done.stderr)
+                self.assertIn(f"# profile: {profile}", done.stdout)
+                document = json.loads(figures.read_text())
+                self.assertEqual(document["replays"]["rb_first"]["profile"], profile)
 
     def test_a_trace_cut_in_a_record_replays_with_partial_and_says_so(self):
         lines = "".join(f"7 1 malloc(32)=0x{(i + 1) << 12:x}\n" for i in range(100))
