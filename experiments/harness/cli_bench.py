@@ -77,15 +77,21 @@ def command_bench(args: argparse.Namespace) -> int:
     json_path, markdown_path = RESULTS_DIR / "bench.json", RESULTS_DIR / "bench.md"
     command = [sys.executable, BENCH_COMPARE, "--bench", program, *preloads, "--out", json_path,
                *args.compare_args]
+    run_and_keep(command, markdown_path)
+    print(f"\nbenchmark written to {markdown_path} and {json_path}")
+    return 0
+
+
+def run_and_keep(command: list, markdown_path: Path) -> None:
+    """Runs a bench script (its command shown first), prints its Markdown and keeps it in
+    markdown_path; a script that fails is a failed step."""
     show(command, PACKAGE_PATH)
     completed = subprocess.run([str(part) for part in command], stdout=subprocess.PIPE, text=True,
                                env={**os.environ, **PACKAGE_PATH})
     print(completed.stdout, end="")
     if completed.returncode != 0:
-        raise StepFailed(f"{BENCH_COMPARE} exited with {completed.returncode}")
+        raise StepFailed(f"{command[1]} exited with {completed.returncode}")
     markdown_path.write_text(completed.stdout)
-    print(f"\nbenchmark written to {markdown_path} and {json_path}")
-    return 0
 
 
 def run_bench_programs(args: argparse.Namespace, libraries: dict[str, Path],
@@ -112,13 +118,7 @@ def run_bench_programs(args: argparse.Namespace, libraries: dict[str, Path],
     command = [sys.executable, BENCH_PROGRAMS, "--build-dir", args.build_dir,
                *(part for spec in specs for part in ("--preload", spec)),
                "--rounds", str(args.rounds), "--scale", str(args.scale), "--out", json_path]
-    show(command, PACKAGE_PATH)
-    completed = subprocess.run([str(part) for part in command], stdout=subprocess.PIPE, text=True,
-                               env={**os.environ, **PACKAGE_PATH})
-    print(completed.stdout, end="")
-    if completed.returncode != 0:
-        raise StepFailed(f"{BENCH_PROGRAMS} exited with {completed.returncode}")
-    markdown_path.write_text(completed.stdout)
+    run_and_keep(command, markdown_path)
     print(f"\nbench programs written to {markdown_path} and {json_path}\n")
 
 
