@@ -205,7 +205,7 @@ def read_perf(text: str) -> dict:
 
 def twin(container: str, build: str = SHIPPED) -> str:
     """The container's name in the names of its profiling twins of that build (BUILDS):
-    "shipped-lifo" as shipped, "lifo" hardened ("cached-lifo": the thread cache's)."""
+    shipped-NAME as shipped, NAME hardened (cached-NAME: the thread cache's)."""
     return BUILDS[build] + container
 
 
