@@ -25,8 +25,8 @@ the layers below it, never above, and no imports go round in a cycle):
 """
 
 LAYERS = (
-    ("tests", ("test_cluster", "test_comparisons", "test_firefox_corpus", "test_harness",
-               "test_headroom", "test_judgement", "test_progress", "test_report",
+    ("tests", ("test_cli_testing", "test_cluster", "test_comparisons", "test_firefox_corpus",
+               "test_harness", "test_headroom", "test_judgement", "test_progress", "test_report",
                "test_trace_workload", "report_fixture")),
     ("command line", ("__main__", "cli", "cli_report", "cli_testing", "cli_bench", "cli_trace",
                       "replay_figures")),

@@ -90,17 +90,41 @@ def test_log(build_dir: Path, setup: str = CI_TEST_SETUP) -> Path:
     return build_dir / "meson-logs" / f"testlog-{setup}.json"
 
 
-def count_test_results(build_dir: Path, setup: str = CI_TEST_SETUP) -> dict[str, int] | None:
-    """Counts meson's per-test results from its log (None when there is no log)."""
+OUTCOMES = {"OK": "passed", "EXPECTEDFAIL": "passed", "SKIP": "skipped"}  # else failed
+FAILURE_TAIL_LINES = 12  # of a failed test's output, repeated in the summary
+
+
+def test_records(build_dir: Path, setup: str = CI_TEST_SETUP) -> list[dict] | None:
+    """meson's per-test records from its log (None when there is no log)."""
     log = test_log(build_dir, setup)
     if not log.exists():
         return None
+    return [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+
+
+def count_test_results(build_dir: Path, setup: str = CI_TEST_SETUP) -> dict[str, int] | None:
+    """Counts meson's per-test results from its log (None when there is no log)."""
+    records = test_records(build_dir, setup)
+    if records is None:
+        return None
     counts = {"passed": 0, "failed": 0, "skipped": 0}
-    outcome = {"OK": "passed", "EXPECTEDFAIL": "passed", "SKIP": "skipped"}
-    for line in log.read_text().splitlines():
-        if line.strip():
-            counts[outcome.get(json.loads(line).get("result"), "failed")] += 1
+    for record in records:
+        counts[OUTCOMES.get(record.get("result"), "failed")] += 1
     return counts
+
+
+def failure_lines(build_dir: Path, setup: str = CI_TEST_SETUP) -> list[str]:
+    """Each test that did not pass: its name, result and the last lines of its output, so
+    that the summary at the end of a long log names what failed."""
+    lines = []
+    for record in test_records(build_dir, setup) or []:
+        if OUTCOMES.get(record.get("result"), "failed") == "passed":
+            continue
+        lines.append(f"{record['name']}: {record.get('result')} "
+                     f"(exit code {record.get('returncode')}, {record.get('duration', 0):.1f} s)")
+        output = (record.get("stdout") or "") + (record.get("stderr") or "")
+        lines += [f"    {line}" for line in output.splitlines()[-FAILURE_TAIL_LINES:]]
+    return lines
 
 
 def suite_targets(build_dir: Path, suites: tuple[str, ...]) -> list[Path]:
@@ -135,6 +159,7 @@ def run_test_build(spec: TestBuild, args: argparse.Namespace) -> dict:
                check=False)
     counts = count_test_results(build_dir, spec.setup) or {}
     outcome.update(counts)
+    outcome["failures"] = failure_lines(build_dir, spec.setup)
     if code != 0 and not counts.get("failed"):
         outcome["error"] = f"meson test exited with {code}"
     outcome["seconds"] = time.monotonic() - started
@@ -170,6 +195,11 @@ def command_test(args: argparse.Namespace) -> int:
               f"{outcome['skipped']:>7} {outcome.get('build_seconds', 0) / 60:>9.1f} "
               f"{outcome['seconds'] / 60:>7.1f}  {outcome['error']}")
     print(f"total: {(time.monotonic() - started) / 60:.1f} minutes")
+    for outcome in outcomes:
+        if outcome.get("failures"):
+            print(f"\n== not passed in the {outcome['build']} build")
+            print("\n".join(outcome["failures"]))
+    print()
     totals = {key: sum(outcome[key] for outcome in outcomes)
               for key in ("passed", "failed", "skipped")}
     print(f"tests: {totals['passed']} passed, {totals['failed']} failed, "
