@@ -203,6 +203,37 @@ def short_answer(results: dict) -> str:
     ])
 
 
+def cost_words(results: dict, count: int) -> str:
+    """Which logs the answer's cost was counted on: '24 windows of 25000 records spread over
+    each of 3 traces', with the Firefox group the sessions' names and run sizes."""
+    corpus = results.get("corpus") or {}
+    if answer_group(corpus) == "firefox":
+        entry = results.get("firefox_corpus") or {}
+        cost = entry.get("cost") or {}
+        return (f"{cost.get('windows')} windows of {cost.get('window_records')} records spread "
+                f"over the content log of each of {counted(count, 'session')} "
+                f"({', '.join(entry['costed'])}: the shortest of each page set), under the "
+                "installed Firefox's run sizes")
+    cost = corpus.get("cost") or {}
+    return (f"{cost.get('windows')} windows of {cost.get('window_records')} records spread "
+            f"over each of {counted(count, 'trace')}")
+
+
+def cost_shares(results: dict) -> list[float]:
+    """The shares of their traces' records the answer group's callgrind windows covered."""
+    corpus = results.get("corpus") or {}
+    if answer_group(corpus) == "firefox":
+        blocks = [cost for session in (results.get("firefox_corpus") or {}).get("sessions", [])
+                  for process in session["processes"]
+                  for cost in (process.get("cost") or {}).values()]
+    else:
+        blocks = [pair.get("cost") for entry in
+                  ((corpus.get("groups") or {}).get("webkit") or {}).get("entries", {}).values()
+                  for pair in entry.get("allocators", {}).values()]
+    return sorted({block["share"] for block in blocks
+                   if block and block.get("share") is not None})
+
+
 def answer_paragraph(results: dict) -> str:
     """The report's first paragraph: which container, for memory and for cost, with the
     intervals over the corpus and what could not be resolved."""
@@ -212,7 +243,6 @@ def answer_paragraph(results: dict) -> str:
                or "no trace corpus in this run (the webkit workload was left out)")
         return f"No answer over a trace corpus: {why}. The tables below are per workload."
     reference = judged["reference"]
-    cost = (results.get("corpus") or {}).get("cost") or {}
     costed = pick(judged, next(iter(judged["containers"])), ("cost", "instructions_per_call"))
     sentences = [
         f"Over {corpus_words(results)}, each container against {reference} on the same trace, "
@@ -224,9 +254,10 @@ def answer_paragraph(results: dict) -> str:
         column_sentence(judged, ("loaded", "purged_resident"), reference),
         column_sentence(judged, ("closed", "footprint"), reference),
         f"**Cost** (the allocator's own instructions as shipped, counted by callgrind over "
-        f"{cost.get('windows')} windows of {cost.get('window_records')} records spread over "
-        f"each of {costed['n_traces']} traces; the share covered is in the corpus table). "
-        + column_sentence(judged, ("cost", "instructions_per_call"), reference),
+        f"{cost_words(results, costed['n_traces'])}; the share covered is in the table "
+        "below). " + column_sentence(judged, ("cost", "instructions_per_call"), reference)
+        if costed["n_traces"] else
+        "**Cost**: not measured (no callgrind windows over this group's logs in this run).",
     ]
     webkit = group_judgement(results, "webkit")
     if webkit is not judged and webkit:
@@ -257,11 +288,9 @@ def answer_table(results: dict):
     rows = [[container, *[judged_cell(pick(judged, container, column))
                           for column in ANSWER_COLUMNS]]
             for container in judged["containers"]]
-    shares = sorted({pair["cost"]["share"] for entry in
-                     results["corpus"]["groups"]["webkit"]["entries"].values()
-                     for pair in entry.get("allocators", {}).values()
-                     if pair.get("cost") and pair["cost"].get("share") is not None})
-    note = (f"Percent against {judged['reference']}, mean over {len(judged['traces'])} traces "
+    shares = cost_shares(results)
+    note = (f"Percent against {judged['reference']}, mean over "
+            f"{counted(len(judged['traces']), 'trace')} "
             "[95 % interval, Student's t on the per-trace differences, paired by trace]; "
             "\"?\" = not resolvable (the interval straddles 0); identical = the same figure on "
             "every trace. Every replay is exact for its trace; the traces are the replicates. "

@@ -237,10 +237,11 @@ def ninja(build_dir: Path, outputs: list[Path]) -> None:
         raise CostFailed(f"building the profiling twins failed: {done.stdout[-1500:]}")
 
 
-def replay_environment() -> dict[str, str]:
-    """The environment a replay under valgrind needs: the replayer cannot re-execute itself
-    there to add what it adds to RUNSEL_CONF (tools/trace/replay.cpp, kNoAgeing)."""
-    conf = with_as_built(os.environ.get("RUNSEL_CONF"))
+def replay_environment(conf: str | None = None) -> dict[str, str]:
+    """The environment a replay under valgrind needs, in the as-built profile with `conf`'s
+    entries (run sizes) after it (by default RUNSEL_CONF's): the replayer cannot re-execute
+    itself there to add what it adds to RUNSEL_CONF (tools/trace/replay.cpp, kNoAgeing)."""
+    conf = with_as_built(os.environ.get("RUNSEL_CONF") if conf is None else conf)
     if "huge_cache_ms:" not in conf:
         conf = ",".join(filter(None, [conf, NO_AGEING]))
     return {**os.environ, "RUNSEL_CONF": conf}
@@ -249,14 +250,16 @@ def replay_environment() -> dict[str, str]:
 def replay_cost(trace: Path, build_dir: Path, container: str, records: int = DEFAULT_RECORDS,
                 timeout: float = 600, windows: int | None = None,
                 window_records: int = WINDOW_RECORDS, replayer: Path | None = None,
-                library: Path | None = None, build: str = SHIPPED) -> dict:
+                library: Path | None = None, build: str = SHIPPED,
+                conf: str | None = None) -> dict:
     """The cost of replaying the trace on one container (the replay loop only: reading and
     checking the trace is left out) in one build (BUILDS: its profiling twin as shipped,
     or hardened): its first `records` records, or with `windows`, that many windows of
     `window_records` records spread evenly over the whole trace. The block says what it
     covered: `records` counted, `trace_records`, `share` of the trace.
     replayer and library: another build of the container than its profiling twins (the
-    container's own share is then None: its calls are inlined)."""
+    container's own share is then None: its calls are inlined). conf: RUNSEL_CONF's
+    entries after the as-built profile (replay_environment)."""
     replayer = replayer or build_dir / PROFILE_REPLAYER.format(twin(container, build))
     library = library or build_dir / PROFILE_LIBRARY.format(twin(container, build))
     if not replayer.is_file():
@@ -273,7 +276,7 @@ def replay_cost(trace: Path, build_dir: Path, container: str, records: int = DEF
         command = [*FIXED_LAYOUT, *CALLGRIND, *what, str(trace)]
         try:
             done = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
-                                  env=replay_environment())
+                                  env=replay_environment(conf))
         except subprocess.TimeoutExpired as failure:
             raise CostFailed(f"callgrind replay on {container}: timed out") from failure
         if done.returncode != 0 or not out.exists():

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from . import firefox_corpus, firefox_replay, firefox_workload, judgement, replays
+from .cost import SHIPPED
 from .firefox_names import GROUPS
 
 
@@ -31,11 +32,50 @@ def check_geometries(process: dict, containers: list[str]) -> None:
                                f"run sizes ({classic[:4]}...): its run_pages setting was ignored")
 
 
+def costed_sessions(sessions: list[dict], count: int) -> list[dict]:
+    """The sessions whose content logs callgrind counts: the shortest content log of each
+    page set, shortest first, `count` of them (a trace's windows cost mostly valgrind's
+    uninstrumented way through the whole log, so short logs are cheap; one per page set,
+    so that the cost is judged over different pages, not repeats)."""
+    shortest = {}
+    for session in sessions:
+        content = next((p for p in session["processes"] if p["role"] == "content"), None)
+        if content is None:
+            continue
+        key = tuple(session["pages"])
+        if key not in shortest or content["records"] < shortest[key][0]:
+            shortest[key] = (content["records"], session)
+    return [session for _, session in sorted(shortest.values(),
+                                             key=lambda item: item[0])][:count]
+
+
+def add_costs(build_dir: Path, sessions: list[dict], programs: list[str], conf: str,
+              windows: replays.CostWindows, timeout: float, progress) -> list[str]:
+    """callgrind's windows over the content logs of costed_sessions(), on every container
+    as shipped, under the installed Firefox's run sizes and the as-built profile: each
+    costed content process gets "cost": {container: cost block}. Returns the sessions'
+    names."""
+    chosen = costed_sessions(sessions, windows.traces) if windows.windows else []
+    contents = {session["name"]: next(p for p in session["processes"] if p["role"] == "content")
+                for session in chosen}
+    jobs = [(name, container, SHIPPED) for name in contents for container in programs]
+    costs = replays.corpus_costs({name: Path(process["trace"]) for name, process in
+                                  contents.items()}, build_dir, "", jobs, windows, timeout,
+                                 progress, " (firefox)", conf=conf)
+    for name, process in contents.items():
+        process["cost"] = {container: costs[(name, container, SHIPPED)]
+                           for container in programs}
+    return list(contents)
+
+
 def replay_corpus(build_dir: Path, corpus: dict, containers: list[str] | None,
-                  parent: bool = True, timeout: float = 900, progress=print) -> dict:
+                  parent: bool = True, timeout: float = 900, progress=print,
+                  windows: replays.CostWindows | None = None) -> dict:
     """results.json's "firefox_corpus" entry: {"set", "left_out", "run_pages_setting",
-    "sessions": [{"name", "pages", "source", "processes": [process_entry]}]}, or
-    {"error": one line}. Sessions whose replays fail are left out with their reason."""
+    "sessions": [{"name", "pages", "source", "processes": [process_entry]}], "costed"},
+    or {"error": one line}. Sessions whose replays fail are left out with their reason.
+    The parent logs are replayed under the installed Firefox's run sizes only (their
+    group's); `windows`: callgrind's over the content logs of some sessions (add_costs)."""
     try:
         layout = firefox_replay.geometry(build_dir)
         conf = firefox_replay.run_pages_setting(layout)
@@ -51,7 +91,8 @@ def replay_corpus(build_dir: Path, corpus: dict, containers: list[str] | None,
         try:
             processes = [firefox_workload.process_entry(
                 build_dir, Path(run["directory"]), process, programs, conf, timeout,
-                progress, at_firefox=tuple(programs)) for process in chosen]
+                progress, at_firefox=tuple(programs), classic=process["role"] == "content")
+                for process in chosen]
             for process in processes:
                 check_geometries(process, list(programs))
         except (firefox_replay.FirefoxFailed, replays.ReplayFailed, SameGeometry,
@@ -62,7 +103,11 @@ def replay_corpus(build_dir: Path, corpus: dict, containers: list[str] | None,
         sessions.append({"name": session["name"], "pages": session["pages"],
                          "repeat": session["repeat"], "source": session["source"],
                          "reused": bool(run.get("reused")), "processes": processes})
+    costed = add_costs(build_dir, sessions, list(programs), conf, windows or
+                       replays.CostWindows(windows=0), timeout, progress)
     return {"set": corpus["set"], "sessions": sessions, "left_out": left_out,
+            "costed": costed, "cost": {"windows": windows.windows,
+                                       "window_records": windows.records} if costed else None,
             "run_pages_setting": conf, "firefox_layout": layout,
             "containers": list(programs), "recorded": corpus["recorded"],
             "reused": corpus["reused"], "recording_seconds": corpus["seconds"]}
@@ -89,7 +134,9 @@ def group_entries(entry: dict, group: str) -> dict[str, dict]:
             "memory_comparable": True, "memory_note": None,
             "allocators": {name: {"exact": {"checkpoints": [
                 {"name": mark["label"], "ops": mark["ops"], **mark["figures"][name + suffix]}
-                for mark in process["marks"]]}, "cost": None} for name in rows}}
+                for mark in process["marks"]]},
+                SHIPPED: (process.get("cost") or {}).get(name) if suffix else None}
+                for name in rows}}
     return found
 
 
@@ -146,7 +193,10 @@ def harness_step(args, summary: dict, recorded: dict | None) -> dict | None:
                       if name in replays.replayers(args.build_dir)] or None
         entry = replay_corpus(args.build_dir, recorded, containers, args.firefox_parent,
                               max(args.timeout, 900),
-                              lambda text: print(f"harness: {text}", file=sys.stderr))
+                              lambda text: print(f"harness: {text}", file=sys.stderr),
+                              replays.CostWindows(args.firefox_cost_sessions,
+                                                  args.corpus_windows,
+                                                  args.corpus_window_records))
     sessions = entry.get("sessions", [])
     summary["checks"].append({
         "workload": "firefox", "ok": "error" not in entry and bool(sessions),

@@ -79,17 +79,19 @@ def marks_of(document: dict, side: list[dict]) -> list[dict]:
 
 def process_entry(build_dir: Path, session: Path, process: dict, containers: dict[str, Path],
                   conf: str, timeout: float, progress,
-                  at_firefox: tuple[str, ...] = (FIREFOX_MATCHING,)) -> dict:
-    """One process's log replayed on every container (classic run sizes), on the
-    containers named in at_firefox under the installed Firefox's run sizes (NAME@firefox)
-    and on Firefox's own allocator, with every figure at every mark."""
+                  at_firefox: tuple[str, ...] = (FIREFOX_MATCHING,),
+                  classic: bool = True) -> dict:
+    """One process's log replayed on every container (classic run sizes; not when
+    `classic` is False), on the containers named in at_firefox under the installed
+    Firefox's run sizes (NAME@firefox) and on Firefox's own allocator, with every figure
+    at every mark."""
     log = session / process["log"]
     trace = session / (process["log"].removesuffix(".log.gz") + ".trace")
     if not trace.exists() or trace.stat().st_mtime < log.stat().st_mtime:
         progress(f"converting {log.name}")
         firefox_replay.convert(build_dir, log, trace, partial=not process["complete"])
     side = firefox_logs.read_marks(session / process["marks_file"])
-    jobs = [(name, program, None) for name, program in containers.items()]
+    jobs = [(name, program, None) for name, program in containers.items() if classic]
     jobs += [(f"{name}@firefox", containers[name], conf) for name in at_firefox
              if name in containers]
     jobs.append((firefox_names.REFERENCE_NAME, None, None))
@@ -231,13 +233,29 @@ def join_corpus(corpus: dict | None, entry: dict | None, containers: list[str]) 
         "firefox": entry["firefox"], **judgement.group_judgements({**usable, **logs})}
 
 
-def harness_recording(args: argparse.Namespace) -> dict | None:
+def corpus_session(corpus: dict | None, pages: int) -> dict | None:
+    """The run.json document of the corpus's first kept session over pages 1..pages in
+    that order (None when it has none): the same recording the workload would make."""
+    wanted = list(range(1, pages + 1))
+    for session in (corpus or {}).get("sessions", []):
+        if session.get("source") == "recorded" and session["pages"] == wanted:
+            return {**session["run"], "step_seconds": 0.0}
+    return None
+
+
+def harness_recording(args: argparse.Namespace, corpus: dict | None = None) -> dict | None:
     """The harness's firefox recording, made before its timed runs (a browser must not
-    share the machine with them): record_session's document, None when left out."""
+    share the machine with them): the corpus's session over the same pages when it has
+    one (corpus_session), else record_session's document; None when left out."""
     if not args.firefox:
         return None
     print("harness: the firefox workload (stock firefox-esr, recorded once per version "
           "and corpus)", file=sys.stderr)
+    found = corpus_session(corpus, args.firefox_pages)
+    if found is not None:
+        print(f"harness: the firefox workload replays the corpus's session "
+              f"{found['directory']}", file=sys.stderr)
+        return found
     return record_session(args.build_dir, ROOT / "results" / "firefox", args.firefox_pages)
 
 

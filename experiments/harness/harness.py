@@ -116,7 +116,8 @@ def with_preset(args: argparse.Namespace) -> argparse.Namespace:
     args.webkit_replay_allocators = () if args.allocator else preset["webkit_replay_allocators"]
     args.webkit_cost_records = preset["webkit_cost_records"]
     for name in ("corpus_ranges", "corpus_cost_traces", "corpus_windows",
-                 "corpus_window_records", "corpus_hardened_traces", "cache_cost_traces"):
+                 "corpus_window_records", "corpus_hardened_traces", "cache_cost_traces",
+                 "firefox_cost_sessions"):
         setattr(args, name, preset[name])
     if args.no_thread_cache:
         args.cache_cost_traces = None
@@ -188,13 +189,15 @@ def record_first(args: argparse.Namespace, workloads: list) -> dict:
     """The recordings the deterministic steps replay, made (or reused from their caches)
     before the timed runs, so that no browser recording shares the machine with them:
     {"webkit": the corpus's recordings or why they failed, None without the webkit
-    workload; "firefox": the session's document, None without the firefox workload}."""
+    workload; "firefox": the session's document (the Firefox corpus's over the same pages
+    when it has one), None without the firefox workload; "firefox_corpus"}."""
     webkit = None
     if any(workload.name == webkit_record.WEBKIT for workload in workloads):
         webkit = webkit_record.corpus_recordings(
             args, lambda text: print(f"harness: {text}", file=sys.stderr))
-    return {"webkit": webkit, "firefox": firefox_workload.harness_recording(args),
-            "firefox_corpus": firefox_groups.harness_recording(args)}
+    corpus = firefox_groups.harness_recording(args)
+    return {"webkit": webkit, "firefox": firefox_workload.harness_recording(args, corpus),
+            "firefox_corpus": corpus}
 
 
 def shared_paths(args: argparse.Namespace, recorded: dict) -> list[Path]:

@@ -49,6 +49,9 @@ DEFAULT = {"repeat": 12, "scale": 1.0, "instruction_scale": 0.05, "extend": 0,
            # hardened too on this many of them (the checks' price; each is one more trace's
            # windows on every container).
            "corpus_hardened_traces": 1,
+           # The Firefox corpus's content logs callgrind counts (firefox_groups.add_costs:
+           # the shortest of each page set; with the same windows), under Firefox's run sizes.
+           "firefox_cost_sessions": 3,
            # Behind a thread cache (behind_cache.py): the corpus replayed on the containers
            # built with the cache, with callgrind windows on this many of its traces (built
            # hardened only, so compared with the plain replays' hardened counts: no more
@@ -66,7 +69,7 @@ QUICK = {"repeat": 5, "scale": 0.05, "instruction_scale": 0.01, "extend": 0,
          # takes): a trace's windows are nearly all valgrind's way through the whole trace.
          "corpus_ranges": ((1, 1), (1, 1), (2, 2)),
          "corpus_cost_traces": 2, "corpus_windows": 4, "corpus_window_records": 5_000,
-         "corpus_hardened_traces": 2, "cache_cost_traces": 1}
+         "corpus_hardened_traces": 2, "cache_cost_traces": 1, "firefox_cost_sessions": 1}
 
 
 def positive(kind):

@@ -263,9 +263,10 @@ def corpus_documents(traces: dict[str, Path], programs: dict[str, Path], timeout
 
 def corpus_costs(traces: dict[str, Path], build_dir: Path, twin: str,
                  jobs: list[tuple[str, str, str]], windows: CostWindows, timeout: float,
-                 progress, kind: str) -> dict[tuple[str, str, str], dict]:
+                 progress, kind: str, conf: str | None = None) -> dict[tuple[str, str, str], dict]:
     """callgrind's windows of each (trace, container, build) job, as tasks, on the
-    container's profiling twin (`twin`: its names' prefix): {job: cost or {"error"}}."""
+    container's profiling twin (`twin`: its names' prefix), with RUNSEL_CONF's entries
+    `conf` (run sizes) after the as-built profile: {job: cost or {"error"}}."""
     if not jobs:
         return {}
     try:
@@ -278,7 +279,7 @@ def corpus_costs(traces: dict[str, Path], build_dir: Path, twin: str,
         try:
             return replay_cost(traces[job[0]], build_dir, twin + job[1], timeout=timeout * 4,
                                windows=windows.windows, window_records=windows.records,
-                               build=job[2])
+                               build=job[2], conf=conf)
         except CostFailed as failure:
             return {"error": str(failure)}
     return dict(zip(jobs, fanned_map(

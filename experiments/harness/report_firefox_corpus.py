@@ -160,10 +160,19 @@ def short_answer(results: dict) -> str | None:
 
     def text(name: str, moment: str, figure: str) -> str:
         return f"{name} {judgement_text(containers[name]['memory'][moment][figure])}"
-    order = sorted(containers, key=lambda name: containers[name]["memory"]["mean"]
-                   ["bin_unused"]["percent"] or 0.0)
+    # Containers that pick as the reference does are identical to it: not listed.
+    order = sorted((name for name in containers
+                    if containers[name]["memory"]["mean"]["bin_unused"]["outcome"]
+                    != "identical"),
+                   key=lambda name: containers[name]["memory"]["mean"]["bin_unused"]
+                   ["percent"] or 0.0)
     lower = [name for name in order
              if containers[name]["memory"]["mean"]["bin_unused"]["outcome"] == "lower"]
+    costs = sorted(((name, found["cost"]["instructions_per_call"])
+                    for name, found in containers.items()
+                    if found["cost"]["instructions_per_call"]["outcome"]
+                    not in ("not measured", "identical")),
+                   key=lambda item: item[1]["percent"])
     excess = excess_over_bound(results)
     base = excess.get(FIREFOX_MATCHING)
     bound = "; ".join(f"{name} {value / MIB:.2f} MiB" + (
@@ -172,12 +181,16 @@ def short_answer(results: dict) -> str | None:
     sessions = len(judged["traces"])
     choice = (f"**Use {lower[0]}**: lowest resolved bin_unused" if lower else
               f"**No container is resolved below {judged['reference']}**: keep it")
-    words = " ".join([
+    cost = ("Allocator instructions per call: " + "; ".join(
+        f"{name} {judgement_text(judged_cost)}" for name, judged_cost in
+        [costs[0], costs[-1]][:len(costs)]) + "." if costs else "")
+    words = " ".join(filter(None, [
         f"**In short**, for today's Firefox (its own run sizes), over {sessions} content-"
-        f"process sessions, each container against {judged['reference']}, session mean "
-        "[95 % interval over sessions]:", f"{choice}.",
+        f"process session{'s' * (sessions != 1)}, each container against "
+        f"{judged['reference']}, session mean [95 % interval over sessions]:", f"{choice}.",
         "bin_unused: " + "; ".join(text(name, "mean", "bin_unused") for name in order[:3]) + ".",
         "Committed − dirty: " + "; ".join(text(name, "mean", "footprint")
                                           for name in order[:2]) + ".",
-        f"Above the packing bound (mean bin_unused excess): {bound}." if bound else ""])
+        cost,
+        f"Above the packing bound (mean bin_unused excess): {bound}." if bound else ""]))
     return words

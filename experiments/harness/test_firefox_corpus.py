@@ -131,24 +131,61 @@ class CorpusTest(unittest.TestCase):
             self.build_corpus("missing")
 
     def fake_process(self, build_dir, session, process, containers, conf, timeout, progress,
-                     at_firefox=()):
+                     at_firefox=(), classic=True):
         marks = firefox_logs.read_marks(session / process["marks_file"])
-        names = list(containers) + [f"{name}@firefox" for name in at_firefox]
+        self.replayed.append((session.name, process["role"], classic))
+        names = list(containers) * classic + [f"{name}@firefox" for name in at_firefox]
         geometry = {name: [4096 if name in containers or self.same else 16384]
                     for name in names}
-        return {"role": process["role"], "trace": str(session / "t.trace"),
-                "geometry": geometry, "marks": [
+        # A repeat's log is shorter than the first recording's (costed_sessions picks it).
+        records = 50 if "-r1-" in session.name else 100
+        return {"role": process["role"], "trace": str(session / f"{process['role']}.trace"),
+                "records": records, "geometry": geometry, "marks": [
                     {"label": mark["label"], "ops": 4 * mark["mark"], "figures": {
                         name: {"committed": 100 + index, "dirty": 0, "bin_unused": 10 + index}
                         for index, name in enumerate(names)}} for mark in marks]}
 
-    def replay(self, corpus: dict) -> dict:
+    def replay(self, corpus: dict, windows: replays.CostWindows | None = None) -> dict:
+        self.replayed = []
         with mock.patch.object(firefox_workload, "process_entry", self.fake_process), \
                 mock.patch.object(firefox_replay, "geometry", lambda build: []), \
                 mock.patch.object(firefox_replay, "run_pages_setting", lambda layout: "x"), \
                 mock.patch.object(replays, "replayers", lambda build: {
-                    "rb_first": Path("a"), "lifo": Path("b")}):
-            return firefox_groups.replay_corpus(self.build, corpus, None, progress=lambda t: 0)
+                    "rb_first": Path("a"), "lifo": Path("b")}), \
+                mock.patch.object(replays, "corpus_costs", self.fake_costs):
+            return firefox_groups.replay_corpus(self.build, corpus, None, progress=lambda t: 0,
+                                                windows=windows)
+
+    def fake_costs(self, traces, build_dir, twin, jobs, windows, timeout, progress, kind,
+                   conf=None):
+        """callgrind's stand-in: lifo costs 10 % more than rb_first on every log."""
+        self.costed = (sorted(Path(path).parent.name for path in traces.values()), conf)
+        return {job: {"calls": 100, "allocator_instructions": 11_000 if job[1] == "lifo"
+                      else 10_000, "share": 0.5} for job in jobs}
+
+    def test_the_shortest_content_log_of_each_page_set_is_costed_under_firefox_run_sizes(self):
+        self.same = False
+        self.sessions.write_text(json.dumps({"sets": {"three": [
+            {"id": "p1", "pages": [1], "repeat": 0}, {"id": "p1", "pages": [1], "repeat": 1},
+            {"id": "p2", "pages": [2], "repeat": 0}]}}))
+        entry = self.replay(self.build_corpus("three"), replays.CostWindows(3, 4, 500))
+        self.assertEqual(entry["costed"], ["p1-r1", "p2-r0"])  # shortest first, one per set
+        directories, conf = self.costed
+        self.assertEqual([name.split("-", 2)[2].rsplit("-", 1)[0] for name in directories],
+                         ["p1-r1", "p2-r0"])
+        self.assertEqual(conf, "x")  # the installed Firefox's run sizes
+        self.assertEqual(entry["cost"], {"windows": 4, "window_records": 500})
+        # parent logs: Firefox's run sizes only; content logs: both
+        self.assertEqual({(role, classic) for _, role, classic in self.replayed},
+                         {("parent", False), ("content", True)})
+        corpus = {"groups": {}}
+        firefox_groups.join_groups(corpus, entry)
+        cost = corpus["groups"]["firefox"]["judgement"]["containers"]["lifo"]["cost"]
+        self.assertEqual(cost["instructions_per_call"]["n_traces"], 2)
+        self.assertAlmostEqual(cost["instructions_per_call"]["percent"], 10.0)
+        for group in ("firefox_classic", "firefox_parent"):
+            self.assertEqual(corpus["groups"][group]["judgement"]["containers"]["lifo"]
+                             ["cost"]["instructions_per_call"]["outcome"], "not measured")
 
     def test_a_logalloc_log_added_with_corpus_file_joins_the_firefox_group(self):
         log = Path(self.scratch.name) / "elsewhere.log"
