@@ -40,11 +40,12 @@ DEFAULT = {"repeat": 12, "scale": 1.0, "instruction_scale": 0.05, "extend": 0,
            # The corpus of Firefox sessions (experiments/firefox/sessions.json's set).
            "firefox_set": "default",
            # The trace corpus (webkit_record.DEFAULT_RANGES): 8 recordings, the default page
-           # set 5 times and 3 other page sets; callgrind windows on the first 3 traces (a
-           # trace's are ~15 s of CPU per container, 12 of them valgrind's uninstrumented
-           # way through the whole trace, so more windows cost little and more traces much).
+           # set 5 times and 3 other page sets; callgrind windows on the first 2 traces, the
+           # fewest an interval takes (a WebKit trace's are ~18 s of CPU per container, most
+           # of them valgrind's uninstrumented way through the whole trace, so more windows
+           # cost little and more traces much; the answer's cost is the Firefox group's).
            "corpus_ranges": ((1, 4),) * 5 + ((5, 8), (9, 12), (13, 16)),
-           "corpus_cost_traces": 3, "corpus_windows": 24, "corpus_window_records": 25_000,
+           "corpus_cost_traces": 2, "corpus_windows": 24, "corpus_window_records": 25_000,
            # Their windows are counted as shipped (the verdict's figure) on those traces and
            # hardened too on this many of them (the checks' price; each is one more trace's
            # windows on every container).
