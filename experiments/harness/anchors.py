@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from . import judgement
 from .allocators import AS_BUILT, FIREFOX_MATCHING, REFERENCE
+from .firefox_names import CORPUS_GROUP_LABELS
 
 # (moment, figure): the figures purge timing cannot flip, with the pages loaded and after
 # the tabs close (judgement.moments).
@@ -21,7 +22,8 @@ MEMORY_COLUMNS = (("loaded", "purged_resident"), ("closed", "purged_resident"),
                   ("closed", "footprint"), ("closed", "bin_unused"))
 COST_FIGURE = "instructions_per_call"
 GROUP_LABELS = {"webkit": "WebKit corpus", "files": "--corpus-file traces",
-                "firefox": "Firefox logs"}
+                "firefox_workload": "Firefox logs (the firefox workload's session)",
+                **CORPUS_GROUP_LABELS}
 
 
 def interval(values: dict[str, float | None]) -> dict:
@@ -116,11 +118,14 @@ def cost_group(group: str, entries: dict[str, dict]) -> dict | None:
                                    "difference_hardened")}}
 
 
-def build(corpus: dict | None, firefox: dict | None) -> dict | None:
-    """results["anchors"]; None when no replayed trace holds both anchors of either table."""
+def build(corpus: dict | None, firefox: dict | None,
+          sessions: dict[str, dict[str, dict]] | None = None) -> dict | None:
+    """results["anchors"]; None when no replayed trace holds both anchors of either table.
+    sessions: the Firefox corpus's groups' entries ({group: {session: summary entry}},
+    firefox_groups.group_entries'), which corpus["groups"] names without holding them."""
     memory, cost = [], []
     for group, data in ((corpus or {}).get("groups") or {}).items():
-        entries = data.get("entries") or {}
+        entries = data.get("entries") or (sessions or {}).get(group) or {}
         found = corpus_memory(entries)
         if found:
             memory.append(memory_group(group, found))
@@ -130,7 +135,7 @@ def build(corpus: dict | None, firefox: dict | None) -> dict | None:
     if firefox and "error" not in firefox:
         found = firefox_memory(firefox)
         if found:
-            memory.append(memory_group("firefox", found))
+            memory.append(memory_group("firefox_workload", found))
     if not memory and not cost:
         return None
     return {"shipped": AS_BUILT, "idealized": REFERENCE, "today": FIREFOX_MATCHING,

@@ -140,6 +140,13 @@ def group_entries(entry: dict, group: str) -> dict[str, dict]:
     return found
 
 
+def every_group_entries(entry: dict | None) -> dict[str, dict[str, dict]]:
+    """{group: group_entries(entry, group)} for every Firefox group ({} without a corpus)."""
+    if not entry or "error" in entry:
+        return {}
+    return {group: group_entries(entry, group) for group in GROUPS}
+
+
 def join_groups(corpus: dict | None, entry: dict | None) -> None:
     """Adds the Firefox groups to corpus["groups"] (each with its sessions' names in
     "members" and its judgements; "entries" stays empty: the logs are in

@@ -384,7 +384,8 @@ def results_document(args: argparse.Namespace, run: dict, measured: dict,
         "targets": targets.judge_workloads(summary["workloads"], REFERENCE),
         "firefox": firefox,
         "firefox_corpus": done["firefox_corpus"],
-        "anchors": anchors.build(summary.get("corpus"), firefox),
+        "anchors": anchors.build(summary.get("corpus"), firefox,
+                                 firefox_groups.every_group_entries(done["firefox_corpus"])),
         "headroom": summary["headroom"],
     }
 

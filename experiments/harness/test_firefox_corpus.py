@@ -15,6 +15,7 @@ from pathlib import Path
 from unittest import mock
 
 from . import (
+    anchors,
     firefox_corpus,
     firefox_groups,
     firefox_logs,
@@ -145,13 +146,14 @@ class CorpusTest(unittest.TestCase):
                         name: {"committed": 100 + index, "dirty": 0, "bin_unused": 10 + index}
                         for index, name in enumerate(names)}} for mark in marks]}
 
-    def replay(self, corpus: dict, windows: replays.CostWindows | None = None) -> dict:
+    def replay(self, corpus: dict, windows: replays.CostWindows | None = None,
+               containers: tuple[str, ...] = ("rb_first", "lifo")) -> dict:
         self.replayed = []
         with mock.patch.object(firefox_workload, "process_entry", self.fake_process), \
                 mock.patch.object(firefox_replay, "geometry", lambda build: []), \
                 mock.patch.object(firefox_replay, "run_pages_setting", lambda layout: "x"), \
                 mock.patch.object(replays, "replayers", lambda build: {
-                    "rb_first": Path("a"), "lifo": Path("b")}), \
+                    name: Path(name) for name in containers}), \
                 mock.patch.object(replays, "corpus_costs", self.fake_costs):
             return firefox_groups.replay_corpus(self.build, corpus, None, progress=lambda t: 0,
                                                 windows=windows)
@@ -168,7 +170,8 @@ class CorpusTest(unittest.TestCase):
         self.sessions.write_text(json.dumps({"sets": {"three": [
             {"id": "p1", "pages": [1], "repeat": 0}, {"id": "p1", "pages": [1], "repeat": 1},
             {"id": "p2", "pages": [2], "repeat": 0}]}}))
-        entry = self.replay(self.build_corpus("three"), replays.CostWindows(3, 4, 500))
+        entry = self.replay(self.build_corpus("three"), replays.CostWindows(3, 4, 500),
+                            ("rb_first", "lifo", "moz_tree"))
         self.assertEqual(entry["costed"], ["p1-r1", "p2-r0"])  # shortest first, one per set
         directories, conf = self.costed
         self.assertEqual([name.split("-", 2)[2].rsplit("-", 1)[0] for name in directories],
@@ -186,6 +189,12 @@ class CorpusTest(unittest.TestCase):
         for group in ("firefox_classic", "firefox_parent"):
             self.assertEqual(corpus["groups"][group]["judgement"]["containers"]["lifo"]
                              ["cost"]["instructions_per_call"]["outcome"], "not measured")
+        # the as-built tree against lifo as shipped, on the Firefox content logs
+        built = anchors.build(corpus, None, firefox_groups.every_group_entries(entry))
+        costed = {group["group"]: group for group in built["cost"]["groups"]}
+        self.assertEqual(list(costed), ["firefox"])
+        self.assertEqual([t["trace"] for t in costed["firefox"]["traces"]], ["p1-r1", "p2-r0"])
+        self.assertAlmostEqual(costed["firefox"]["judged"]["difference"]["mean"], -10.0)
 
     def test_a_logalloc_log_added_with_corpus_file_joins_the_firefox_group(self):
         log = Path(self.scratch.name) / "elsewhere.log"

@@ -369,7 +369,8 @@ class AnchorsOfFirefoxLogs(unittest.TestCase):
         firefox = {"processes": [{"role": "content", "pid": 7, "marks": marks}]}
         built = anchors.build(None, firefox)
         group = built["memory"]["groups"][0]
-        self.assertEqual((group["group"], group["traces"][0]["trace"]), ("firefox", "content (7)"))
+        self.assertEqual((group["group"], group["traces"][0]["trace"]),
+                         ("firefox_workload", "content (7)"))
         columns = [tuple(column) for column in built["memory"]["columns"]]
         differences = dict(zip(columns, group["traces"][0]["differences"]))
         self.assertIsNone(differences["loaded", "purged_resident"])
