@@ -70,12 +70,15 @@ def add_costs(build_dir: Path, sessions: list[dict], programs: list[str], conf: 
 
 def replay_corpus(build_dir: Path, corpus: dict, containers: list[str] | None,
                   parent: bool = True, timeout: float = 900, progress=print,
-                  windows: replays.CostWindows | None = None) -> dict:
+                  windows: replays.CostWindows | None = None,
+                  classic_parents: tuple[str, ...] = ()) -> dict:
     """results.json's "firefox_corpus" entry: {"set", "left_out", "run_pages_setting",
     "sessions": [{"name", "pages", "source", "processes": [process_entry]}], "costed"},
     or {"error": one line}. Sessions whose replays fail are left out with their reason.
     The parent logs are replayed under the installed Firefox's run sizes only (their
-    group's); `windows`: callgrind's over the content logs of some sessions (add_costs)."""
+    group's), but for the sessions whose run directories are in `classic_parents` (the
+    firefox workload's, whose tables have every row); `windows`: callgrind's over the
+    content logs of some sessions (add_costs)."""
     try:
         layout = firefox_replay.geometry(build_dir)
         conf = firefox_replay.run_pages_setting(layout)
@@ -91,7 +94,8 @@ def replay_corpus(build_dir: Path, corpus: dict, containers: list[str] | None,
         try:
             processes = [firefox_workload.process_entry(
                 build_dir, Path(run["directory"]), process, programs, conf, timeout,
-                progress, at_firefox=tuple(programs), classic=process["role"] == "content")
+                progress, at_firefox=tuple(programs),
+                classic=process["role"] == "content" or run["directory"] in classic_parents)
                 for process in chosen]
             for process in processes:
                 check_geometries(process, list(programs))
@@ -189,7 +193,8 @@ def harness_recording(args) -> dict | None:
         return {"error": str(failure), "sessions": [], "left_out": []}
 
 
-def harness_step(args, summary: dict, recorded: dict | None) -> dict | None:
+def harness_step(args, summary: dict, recorded: dict | None,
+                 classic_parents: tuple[str, ...] = ()) -> dict | None:
     """The corpus's replays (replay_corpus) and their check line in summary["checks"]."""
     if recorded is None:
         return None
@@ -203,7 +208,8 @@ def harness_step(args, summary: dict, recorded: dict | None) -> dict | None:
                               lambda text: print(f"harness: {text}", file=sys.stderr),
                               replays.CostWindows(args.firefox_cost_sessions,
                                                   args.corpus_windows,
-                                                  args.corpus_window_records))
+                                                  args.corpus_window_records),
+                              classic_parents)
     sessions = entry.get("sessions", [])
     summary["checks"].append({
         "workload": "firefox", "ok": "error" not in entry and bool(sessions),

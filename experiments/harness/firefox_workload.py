@@ -137,11 +137,25 @@ def record_session(build_dir: Path, cache: Path, pages: int) -> dict:
     return {**document, "step_seconds": round(time.monotonic() - started, 1)}
 
 
+def workload_rows(processes: list[dict], containers: list[str]) -> list[dict]:
+    """process_entry()s with more rows (the Firefox corpus's: every NAME@firefox) cut to
+    the workload's: the classic rows of `containers`, lifo@firefox and Firefox's own."""
+    rows = {*containers, f"{FIREFOX_MATCHING}@firefox", firefox_names.REFERENCE_NAME}
+
+    def kept(by_row: dict) -> dict:
+        return {name: value for name, value in by_row.items() if name in rows}
+    return [{**{key: value for key, value in process.items() if key != "cost"},
+             **{key: kept(process[key]) for key in ("replay_tally", "geometry", "profiles")},
+             "marks": [{**mark, "figures": kept(mark["figures"])} for mark in process["marks"]]}
+            for process in processes]
+
+
 def firefox_summary(build_dir: Path, cache: Path, pages: int, containers: list[str] | None,
                     parent: bool = True, timeout: float = 900, progress=print,
-                    recorded: dict | None = None) -> dict:
+                    recorded: dict | None = None, replayed: list[dict] | None = None) -> dict:
     """results.json's "firefox" entry, or {"error": one line} when Firefox cannot run:
-    the session `recorded` (record_session's document), or recorded now."""
+    the session `recorded` (record_session's document), or recorded now; `replayed`: its
+    processes' entries already replayed (the Firefox corpus's, workload_rows)."""
     started = time.monotonic()
     document = recorded or record_session(build_dir, cache, pages)
     if "error" in document:
@@ -155,8 +169,9 @@ def firefox_summary(build_dir: Path, cache: Path, pages: int, containers: list[s
             programs = {name: path for name, path in programs.items() if name in containers}
         session = Path(document["directory"])
         chosen = [p for p in document["processes"] if parent or p["role"] == "content"]
-        processes = [process_entry(build_dir, session, process, programs, conf, timeout,
-                                   progress) for process in chosen]
+        processes = (workload_rows(replayed, list(programs)) if replayed is not None else
+                     [process_entry(build_dir, session, process, programs, conf, timeout,
+                                    progress) for process in chosen])
     except (firefox_replay.FirefoxFailed, replays.ReplayFailed,
             subprocess.TimeoutExpired) as failure:
         return {"error": str(failure) or type(failure).__name__}
@@ -259,8 +274,20 @@ def harness_recording(args: argparse.Namespace, corpus: dict | None = None) -> d
     return record_session(args.build_dir, ROOT / "results" / "firefox", args.firefox_pages)
 
 
-def harness_step(args: argparse.Namespace, summary: dict, recorded: dict | None) -> dict | None:
-    """The harness's firefox replays of the session `recorded` (harness_recording's):
+def corpus_replays(corpus: dict | None, recorded: dict) -> list[dict] | None:
+    """The Firefox corpus's replayed processes of the session `recorded` (the same run
+    directory), None when the corpus did not replay it."""
+    for session in (corpus or {}).get("sessions", []):
+        if session["processes"] and Path(session["processes"][0]["trace"]).parent.resolve() \
+                == Path(recorded.get("directory", "")).resolve():
+            return session["processes"]
+    return None
+
+
+def harness_step(args: argparse.Namespace, summary: dict, recorded: dict | None,
+                 corpus: dict | None = None) -> dict | None:
+    """The harness's firefox replays of the session `recorded` (harness_recording's), or
+    the Firefox corpus's replays of it (`corpus`: results.json's "firefox_corpus"):
     returns results.json's "firefox" entry (None when it was left out) and appends its
     check lines to summary["checks"]."""
     if recorded is None:
@@ -270,7 +297,8 @@ def harness_step(args: argparse.Namespace, summary: dict, recorded: dict | None)
     entry = firefox_summary(
         args.build_dir, ROOT / "results" / "firefox", args.firefox_pages, containers,
         parent=args.firefox_parent, timeout=max(args.timeout, 900),
-        progress=lambda text: print(f"harness: {text}", file=sys.stderr), recorded=recorded)
+        progress=lambda text: print(f"harness: {text}", file=sys.stderr), recorded=recorded,
+        replayed=corpus_replays(corpus, recorded))
     summary["checks"].append({
         "workload": WORKLOAD, "ok": "error" not in entry,
         "check": "stock Firefox recorded (coverage, no live reuse) and its logs replayed "

@@ -248,9 +248,13 @@ def deterministic_steps(args: argparse.Namespace, workloads: list, allocators: l
                                      [a.name for a in variants])
     corpus = (webkit_record.add_corpus(added, args, recorded["webkit"])
               if recorded["webkit"] is not None else None)
-    firefox = firefox_workload.harness_step(args, added, recorded["firefox"])
+    # The corpus first: when the firefox workload's session is one of its sessions, the
+    # workload takes the corpus's replays of it (its parent log replayed classic too).
+    sessions = firefox_groups.harness_step(
+        args, added, recorded["firefox_corpus"],
+        classic_parents=(recorded["firefox"].get("directory"),) if recorded["firefox"] else ())
+    firefox = firefox_workload.harness_step(args, added, recorded["firefox"], sessions)
     firefox_workload.join_corpus(corpus, firefox, [a.name for a in variants])
-    sessions = firefox_groups.harness_step(args, added, recorded["firefox_corpus"])
     firefox_groups.join_groups(corpus, sessions)
     return {"counted": counted, "summary": added, "corpus": corpus, "firefox": firefox,
             "firefox_corpus": sessions}

@@ -29,6 +29,9 @@ from .marionette import MarionetteError
 
 PARENT, CONTENT = 100, 200
 MIB = 2 ** 20
+# The fake replays' rows, each with figures of its own whichever rows a replay has.
+ROWS = ["rb_first", "lifo", "rb_first@firefox", "lifo@firefox", "moz_tree", "moz_tree@firefox",
+        "firefox"]
 PAGES = [{"path": f"/page{n}.html", "title": f"page {n}", "sha256": [str(n)]} for n in (1, 2)]
 
 
@@ -132,7 +135,7 @@ class CorpusTest(unittest.TestCase):
             self.build_corpus("missing")
 
     def fake_process(self, build_dir, session, process, containers, conf, timeout, progress,
-                     at_firefox=(), classic=True):
+                     at_firefox=("lifo",), classic=True):
         marks = firefox_logs.read_marks(session / process["marks_file"])
         self.replayed.append((session.name, process["role"], classic))
         names = list(containers) * classic + [f"{name}@firefox" for name in at_firefox]
@@ -141,13 +144,17 @@ class CorpusTest(unittest.TestCase):
         # A repeat's log is shorter than the first recording's (costed_sessions picks it).
         records = 50 if "-r1-" in session.name else 100
         return {"role": process["role"], "trace": str(session / f"{process['role']}.trace"),
-                "records": records, "geometry": geometry, "marks": [
+                "records": records, "geometry": geometry,
+                "replay_tally": {name: {} for name in names},
+                "profiles": {name: "as_built" for name in names}, "marks": [
                     {"label": mark["label"], "ops": 4 * mark["mark"], "figures": {
-                        name: {"committed": 100 + index, "dirty": 0, "bin_unused": 10 + index}
-                        for index, name in enumerate(names)}} for mark in marks]}
+                        name: {"committed": 100 + ROWS.index(name), "dirty": 0,
+                               "bin_unused": 10 + ROWS.index(name)}
+                        for name in names}} for mark in marks]}
 
     def replay(self, corpus: dict, windows: replays.CostWindows | None = None,
-               containers: tuple[str, ...] = ("rb_first", "lifo")) -> dict:
+               containers: tuple[str, ...] = ("rb_first", "lifo"),
+               classic_parents: tuple[str, ...] = ()) -> dict:
         self.replayed = []
         with mock.patch.object(firefox_workload, "process_entry", self.fake_process), \
                 mock.patch.object(firefox_replay, "geometry", lambda build: []), \
@@ -156,7 +163,37 @@ class CorpusTest(unittest.TestCase):
                     name: Path(name) for name in containers}), \
                 mock.patch.object(replays, "corpus_costs", self.fake_costs):
             return firefox_groups.replay_corpus(self.build, corpus, None, progress=lambda t: 0,
-                                                windows=windows)
+                                                windows=windows,
+                                                classic_parents=classic_parents)
+
+    def test_the_firefox_workload_takes_the_corpus_replays_of_its_session_as_its_own(self):
+        self.same = False
+        corpus = self.build_corpus("two")
+        recorded = {**corpus["sessions"][0]["run"], "step_seconds": 0.0}
+        entry = self.replay(corpus, classic_parents=(recorded["directory"],))
+        # the workload's session's parent replayed classic too, the other session's not
+        self.assertEqual(sorted(self.replayed), sorted([
+            (Path(recorded["directory"]).name, "parent", True),
+            (Path(recorded["directory"]).name, "content", True),
+            (Path(corpus["sessions"][1]["run"]["directory"]).name, "parent", False),
+            (Path(corpus["sessions"][1]["run"]["directory"]).name, "content", True)]))
+        replayed = firefox_workload.corpus_replays(entry, recorded)
+        self.assertIsNotNone(replayed)
+
+        def summary(replayed):
+            with mock.patch.object(firefox_workload, "process_entry", self.fake_process), \
+                    mock.patch.object(firefox_replay, "geometry", lambda build: []), \
+                    mock.patch.object(firefox_replay, "run_pages_setting", lambda layout: "x"), \
+                    mock.patch.object(replays, "replayers", lambda build: {
+                        "rb_first": Path("a"), "lifo": Path("b")}):
+                return firefox_workload.firefox_summary(
+                    self.build, self.out, 1, None, progress=lambda t: 0, recorded=recorded,
+                    replayed=replayed)
+        taken, own = summary(replayed), summary(None)
+        self.assertNotIn("error", own)
+        self.assertEqual(taken["processes"], own["processes"])
+        self.assertEqual(sorted(taken["processes"][0]["marks"][0]["figures"]),
+                         ["lifo", "lifo@firefox", "rb_first"])
 
     def fake_costs(self, traces, build_dir, twin, jobs, windows, timeout, progress, kind,
                    conf=None):
