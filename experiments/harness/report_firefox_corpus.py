@@ -148,10 +148,25 @@ def excess_over_bound(results: dict, group: str = "firefox") -> dict[str, float]
     return {name: sum(values) / len(values) for name, values in per_container.items()}
 
 
+SHORT_ANSWER_WORDS = 120
+
+
+def compact(judged: dict) -> str:
+    """A judgement in the short answer's few words: '+0.99 % [-2.83, +4.80] ?' ('?': the
+    interval straddles 0), 'identical', '+0.21 % (one session)', 'not measured'."""
+    if judged["outcome"] in ("not measured", "identical"):
+        return judged["outcome"]
+    if judged["outcome"] == "exact for one trace":
+        return f"{judged['percent']:+.2f} % (one session)"
+    return (f"{judged['percent']:+.2f} % [{judged['low']:+.2f}, {judged['high']:+.2f}]"
+            + (" ?" if judged["outcome"] == "not resolvable" else ""))
+
+
 def short_answer(results: dict) -> str | None:
-    """At most 120 words: which container today's Firefox should use, on the session mean
-    of bin_unused and committed - dirty over the content logs @firefox, with intervals,
-    and each one's excess over the bound against lifo's. None without the group."""
+    """At most SHORT_ANSWER_WORDS words: which container today's Firefox should use, on
+    the session mean of bin_unused and committed - dirty over the content logs @firefox,
+    with intervals, the cost per call, and each one's excess over the bound against
+    lifo's. None without the group."""
     judged = (((results.get("corpus") or {}).get("groups") or {}).get("firefox") or {}) \
         .get("judgement")
     if not judged:
@@ -159,7 +174,7 @@ def short_answer(results: dict) -> str | None:
     containers = judged["containers"]
 
     def text(name: str, moment: str, figure: str) -> str:
-        return f"{name} {judgement_text(containers[name]['memory'][moment][figure])}"
+        return f"{name} {compact(containers[name]['memory'][moment][figure])}"
     # Containers that pick as the reference does are identical to it: not listed.
     order = sorted((name for name in containers
                     if containers[name]["memory"]["mean"]["bin_unused"]["outcome"]
@@ -175,22 +190,30 @@ def short_answer(results: dict) -> str | None:
                    key=lambda item: item[1]["percent"])
     excess = excess_over_bound(results)
     base = excess.get(FIREFOX_MATCHING)
-    bound = "; ".join(f"{name} {value / MIB:.2f} MiB" + (
-        f" ({100 * value / base:.0f} % of lifo's)" if base else "")
-        for name, value in sorted(excess.items(), key=lambda item: item[1])[:4])
     sessions = len(judged["traces"])
     choice = (f"**Use {lower[0]}**: lowest resolved bin_unused" if lower else
               f"**No container is resolved below {judged['reference']}**: keep it")
-    cost = ("Allocator instructions per call: " + "; ".join(
-        f"{name} {judgement_text(judged_cost)}" for name, judged_cost in
-        [costs[0], costs[-1]][:len(costs)]) + "." if costs else "")
-    words = " ".join(filter(None, [
-        f"**In short**, for today's Firefox (its own run sizes), over {sessions} content-"
-        f"process session{'s' * (sessions != 1)}, each container against "
-        f"{judged['reference']}, session mean [95 % interval over sessions]:", f"{choice}.",
-        "bin_unused: " + "; ".join(text(name, "mean", "bin_unused") for name in order[:3]) + ".",
-        "Committed − dirty: " + "; ".join(text(name, "mean", "footprint")
-                                          for name in order[:2]) + ".",
-        cost,
-        f"Above the packing bound (mean bin_unused excess): {bound}." if bound else ""]))
-    return words
+
+    def words(listed: int) -> str:
+        bound = "; ".join(f"{name} {value / MIB:.2f} MiB" + (
+            f" ({100 * value / base:.0f} % of lifo's)" if base else "")
+            for name, value in sorted(excess.items(), key=lambda item: item[1])[:listed])
+        cost = ("Allocator instructions per call: " + "; ".join(
+            f"{name} {compact(judged_cost)}" for name, judged_cost in
+            [costs[0], costs[-1]][:min(len(costs), 2)]) + "." if costs else "")
+        return " ".join(filter(None, [
+            f"**In short**, for today's Firefox (its own run sizes), over {sessions} content-"
+            f"process session{'s' * (sessions != 1)}, each container against "
+            f"{judged['reference']}, session mean [95 % interval; ?: straddles 0]:",
+            f"{choice}.",
+            "bin_unused: " + "; ".join(text(name, "mean", "bin_unused")
+                                       for name in order[:listed]) + ".",
+            "Committed − dirty: " + "; ".join(text(name, "mean", "footprint")
+                                              for name in order[:min(listed, 2)]) + ".",
+            cost,
+            f"Above the packing bound (mean bin_unused excess): {bound}." if bound else ""]))
+    # As many containers in each list as the words allow (3 at most, 1 at least).
+    for listed in (3, 2, 1):
+        if len(words(listed).split()) <= SHORT_ANSWER_WORDS:
+            break
+    return words(listed)
