@@ -286,6 +286,22 @@ class CorpusTest(unittest.TestCase):
         self.assertLessEqual(len(short.split()), 120)
         self.assertIn("over 2 content-process sessions", short)
 
+    def test_the_short_answer_keeps_to_120_words_with_every_container_resolved(self):
+        judged = {"outcome": "not resolvable", "percent": -12.345, "low": -23.456,
+                  "high": +34.567, "half_width": 29.0, "n_traces": 9}
+        names = [f"container_number_{n}" for n in range(12)]
+        containers = {name: {"memory": {"mean": {"bin_unused": judged, "footprint": judged}},
+                             "cost": {"instructions_per_call": judged}} for name in names}
+        marks = [{"figures": {f"{name}@firefox": {"bin_unused": 5 * MIB, "headroom_bound": MIB}
+                              for name in [*names, "lifo"]}}]
+        results = {"corpus": {"groups": {"firefox": {"judgement": {
+            "reference": "rb_first", "traces": list(range(9)), "containers": containers}}}},
+            "firefox_corpus": {"sessions": [{"processes": [{"role": "content",
+                                                            "marks": marks}]}]}}
+        short = report_firefox_corpus.short_answer(results)
+        self.assertLessEqual(len(short.split()), report_firefox_corpus.SHORT_ANSWER_WORDS)
+        self.assertIn("container_number_0 -12.35 % [-23.46, +34.57] ?", short)
+
     def test_an_at_firefox_replay_with_the_classic_run_sizes_leaves_the_session_out(self):
         self.same = True  # NAME@firefox reports NAME's bytes_per_run
         entry = self.replay(self.build_corpus("one"))
