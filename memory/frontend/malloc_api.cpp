@@ -371,3 +371,13 @@ __attribute__((visibility("default"))) void operator delete[](void* p, std::size
 }
 
 RUNSEL_EXPORT const char* runsel_variant(void) { return kContainerName; }
+
+// The build profile (memory/README.md, "Profiles"): the thread cache is what
+// makes a library fast; without it, it has mozjemalloc's shape.
+RUNSEL_EXPORT const char* runsel_build_profile(void) {
+#if RUNSEL_THREAD_CACHE
+  return "fast";
+#else
+  return "faithful";
+#endif
+}

@@ -87,6 +87,14 @@ size_t runsel_thread_cache_slots(size_t bin, void** out, size_t capacity);
 /* Name of the non-full run container this library was built with. */
 const char* runsel_variant(void);
 
+/* The profile this library was built in: "fast" (a thread cache in front of
+ * the bins: build/libmalloc.so and the installed library by default,
+ * -Dprofile=fast, and the libsetting-tcache-<container> libraries) or
+ * "faithful" (no cache, mozjemalloc's shape: every libmalloc-<container>
+ * variant, which replays and container comparisons run, in the as_built
+ * lifecycle of runsel_profile() when they judge a container). */
+const char* runsel_build_profile(void);
+
 /* Usable size malloc(size) would give; 0 when size cannot be served. */
 size_t runsel_good_size(size_t size);
 
