@@ -42,9 +42,9 @@ NOT_RUNSEL = (GLIBC, *PEERS)  # the allocators runsel's time is held against
 RUNSEL_FILE_PREFIXES = ("lib" + allocators.VARIANT_TARGET_PREFIX,
                         "lib" + allocators.SETTING_TARGET_PREFIX)
 # The runsel libraries whose build profile their name says (memory/README.md, "Profiles"):
-# the thread cache's are the fast profile's variants. A variant, libmalloc-<container>.so,
-# is faithful unless its build has -Dthread_cache=true, so its profile is shown, not checked.
-FAST_FILE_PREFIX = "lib" + allocators.SETTING_TARGET_PREFIX + "tcache-"
+# libsetting-fast-<container>.so. A variant, libmalloc-<container>.so, is faithful unless
+# its build has -Dthread_cache or -Dclasses48, so its profile is shown, not checked.
+FAST_FILE_PREFIX = "lib" + allocators.SETTING_TARGET_PREFIX + allocators.FAST_SETTING + "-"
 
 
 @dataclass(frozen=True)
@@ -185,7 +185,7 @@ def run_once(args: argparse.Namespace, program: Program, allocator: Allocator) -
     profile = reported["allocator"].get("profile", "")
     if allocator.runsel and allocator.preload.name.startswith(FAST_FILE_PREFIX) and \
             profile != "fast":
-        raise RunRejected(f"{program.name} under {allocator.name}: a thread-cache library "
+        raise RunRejected(f"{program.name} under {allocator.name}: a fast-profile library "
                           f"reports the build profile {profile or '(none)'}, not fast")
     if reported["program"] != program.name:
         raise RunRejected(f"{binary.name} reported {reported['program']}, not {program.name}")

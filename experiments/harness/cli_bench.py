@@ -40,9 +40,9 @@ BENCH_PROGRAMS = Path("experiments/bench/programs.py")
 BENCH_PROGRAM_PREFIX = "bench_"  # meson's build/experiments/bench_<name>: the bench programs
 # The containers the bench programs run by default (--all-containers: every one).
 BENCH_ANCHORS = (REFERENCE, FIREFOX_MATCHING)
-# The fast profile's library of a container (memory/README.md, "Profiles"): the thread
-# cache's, libsetting-tcache-<container>.so, run beside each anchor as <container>@fast.
-FAST_SETTING = "tcache"
+# The fast profile's library of a container (memory/README.md, "Profiles"),
+# libsetting-fast-<container>.so, runs beside each anchor as <container>@fast.
+FAST_SETTING = allocators.FAST_SETTING
 
 
 def command_bench(args: argparse.Namespace) -> int:
@@ -145,9 +145,10 @@ def add_bench(commands, shared_options: list[argparse.ArgumentParser]) -> None:
         help="build, then run the bench programs and malloc_bench: glibc vs runsel and the "
              "installed peers",
         description="Builds the bench programs (experiments/bench/programs/: larson with and "
-                    "without sized delete, producer/consumer, a threaded stress, a "
-                    f"single-thread loop) and runs them with {BENCH_PROGRAMS} under "
-                    f"{' and '.join(BENCH_ANCHORS)}, glibc, jemalloc, mimalloc and tcmalloc "
+                    "without sized delete, producer/consumer, a threaded stress, two "
+                    "single-thread loops, mixed sizes with cross-thread frees) and runs them "
+                    f"with {BENCH_PROGRAMS} under {' and '.join(BENCH_ANCHORS)}, each also "
+                    "in the fast profile, glibc, jemalloc, mimalloc and tcmalloc "
                     "(time, peak RSS, minor faults as ratios to glibc; about 2 minutes); then "
                     f"builds {BUILD_DIR / BENCH_PROGRAM} and every variant and runs "
                     f"{BENCH_COMPARE}, ending with the speed targets, judged. Writes "

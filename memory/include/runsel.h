@@ -88,11 +88,14 @@ size_t runsel_thread_cache_slots(size_t bin, void** out, size_t capacity);
 const char* runsel_variant(void);
 
 /* The profile this library was built in: "fast" (a thread cache in front of
- * the bins: build/libmalloc.so and the installed library by default,
- * -Dprofile=fast, and the libsetting-tcache-<container> libraries) or
- * "faithful" (no cache, mozjemalloc's shape: every libmalloc-<container>
- * variant, which replays and container comparisons run, in the as_built
- * lifecycle of runsel_profile() when they judge a container). */
+ * the bins and the 5, 6 and 7 KiB classes: build/libmalloc.so and the
+ * installed library by default, -Dprofile=fast, and the
+ * libsetting-fast-<container> libraries), "faithful" (neither, mozjemalloc's
+ * shape: every libmalloc-<container> variant, which replays and container
+ * comparisons run, in the as_built lifecycle of runsel_profile() when they
+ * judge a container), or "custom" (one of the two without the other: the
+ * libsetting-tcache- and libsetting-classes48- libraries, -Dthread_cache or
+ * -Dclasses48 builds). */
 const char* runsel_build_profile(void);
 
 /* Usable size malloc(size) would give; 0 when size cannot be served. */

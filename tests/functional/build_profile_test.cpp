@@ -1,8 +1,8 @@
 // The build profile (memory/README.md, "Profiles"): the library names the
 // profile meson built it in (RUNSEL_EXPECTED_PROFILE, set per test), in
 // runsel_build_profile() and in its RUNSEL_STATS line, and behaves as it says:
-// a fast library caches a freed small region in the thread's cache, a faithful
-// one has no cache.
+// a fast library caches a freed small region in the thread's cache and has 48
+// size classes, a faithful one has no cache and 45 (a custom one, either).
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
@@ -42,8 +42,17 @@ TEST(BuildProfile, CachesExactlyWhenFast) {
   const size_t cached = runsel_thread_cache_slots(bin, slots.data(), slots.size());
   if (expected_profile() == "fast")
     EXPECT_GT(cached, 0u) << "a fast library with no region in its cache";
-  else
+  else if (expected_profile() == "faithful")
     EXPECT_EQ(cached, 0u) << "a faithful library with a thread cache";
+}
+
+// The fast profile has the 5, 6 and 7 KiB classes (48), the faithful one
+// mozjemalloc's 45.
+TEST(BuildProfile, SizeClassesOfTheProfile) {
+  runsel_stats_t s;
+  runsel_stats(&s);
+  if (expected_profile() == "fast") EXPECT_EQ(s.bin_count, 48u);
+  if (expected_profile() == "faithful") EXPECT_EQ(s.bin_count, 45u);
 }
 
 // The RUNSEL_STATS line of a program that preloads the library names it too.
