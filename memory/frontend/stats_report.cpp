@@ -116,10 +116,11 @@ void write_counts(Writer& w, const runsel_bin_stats& bin) {
 void write_json(int fd, const runsel_stats_t& s) {
   static char buffer[65536];
   Writer w{buffer, sizeof(buffer) - 2};
-  w.add("{\"pid\":%ld,\"variant\":\"%s\",\"build_profile\":\"%s\",\"profile\":\"%s\","
-        "\"purge\":\"%s\"",
-        static_cast<long>(getpid()), kContainerName, runsel_build_profile(), runsel_profile(),
-        purge_policy_name(purge_policy()));
+  w.add(
+      "{\"pid\":%ld,\"variant\":\"%s\",\"build_profile\":\"%s\",\"profile\":\"%s\","
+      "\"purge\":\"%s\"",
+      static_cast<long>(getpid()), kContainerName, runsel_build_profile(), runsel_profile(),
+      purge_policy_name(purge_policy()));
   const struct {
     const char* name;
     std::size_t value;

@@ -61,10 +61,9 @@ TEST(BuildProfile, StatsLineNamesTheProfile) {
   ASSERT_FALSE(perl.empty()) << "perl is not installed (Debian package perl-base)";
   runsel_test::ScratchDir scratch;
   ASSERT_FALSE(scratch.path.empty());
-  runsel_test::Outcome outcome =
-      runsel_test::run({perl, "-e", "print qq(hello\\n)"},
-                       {{"LD_PRELOAD", runsel_test::library_path()}, {"RUNSEL_STATS", "stderr"}},
-                       "", scratch.path);
+  runsel_test::Outcome outcome = runsel_test::run(
+      {perl, "-e", "print qq(hello\\n)"},
+      {{"LD_PRELOAD", runsel_test::library_path()}, {"RUNSEL_STATS", "stderr"}}, "", scratch.path);
   EXPECT_EQ(outcome.out, "hello\n") << outcome.err;
   std::vector<runsel_test::StatsLine> lines = runsel_test::parse_stats(outcome.err);
   ASSERT_EQ(lines.size(), 1u) << outcome.err;

@@ -54,7 +54,8 @@ class Inbox {
 
 class Worker {
  public:
-  Worker(Inbox& own, Inbox& partner, std::uint64_t seed) : own_(own), partner_(partner), rng_(seed) {}
+  Worker(Inbox& own, Inbox& partner, std::uint64_t seed)
+      : own_(own), partner_(partner), rng_(seed) {}
 
   // The whole life of the thread: fill its slots, run, and once both threads
   // have stopped sending (`running` counts those that have not), free the rest.
