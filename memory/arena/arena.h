@@ -13,6 +13,7 @@
 #include "arena/bin.h"
 #include "arena/chunk.h"
 #include "arena/huge.h"
+#include "arena/large_run_cache.h"
 #include "arena/pointer_class.h"
 #include "arena/purge.h"
 #include "arena/run.h"
@@ -196,6 +197,13 @@ class Arena {
   BadPointer free_small_locked(const PointerClass& target) RUNSEL_REQUIRES(lock);
   void free_large_then_unlock(Chunk* chunk, std::size_t page, std::size_t size)
       RUNSEL_RELEASE(lock);
+  // A large free's page-level step: the run's pages back to the arena.
+  void release_large_run(Chunk* chunk, std::size_t page, std::size_t size) RUNSEL_REQUIRES(lock);
+  // Whether the large allocation at `page` is in the cache of freed runs (a
+  // double free); always false without the cache.
+  bool large_run_cached(Chunk* chunk, std::size_t page, std::size_t size) RUNSEL_REQUIRES(lock) {
+    return large_cache_.holds(chunk->page_address(page), size >> kPageShift);
+  }
 
   Run* new_small_run(std::size_t bin_index) RUNSEL_REQUIRES(lock);
   // The class tag a run of bin `bin_index` leaves on its pages: none in the
@@ -374,6 +382,9 @@ class Arena {
   std::size_t large_allocated_ RUNSEL_GUARDED_BY(lock) = 0;  // bytes
   std::uint64_t large_nmalloc_ RUNSEL_GUARDED_BY(lock) = 0;
   std::uint64_t large_nfree_ RUNSEL_GUARDED_BY(lock) = 0;
+  // Freed short large runs kept for the next large malloc (the fast profile;
+  // takes no room without it).
+  [[no_unique_address]] ArenaLargeRunCache large_cache_ RUNSEL_GUARDED_BY(lock);
   std::uint64_t purges_ RUNSEL_GUARDED_BY(lock) = 0;
 
   Bin bins_[kNumBins] RUNSEL_GUARDED_BY(lock);
