@@ -119,15 +119,17 @@ void Arena::unlink_spare(Chunk* chunk) {
   --spare_count_;
 }
 
+void Arena::release_cached_large_runs() {
+  large_cache_.drain([this](void* run, std::size_t pages) {
+    lock.assert_held();
+    Chunk* chunk = Chunk::of(run);
+    release_large_run(chunk, chunk->page_index(run), pages << kPageShift);
+  });
+}
+
 void Arena::purge_all() {
   take_remote_frees();
-  if constexpr (kLargeRunCache) {
-    large_cache_.drain([this](void* run, std::size_t pages) {
-      lock.assert_held();
-      Chunk* chunk = Chunk::of(run);
-      release_large_run(chunk, chunk->page_index(run), pages << kPageShift);
-    });
-  }
+  release_cached_large_runs();
   release_empty_runs();
   purge_down_to(0);
   release_clean_spares();

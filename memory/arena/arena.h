@@ -121,6 +121,10 @@ class Arena {
     return classify(chunk, p, expected_bin);
   }
 
+  // The bytes of the freed large runs the arena keeps (the fast profile; still
+  // large_allocated to the page map; 0 without the cache), and giving them back.
+  std::size_t cached_large_bytes() const RUNSEL_REQUIRES(lock) { return large_cache_.bytes(); }
+  void release_cached_large_runs() RUNSEL_REQUIRES(lock);
   // Usable size of a live pointer, or 0 with *problem set.
   std::size_t usable_size(Chunk* chunk, const void* p, BadPointer* problem) RUNSEL_EXCLUDES(lock);
   // Resizes a large allocation in place; false if the neighbours do not allow it.

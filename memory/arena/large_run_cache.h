@@ -7,13 +7,13 @@
 //
 // To the page map and the stats a cached run stays a large allocation, so the
 // heap walker and the stats identity see nothing new (its bytes stay in
-// large_allocated). Its first word holds the freed key (arena/freed_key.h):
-// a free, realloc or malloc_usable_size of a cached run (a double free) finds
-// the key and then the run among the at most 32 of its length. As with the
-// thread cache, a program that overwrote the first word after the free is not
-// caught. malloc_trim and runsel_free_dirty_pages give every cached run back.
-// Invariant: count_[i] <= kDepth; every entry of stack i is a large
-// allocation of i + 1 pages of this arena, holding its key, in one stack once.
+// large_allocated; runsel_stats counts them in thread_cached too). Its first word holds the freed
+// key (arena/freed_key.h): a free, realloc or malloc_usable_size of a cached run (a double free)
+// finds the key and then the run among the at most 32 of its length. As with the thread cache, a
+// program that overwrote the first word after the free is not caught. malloc_trim and
+// runsel_free_dirty_pages give every cached run back. Invariant: count_[i] <= kDepth; every entry
+// of stack i is a large allocation of i + 1 pages of this arena, holding its key, in one stack
+// once.
 #pragma once
 
 #include <cstddef>
@@ -21,6 +21,7 @@
 #include <type_traits>
 
 #include "arena/freed_key.h"
+#include "structures/chunk_geometry.h"
 
 namespace runsel {
 
@@ -63,6 +64,13 @@ class LargeRunCache {
     return false;
   }
 
+  // The bytes of the runs it holds.
+  std::size_t bytes() const {
+    std::size_t pages = 0;
+    for (std::size_t i = 0; i < kMaxPages; ++i) pages += count_[i] * (i + 1);
+    return pages * kPageSize;
+  }
+
   // Empties the cache, calling release(p, pages) for every run, oldest first.
   template <class Release>
   void drain(Release release) {
@@ -84,6 +92,7 @@ class NoLargeRunCache {
   bool push(void*, std::size_t) { return false; }
   void* pop(std::size_t) { return nullptr; }
   bool holds(const void*, std::size_t) const { return false; }
+  std::size_t bytes() const { return 0; }
   template <class Release>
   void drain(Release) {}
 };
