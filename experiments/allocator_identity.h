@@ -19,6 +19,8 @@ struct AllocatorIdentity {
       name;  // "runsel:<variant>", "jemalloc", "tcmalloc", "mimalloc", "glibc", "unknown:<path>"
   std::string provider;  // real path of the object whose `malloc` this process calls
   std::string purge;     // runsel's purge policy in force (runsel_purge_policy()), else ""
+  std::string profile;   // runsel's build profile, "fast" or "faithful"
+                         // (runsel_build_profile()), else ""
 };
 
 inline std::string real_path_of(const char* path) {
@@ -63,6 +65,9 @@ inline AllocatorIdentity detect_allocator() {
     auto policy = reinterpret_cast<VariantFunction>(dlsym(RTLD_DEFAULT, "runsel_purge_policy"));
     const char* policy_name = policy != nullptr ? policy() : nullptr;
     identity.purge = policy_name != nullptr ? policy_name : "";
+    auto profile = reinterpret_cast<VariantFunction>(dlsym(RTLD_DEFAULT, "runsel_build_profile"));
+    const char* profile_name = profile != nullptr ? profile() : nullptr;
+    identity.profile = profile_name != nullptr ? profile_name : "";
     return identity;
   }
   if (!identity.provider.empty()) {

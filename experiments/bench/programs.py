@@ -41,6 +41,10 @@ NOT_RUNSEL = (GLIBC, *PEERS)  # the allocators runsel's time is held against
 
 RUNSEL_FILE_PREFIXES = ("lib" + allocators.VARIANT_TARGET_PREFIX,
                         "lib" + allocators.SETTING_TARGET_PREFIX)
+# The runsel libraries whose build profile their name says (memory/README.md, "Profiles"):
+# libsetting-fast-<container>.so. A variant, libmalloc-<container>.so, is faithful unless
+# its build has -Dthread_cache or -Dclasses48, so its profile is shown, not checked.
+FAST_FILE_PREFIX = "lib" + allocators.SETTING_TARGET_PREFIX + allocators.FAST_SETTING + "-"
 
 
 @dataclass(frozen=True)
@@ -56,6 +60,8 @@ PROGRAMS = (
     Program("producer_consumer", "producer_consumer"),
     Program("stress", "stress"),
     Program("small_loop", "small_loop"),
+    Program("mixed_remote", "mixed_remote"),
+    Program("simple_loop", "simple_loop"),
 )
 METRICS = (  # (key, table title, unit of the glibc column, scale from the raw value)
     ("seconds", "time", "s", 1.0),
@@ -176,6 +182,11 @@ def run_once(args: argparse.Namespace, program: Program, allocator: Allocator) -
     problem = identity_problem(expected(allocator), reported["allocator"])
     if problem:
         raise RunRejected(f"{program.name} under {allocator.name}: {problem}")
+    profile = reported["allocator"].get("profile", "")
+    if allocator.runsel and allocator.preload.name.startswith(FAST_FILE_PREFIX) and \
+            profile != "fast":
+        raise RunRejected(f"{program.name} under {allocator.name}: a fast-profile library "
+                          f"reports the build profile {profile or '(none)'}, not fast")
     if reported["program"] != program.name:
         raise RunRejected(f"{binary.name} reported {reported['program']}, not {program.name}")
     return {"program": program.name, "allocator": allocator.name,
@@ -243,7 +254,8 @@ def summarise(runs: list[dict], args: argparse.Namespace) -> dict:
     programs = [p.name for p in args.programs]
     names = [a.name for a in args.allocators]
     peers = [n for n in names if n in NOT_RUNSEL]
-    summary: dict = {"programs": programs, "allocators": names, "metrics": {}}
+    summary: dict = {"programs": programs, "allocators": names, "metrics": {},
+                     "profiles": profiles_of(runs)}
     for metric, *_ in METRICS:
         table: dict = {}
         for program in programs + ["geometric mean"]:
@@ -262,6 +274,21 @@ def summarise(runs: list[dict], args: argparse.Namespace) -> dict:
             table[program] = row
         summary["metrics"][metric] = table
     return summary
+
+
+def profiles_of(runs: list[dict]) -> dict[str, str]:
+    """Each runsel allocator's build profile, as its runs reported it ("mixed" if they
+    disagree; nothing for the peers, which have none)."""
+    profiles: dict[str, set] = {}
+    for run in runs:
+        profile = run.get("identity", {}).get("profile", "")
+        if profile:
+            profiles.setdefault(run["allocator"], set()).add(profile)
+    return {name: found.pop() if len(found) == 1 else "mixed" for name, found in profiles.items()}
+
+
+def build_profiles(summary: dict) -> dict[str, str]:
+    return summary.get("profiles", {})
 
 
 def cell(entry: dict) -> str:
@@ -301,6 +328,10 @@ def markdown(summary: dict, args: argparse.Namespace, load: tuple[float, float])
                 lines.append(f"| {program} | " +
                              " | ".join(cell(row["vs_best_peer"][n]) for n in own) + " |")
         lines.append("")
+    profiles = build_profiles(summary)
+    if profiles:
+        lines += ["runsel's build profiles (runsel_build_profile(), every run): " +
+                  ", ".join(f"{name} {profile}" for name, profile in profiles.items()) + ".", ""]
     widths = [e["half_width_percent"] for m in summary["metrics"].values() for row in m.values()
               for n in names[1:] if (e := row.get(n)) and e.get("half_width_percent") is not None]
     if widths:

@@ -71,6 +71,18 @@ class Summary(unittest.TestCase):
         self.assertAlmostEqual(stress["ratio"], 1.25 / 0.8, places=9)
         self.assertNotIn("tcmalloc", self.summary["metrics"]["seconds"]["larson"]["vs_best_peer"])
 
+    def test_the_build_profiles_are_named(self):
+        runs = synthetic_runs(self.factors)
+        for run in runs:
+            if run["allocator"] == "rb_first":
+                run["identity"] = {"name": "runsel:rb_first", "profile": "fast"}
+        summary = programs.summarise(runs, self.args)
+        self.assertEqual(summary["profiles"], {"rb_first": "fast"})
+        self.assertIn("build profiles (runsel_build_profile(), every run): rb_first fast.",
+                      programs.markdown(summary, self.args, (1.0, 2.0)))
+        runs[-1 if runs[-1]["allocator"] == "rb_first" else 1]["identity"] = {"profile": "x"}
+        self.assertEqual(programs.profiles_of(runs)["rb_first"], "mixed")
+
     def test_the_tables_name_every_allocator_and_program(self):
         text = programs.markdown(self.summary, self.args, (1.0, 2.0))
         for title in ("time ÷ glibc", "peak RSS ÷ glibc", "minor faults ÷ glibc",

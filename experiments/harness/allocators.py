@@ -56,6 +56,9 @@ CONVERTER_TARGET = "runsel-trace-convert"  # build/tools/runsel-trace-convert (l
 FIREFOX_RECORDER_TARGET = "runsel-firefox-audit"
 FIREFOX_REPLAYER_TARGET = "runsel-firefox-replay"
 THREAD_CACHE_SETTING = "tcache"  # libsetting-tcache-<container>: <container>@tcache
+# libsetting-fast-<container>: the fast profile (memory/README.md, "Profiles"), for
+# tools/runsel bench; the report, which judges containers, never runs it.
+FAST_SETTING = "fast"
 CACHED_TWIN = "cached-"
 # Every replay that judges a container runs in the as-built profile: mozjemalloc's run
 # lifecycle, purge and spare chunk (memory/README.md, "The as-built profile"). The timed
@@ -187,7 +190,8 @@ def setting_variants(build_dir: Path, variants: list[Allocator],
     """The reference container under each purge policy other than the build's default
     (RUNSEL_CONF=purge:NAME, the same library), then every setting-<setting>-<container>
     library the build defines (a build option's library, e.g. other size classes); the
-    thread cache's (setting-tcache-<container>) only when `thread_cache` is asked for."""
+    thread cache's (setting-tcache-<container>) only when `thread_cache` is asked for, the
+    fast profile's (setting-fast-<container>) never."""
     reference = next((v for v in variants if v.name == REFERENCE and v.is_container), None)
     default = build_options(build_dir).get("purge_policy")
     found = []
@@ -198,7 +202,7 @@ def setting_variants(build_dir: Path, variants: list[Allocator],
                   for policy in PURGE_POLICIES if policy != default]
     for library in sorted(build_dir.glob(f"lib{SETTING_TARGET_PREFIX}*.so")):
         setting, _, container = library.name[len("lib" + SETTING_TARGET_PREFIX):-3].rpartition("-")
-        if setting == THREAD_CACHE_SETTING and not thread_cache:
+        if setting == THREAD_CACHE_SETTING and not thread_cache or setting == FAST_SETTING:
             continue
         if setting and container in {v.name for v in variants}:
             found.append(Allocator(f"{container}{SETTING_SEPARATOR}{setting}", True,

@@ -40,6 +40,9 @@ BENCH_PROGRAMS = Path("experiments/bench/programs.py")
 BENCH_PROGRAM_PREFIX = "bench_"  # meson's build/experiments/bench_<name>: the bench programs
 # The containers the bench programs run by default (--all-containers: every one).
 BENCH_ANCHORS = (REFERENCE, FIREFOX_MATCHING)
+# The fast profile's library of a container (memory/README.md, "Profiles"),
+# libsetting-fast-<container>.so, runs beside each anchor as <container>@fast.
+FAST_SETTING = allocators.FAST_SETTING
 
 
 def command_bench(args: argparse.Namespace) -> int:
@@ -55,12 +58,15 @@ def command_bench(args: argparse.Namespace) -> int:
     if not args.programs_only and not defines_output(args.build_dir, program):
         raise StepFailed(f"meson defines no {program}: it needs libbenchmark-dev (and "
                          "-Dbenchmarks=auto or enabled); see build/meson-logs/meson-log.txt")
+    fast = fast_libraries(args.build_dir)
     if args.programs_only:
         libraries = variant_libraries(args.build_dir)
         build(args.build_dir, [path for name, path in libraries.items()
-                               if args.all_containers or name in BENCH_ANCHORS] + programs)
+                               if args.all_containers or name in BENCH_ANCHORS] +
+              list(fast.values()) + programs)
     else:
-        libraries = build_libraries(args, extra=[program] + ([] if args.micro_only else programs))
+        libraries = build_libraries(args, extra=[program] + ([] if args.micro_only else
+                                                             [*programs, *fast.values()]))
     RESULTS_DIR.mkdir(exist_ok=True)
     # The peers the harness compares with, where installed: the targets judge some
     # benchmarks against the best of them.
@@ -69,7 +75,7 @@ def command_bench(args: argparse.Namespace) -> int:
         print(f"bench: not installed, left out: {', '.join(missing)}", file=sys.stderr)
     peer_preloads = [(peer.name, peer.preload) for peer in peers if peer.preload]
     if not args.micro_only:
-        run_bench_programs(args, libraries, peer_preloads)
+        run_bench_programs(args, libraries, peer_preloads, fast)
     if args.programs_only:
         return 0
     preloads = [part for name, path in [*libraries.items(), *peer_preloads]
@@ -94,13 +100,24 @@ def run_and_keep(command: list, markdown_path: Path) -> None:
     markdown_path.write_text(completed.stdout)
 
 
+def fast_libraries(build_dir: Path) -> dict[str, Path]:
+    """{container: its fast profile's library} for the anchors that have one."""
+    settings = targets_named(build_targets(build_dir), SETTING_TARGET_PREFIX, "shared library")
+    return {container: root_relative(settings[f"{FAST_SETTING}-{container}"])
+            for container in BENCH_ANCHORS if f"{FAST_SETTING}-{container}" in settings}
+
+
 def run_bench_programs(args: argparse.Namespace, libraries: dict[str, Path],
-                       peer_preloads: list[tuple[str, Path]]) -> None:
-    """programs.py under the anchor containers (or every one), their settings when asked
-    (each other purge policy, each setting-* library), glibc and the installed peers."""
+                       peer_preloads: list[tuple[str, Path]],
+                       fast: dict[str, Path]) -> None:
+    """programs.py under the anchor containers (or every one), each anchor in the fast
+    profile too, their settings when asked (each other purge policy, each setting-*
+    library), glibc and the installed peers."""
     containers = {name: path for name, path in libraries.items()
                   if args.all_containers or name in BENCH_ANCHORS}
     specs = [f"{name}={path}" for name, path in containers.items()]
+    if not args.settings:  # --settings runs every setting-* library, these included
+        specs += [f"{container}@fast={path}" for container, path in fast.items()]
     if args.settings:
         default = allocators.build_options(args.build_dir).get("purge_policy")
         reference = libraries[REFERENCE]
@@ -128,9 +145,10 @@ def add_bench(commands, shared_options: list[argparse.ArgumentParser]) -> None:
         help="build, then run the bench programs and malloc_bench: glibc vs runsel and the "
              "installed peers",
         description="Builds the bench programs (experiments/bench/programs/: larson with and "
-                    "without sized delete, producer/consumer, a threaded stress, a "
-                    f"single-thread loop) and runs them with {BENCH_PROGRAMS} under "
-                    f"{' and '.join(BENCH_ANCHORS)}, glibc, jemalloc, mimalloc and tcmalloc "
+                    "without sized delete, producer/consumer, a threaded stress, two "
+                    "single-thread loops, mixed sizes with cross-thread frees) and runs them "
+                    f"with {BENCH_PROGRAMS} under {' and '.join(BENCH_ANCHORS)}, each also "
+                    "in the fast profile, glibc, jemalloc, mimalloc and tcmalloc "
                     "(time, peak RSS, minor faults as ratios to glibc; about 2 minutes); then "
                     f"builds {BUILD_DIR / BENCH_PROGRAM} and every variant and runs "
                     f"{BENCH_COMPARE}, ending with the speed targets, judged. Writes "

@@ -119,8 +119,17 @@ void Arena::unlink_spare(Chunk* chunk) {
   --spare_count_;
 }
 
+void Arena::release_cached_large_runs() {
+  large_cache_.drain([this](void* run, std::size_t pages) {
+    lock.assert_held();
+    Chunk* chunk = Chunk::of(run);
+    release_large_run(chunk, chunk->page_index(run), pages << kPageShift);
+  });
+}
+
 void Arena::purge_all() {
   take_remote_frees();
+  release_cached_large_runs();
   release_empty_runs();
   purge_down_to(0);
   release_clean_spares();
@@ -310,6 +319,14 @@ void* Arena::malloc_large(std::size_t size, bool zero) {
   const std::size_t pages = size >> kPageShift;
   LockGuard guard(lock);
   take_remote_frees();
+  if constexpr (kLargeRunCache) {
+    // Still a large allocation of this size to the page map and the stats.
+    if (void* cached = large_cache_.pop(pages)) {
+      ++large_nmalloc_;
+      if (zero) std::memset(cached, 0, size);
+      return cached;
+    }
+  }
   char* run = allocate_pages(pages, 0, size | kAllocated | kLarge, kAllocated | kLarge, zero);
   if (run == nullptr) return nullptr;
   large_allocated_ += size;
@@ -367,15 +384,25 @@ bool Arena::resize_large_in_place(Chunk* chunk, void* p, std::size_t old_size,
 
 // A large allocation of `size` bytes at `page` (Arena::free has classified it).
 void Arena::free_large_then_unlock(Chunk* chunk, std::size_t page, std::size_t size) {
+  ++large_nfree_;
+  if constexpr (kLargeRunCache) {
+    if (large_cache_.push(chunk->page_address(page), size >> kPageShift)) {
+      lock.unlock();
+      return;
+    }
+  }
+  release_large_run(chunk, page, size);
+  lock.unlock();
+}
+
+void Arena::release_large_run(Chunk* chunk, std::size_t page, std::size_t size) {
   const std::size_t pages = size >> kPageShift;
   // Only kept runs left after this free? (free_pages may unmap an empty chunk.)
   const bool leaves_kept_runs_alone =
       chunk->kept_pages != 0 && chunk->allocated_pages - pages == chunk->kept_pages;
   large_allocated_ -= size;
-  ++large_nfree_;
   free_pages(chunk, page, pages);
   if (leaves_kept_runs_alone) release_kept_runs_if_idle(chunk);
-  lock.unlock();
 }
 
 // Takes the remote frees in first, as every path under the lock does: a
@@ -387,7 +414,11 @@ std::size_t Arena::usable_size(Chunk* chunk, const void* p, BadPointer* problem)
   const PointerClass target = classify(chunk, p);
   *problem = target.problem;
   if (target.problem != BadPointer::kNone) return 0;
-  if (target.run == nullptr) return target.large_size;
+  if (target.run == nullptr) {
+    if (large_run_cached(chunk, target.page, target.large_size))
+      return *problem = BadPointer::kDoubleFreeLarge, 0;
+    return target.large_size;
+  }
   if (target.run->is_free(target.region)) return *problem = BadPointer::kDoubleFreeSmall, 0;
   return target.info->size;
 }

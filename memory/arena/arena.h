@@ -13,6 +13,7 @@
 #include "arena/bin.h"
 #include "arena/chunk.h"
 #include "arena/huge.h"
+#include "arena/large_run_cache.h"
 #include "arena/pointer_class.h"
 #include "arena/purge.h"
 #include "arena/run.h"
@@ -120,6 +121,10 @@ class Arena {
     return classify(chunk, p, expected_bin);
   }
 
+  // The bytes of the freed large runs the arena keeps (the fast profile; still
+  // large_allocated to the page map; 0 without the cache), and giving them back.
+  std::size_t cached_large_bytes() const RUNSEL_REQUIRES(lock) { return large_cache_.bytes(); }
+  void release_cached_large_runs() RUNSEL_REQUIRES(lock);
   // Usable size of a live pointer, or 0 with *problem set.
   std::size_t usable_size(Chunk* chunk, const void* p, BadPointer* problem) RUNSEL_EXCLUDES(lock);
   // Resizes a large allocation in place; false if the neighbours do not allow it.
@@ -196,6 +201,13 @@ class Arena {
   BadPointer free_small_locked(const PointerClass& target) RUNSEL_REQUIRES(lock);
   void free_large_then_unlock(Chunk* chunk, std::size_t page, std::size_t size)
       RUNSEL_RELEASE(lock);
+  // A large free's page-level step: the run's pages back to the arena.
+  void release_large_run(Chunk* chunk, std::size_t page, std::size_t size) RUNSEL_REQUIRES(lock);
+  // Whether the large allocation at `page` is in the cache of freed runs (a
+  // double free); always false without the cache.
+  bool large_run_cached(Chunk* chunk, std::size_t page, std::size_t size) RUNSEL_REQUIRES(lock) {
+    return large_cache_.holds(chunk->page_address(page), size >> kPageShift);
+  }
 
   Run* new_small_run(std::size_t bin_index) RUNSEL_REQUIRES(lock);
   // The class tag a run of bin `bin_index` leaves on its pages: none in the
@@ -374,6 +386,9 @@ class Arena {
   std::size_t large_allocated_ RUNSEL_GUARDED_BY(lock) = 0;  // bytes
   std::uint64_t large_nmalloc_ RUNSEL_GUARDED_BY(lock) = 0;
   std::uint64_t large_nfree_ RUNSEL_GUARDED_BY(lock) = 0;
+  // Freed short large runs kept for the next large malloc (the fast profile;
+  // takes no room without it).
+  [[no_unique_address]] ArenaLargeRunCache large_cache_ RUNSEL_GUARDED_BY(lock);
   std::uint64_t purges_ RUNSEL_GUARDED_BY(lock) = 0;
 
   Bin bins_[kNumBins] RUNSEL_GUARDED_BY(lock);

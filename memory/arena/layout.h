@@ -45,7 +45,10 @@ constexpr std::size_t chunk_ceiling(std::size_t size) { return (size + kChunkMas
 // Whether a request (or a usable size) is served by a size class.
 constexpr bool is_small(std::size_t size) {
   if constexpr (kClasses48) {
-    return size <= kMaxSubPageClass || (size > kPageSize && size <= kMaxSmallClass);
+    // The common sizes first: one comparison for them on every malloc (the
+    // range test first cost three instructions more in the ring pair loop).
+    if (__builtin_expect(size <= kMaxSubPageClass, 1)) return true;
+    return size > kPageSize && size <= kMaxSmallClass;
   }
   return size <= kMaxSmallClass;
 }

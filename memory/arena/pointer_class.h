@@ -18,6 +18,7 @@ enum class BadPointer {
   kInteriorSmall,  // inside a live small region
   kStaleSmall,     // inside a free small region: memory reused since it was freed
   kInteriorLarge,
+  kDoubleFreeLarge,   // a large run in its arena's cache of freed runs (the fast profile)
   kInHeader,          // chunk header or guard page
   kCorruptRunHeader,  // the small run's header fails its check: overwritten
 };

@@ -155,6 +155,10 @@ template <class Locking>
     return target.problem;
   }
   if (target.run == nullptr) {
+    if (large_run_cached(chunk, target.page, target.large_size)) [[unlikely]] {
+      Locking::release(lock);
+      return BadPointer::kDoubleFreeLarge;
+    }
     free_large_then_unlock(chunk, target.page, target.large_size);
     return BadPointer::kNone;
   }

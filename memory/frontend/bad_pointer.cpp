@@ -35,6 +35,8 @@ const char* describe(BadPointer problem) {
     case BadPointer::kInteriorLarge:
       return "not the start of a large allocation (an interior pointer, or a stale one into "
              "memory reused since)";
+    case BadPointer::kDoubleFreeLarge:
+      return "double free of a large allocation (its run is in its arena's cache of freed runs)";
     case BadPointer::kInHeader:
       return "not allocated by runsel (points into a chunk header)";
     case BadPointer::kCorruptRunHeader:  // reported by fatal_bad_pointer

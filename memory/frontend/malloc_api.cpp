@@ -371,3 +371,16 @@ __attribute__((visibility("default"))) void operator delete[](void* p, std::size
 }
 
 RUNSEL_EXPORT const char* runsel_variant(void) { return kContainerName; }
+
+// The build profile (memory/README.md, "Profiles"): fast as meson builds it
+// (the thread cache and the 5, 6 and 7 KiB classes), faithful without either
+// (mozjemalloc's shape), custom for any other mix of the two.
+RUNSEL_EXPORT const char* runsel_build_profile(void) {
+#if RUNSEL_FAST_PROFILE
+  return "fast";
+#elif RUNSEL_THREAD_CACHE || RUNSEL_CLASSES48
+  return "custom";
+#else
+  return "faithful";
+#endif
+}

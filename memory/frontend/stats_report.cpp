@@ -50,6 +50,7 @@ void collect(runsel_stats_t* s) {
     arena->lock.assert_held();
     arena->take_remote_frees();
     arena->add_figures(s);
+    s->thread_cached += arena->cached_large_bytes();  // freed, though allocated to the page map
     s->dirty_max = arena->dirty_max_pages() * kPageSize;
     s->dirty_max_total = arena->process_dirty_max_pages() * kPageSize;
   });
@@ -76,7 +77,7 @@ void collect(runsel_stats_t* s) {
 
   s->allocated = s->small_allocated + s->large_allocated + s->huge_allocated;
 #if RUNSEL_THREAD_CACHE
-  s->thread_cached = thread_cache::cached_bytes();
+  s->thread_cached += thread_cache::cached_bytes();
 #endif
 }
 
@@ -116,9 +117,11 @@ void write_counts(Writer& w, const runsel_bin_stats& bin) {
 void write_json(int fd, const runsel_stats_t& s) {
   static char buffer[65536];
   Writer w{buffer, sizeof(buffer) - 2};
-  w.add("{\"pid\":%ld,\"variant\":\"%s\",\"profile\":\"%s\",\"purge\":\"%s\"",
-        static_cast<long>(getpid()), kContainerName, runsel_profile(),
-        purge_policy_name(purge_policy()));
+  w.add(
+      "{\"pid\":%ld,\"variant\":\"%s\",\"build_profile\":\"%s\",\"profile\":\"%s\","
+      "\"purge\":\"%s\"",
+      static_cast<long>(getpid()), kContainerName, runsel_build_profile(), runsel_profile(),
+      purge_policy_name(purge_policy()));
   const struct {
     const char* name;
     std::size_t value;
@@ -263,6 +266,12 @@ RUNSEL_EXPORT void runsel_thread_cache_flush(void) {
 #if RUNSEL_THREAD_CACHE
   thread_cache::flush_own();
 #endif
+  if constexpr (kLargeRunCache) {
+    if (Arena* arena = thread_arena()) {
+      LockGuard guard(arena->lock);
+      arena->release_cached_large_runs();
+    }
+  }
 }
 
 RUNSEL_EXPORT size_t runsel_thread_cache_slots(size_t bin, void** out, size_t capacity) {

@@ -150,6 +150,10 @@ void* fill_and_pop_entered(CacheClass& c, std::size_t bin) {
   void* p = c.slots[got - 1];
   set_count(c, static_cast<std::uint32_t>(got - 1));
   c.low_water = c.count;
+  // A region given back by a flush (or taken from a remote-free queue) still
+  // holds its key: cleared as pop_fast clears it, or the program's free of a
+  // region it did not overwrite finds the key and searches every cache.
+  *static_cast<std::uintptr_t*>(p) = 0;
   return p;
 }
 

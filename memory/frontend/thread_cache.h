@@ -28,7 +28,8 @@
 // A free that finds the key looks for the pointer in the caches and aborts if
 // it is there (a double free of a region still cached). Then it takes in its
 // arena's remote frees, so that the bitmap bit tells a region queued already (a
-// double free the uncached free then reports). Popping a region clears the key.
+// double free the uncached free then reports). Popping a region clears the key,
+// as does a fill for the region it hands out itself.
 // The key is what a write into freed memory (a use after free) can wipe: a
 // double free after such a write is not caught while the region is cached (as
 // with glibc's tcache), and the region is then handed out twice.

@@ -65,9 +65,11 @@ typedef struct runsel_stats_t {
   size_t huge_dirty;      /* dirty bytes in huge mappings (cached ones, and pages past the
                              usable size of reused ones); part of dirty */
   size_t counting;        /* 1 in a counting build: the bins' pick counters are kept */
-  size_t thread_cached;   /* small regions held in thread caches (-Dthread_cache=true), in
-                             bytes: part of allocated and small_allocated (allocated as far
-                             as their runs know); 0 without the cache */
+  size_t thread_cached;   /* freed blocks runsel holds in caches, in bytes: small regions in
+                             thread caches (-Dthread_cache=true; part of small_allocated)
+                             and, in the fast profile, the large runs the arenas keep
+                             (part of large_allocated); part of allocated (allocated as far
+                             as their runs and page maps know); 0 without either */
   size_t bin_count;       /* size classes of this library: bins[0 .. bin_count-1] */
   runsel_bin_stats bins[RUNSEL_MAX_BINS];
 } runsel_stats_t;
@@ -77,7 +79,8 @@ void runsel_stats(runsel_stats_t* stats);
 
 /* The thread cache (-Dthread_cache=true, or a setting-tcache-* library).
  * runsel_thread_cache_flush gives the calling thread's cached regions back to
- * their arenas (the program keeps using the cache). runsel_thread_cache_slots
+ * their arenas (the program keeps using the cache), and, in the fast profile,
+ * the freed large runs its arena keeps back to the arena's pages. runsel_thread_cache_slots
  * writes up to `capacity` regions of the calling thread's cache of size class
  * `bin` (bins[] of runsel_stats) to out, oldest first, and returns how many it
  * holds: for tests. Without the cache: no-ops returning 0. */
@@ -86,6 +89,17 @@ size_t runsel_thread_cache_slots(size_t bin, void** out, size_t capacity);
 
 /* Name of the non-full run container this library was built with. */
 const char* runsel_variant(void);
+
+/* The profile this library was built in: "fast" (a thread cache in front of
+ * the bins and the 5, 6 and 7 KiB classes: build/libmalloc.so and the
+ * installed library by default, -Dprofile=fast, and the
+ * libsetting-fast-<container> libraries), "faithful" (neither, mozjemalloc's
+ * shape: every libmalloc-<container> variant, which replays and container
+ * comparisons run, in the as_built lifecycle of runsel_profile() when they
+ * judge a container), or "custom" (one of the two without the other: the
+ * libsetting-tcache- and libsetting-classes48- libraries, -Dthread_cache or
+ * -Dclasses48 builds). */
+const char* runsel_build_profile(void);
 
 /* Usable size malloc(size) would give; 0 when size cannot be served. */
 size_t runsel_good_size(size_t size);

@@ -132,11 +132,11 @@ inline void report(const char* program, const Options& options, double seconds,
   getrusage(RUSAGE_SELF, &usage);
   std::printf(
       "{\"program\": \"%s\", \"allocator\": {\"name\": \"%s\", \"provider\": \"%s\", "
-      "\"purge\": \"%s\"}, \"seconds\": %.6f, \"operations\": %llu, \"threads\": %u, "
-      "\"seed\": %llu, \"scale\": %g, \"sized\": %s, \"peak_rss_kib\": %ld, "
+      "\"purge\": \"%s\", \"profile\": \"%s\"}, \"seconds\": %.6f, \"operations\": %llu, "
+      "\"threads\": %u, \"seed\": %llu, \"scale\": %g, \"sized\": %s, \"peak_rss_kib\": %ld, "
       "\"minor_faults\": %ld}\n",
-      program, identity.name.c_str(), identity.provider.c_str(), identity.purge.c_str(), seconds,
-      static_cast<unsigned long long>(operations), threads,
+      program, identity.name.c_str(), identity.provider.c_str(), identity.purge.c_str(),
+      identity.profile.c_str(), seconds, static_cast<unsigned long long>(operations), threads,
       static_cast<unsigned long long>(options.seed), options.scale,
       options.sized ? "true" : "false", peak_rss_kib(), usage.ru_minflt);
 }
