@@ -91,6 +91,12 @@ class Arena {
   // push, usable_size). Large allocations take the lock. Returns kNone or the
   // problem.
   BadPointer free_remote(Chunk* chunk, void* p) RUNSEL_EXCLUDES(lock);
+  // Queues regions[0..count) of this arena, as free_remote would one by one,
+  // with one compare-and-swap: a thread cache's flush of another arena's
+  // regions, each checked as free_remote checks it when it entered the cache
+  // and holding the freed key since. Their bitmap bits are left to
+  // take_remote_frees, as free_remote leaves them.
+  void free_remote_batch(void* const* regions, std::size_t count) RUNSEL_EXCLUDES(lock);
   // Frees every region queued by free_remote; aborts naming a region that
   // was already free. Cheap when the queue is empty (one load).
   void take_remote_frees() RUNSEL_REQUIRES(lock) {
@@ -199,6 +205,13 @@ class Arena {
   // A small free with the lock held, from start to end (the queued remote
   // frees): free_as's steps without releasing the lock.
   BadPointer free_small_locked(const PointerClass& target) RUNSEL_REQUIRES(lock);
+  // After `given` regions of `run` were marked free (Run::give) with the lock
+  // held, from a run that was full if `was_full`: the bin's counters, the
+  // seam (the change all of them made) and the sweep, as that many single
+  // frees leave them. One region for free_small_locked, a run's group for
+  // flush_batch.
+  void regions_given(Bin& bin, Run* run, bool was_full, std::uint32_t given)
+      RUNSEL_REQUIRES(lock);
   void free_large_then_unlock(Chunk* chunk, std::size_t page, std::size_t size)
       RUNSEL_RELEASE(lock);
   // A large free's page-level step: the run's pages back to the arena.

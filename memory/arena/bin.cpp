@@ -179,6 +179,34 @@ BadPointer Arena::free_remote(Chunk* chunk, void* p) RUNSEL_NO_THREAD_SAFETY_ANA
   return BadPointer::kNone;
 }
 
+// The queue as that many free_remote calls would leave it: the last region
+// on top, each linked to the one before, the first to the old top.
+void Arena::free_remote_batch(void* const* regions, std::size_t count) {
+  if (count == 0) return;
+  for (std::size_t i = count - 1; i > 0; --i) {
+    std::uintptr_t* words = static_cast<std::uintptr_t*>(regions[i]);
+    words[0] = freed_key_of(regions[i]);
+    words[1] = encode_queue_link(regions[i], regions[i - 1]);
+  }
+  void* const first = regions[0];
+  std::uintptr_t* first_words = static_cast<std::uintptr_t*>(first);
+  first_words[0] = freed_key_of(first);
+  void* head = remote_frees_.load(std::memory_order_relaxed);
+  do {
+    first_words[1] = encode_queue_link(first, head);
+  } while (!remote_frees_.compare_exchange_weak(head, regions[count - 1],
+                                                std::memory_order_release,
+                                                std::memory_order_relaxed));
+  t_remote_frees += static_cast<std::uint32_t>(count);
+  if (t_remote_frees >= kRemoteFreesPerTry) {
+    t_remote_frees = 0;
+    if (lock.try_lock()) {
+      take_remote_frees();
+      lock.unlock();
+    }
+  }
+}
+
 // A queued region's two words are still the program's to overwrite: a write
 // after the free, an overflow from the region below (strcpy one byte too
 // far), or the region freed again into a thread cache. Each region must still
@@ -215,20 +243,30 @@ void Arena::take_queued_remote_frees() {
 
 BadPointer Arena::free_small_locked(const PointerClass& target) {
   Run* run = target.run;
-  Bin& bin = *run->bin;
   const bool was_full = run->free_count == 0;
   if (!run->give(target.region)) return BadPointer::kDoubleFreeSmall;
-  bin.region_freed();
-  if (run->free_count == target.info->nregs) {
-    erase_run(bin, run);
+  regions_given(*run->bin, run, was_full, 1);
+  return BadPointer::kNone;
+}
+
+void Arena::regions_given(Bin& bin, Run* run, bool was_full, std::uint32_t given) {
+  bin.regions_in_use -= given;
+  bin.free_regions += given;
+  bin.nfree += given;
+  if (run->free_count == info_of(bin).nregs) {
+    // A group can take a full run to empty: it was never a member then.
+    if (!was_full) erase_run(bin, run);
     keep_empty_run(bin, run);
   } else if (was_full) {
     insert_run(bin, run);
   } else {
     touched_run(bin, run);
   }
-  if (--frees_until_sweep_ == 0) sweep_empty_runs();
-  return BadPointer::kNone;
+  if (frees_until_sweep_ <= given) {
+    sweep_empty_runs();
+  } else {
+    frees_until_sweep_ -= given;
+  }
 }
 
 void* Arena::malloc_small(std::size_t bin_index) {

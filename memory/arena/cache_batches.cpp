@@ -23,12 +23,12 @@ std::size_t Arena::fill_batch(std::size_t bin_index, void** out, std::size_t wan
       if (run == nullptr) run = new_small_run(bin_index);
       if (run == nullptr) break;
     }
-    do {
-      out[taken++] = run->take(info);
-      ++bin.regions_in_use;
-      --bin.free_regions;
-      ++bin.nmalloc;
-    } while (taken < wanted && run->free_count > 0);
+    const std::uint32_t n =
+        run->take_many(info, out + taken, static_cast<std::uint32_t>(wanted - taken));
+    taken += n;
+    bin.regions_in_use += n;
+    bin.free_regions -= n;
+    bin.nmalloc += n;
     // The seam, as after single allocations: a fresh run joins the container
     // unless it filled at once; a member leaves it when it fills.
     if (fresh) {
@@ -42,23 +42,54 @@ std::size_t Arena::fill_batch(std::size_t bin_index, void** out, std::size_t wan
   return taken;
 }
 
+namespace {
+
+[[noreturn, gnu::noinline]] void flush_refused(void* p, BadPointer problem) {
+  fatal("free(", p, "): ",
+        problem == BadPointer::kDoubleFreeSmall ? "double free of a small region"
+                                                : "not a live small region any more",
+        " (found when the thread cache gave it back to its arena: its run was changed "
+        "while the region sat in the cache)");
+}
+
+}  // namespace
+
+// Regions of one run that follow each other in the batch (a cache's stack
+// holds them in the order the program freed them, often run by run) are given
+// back together: the run's header is checked once, for the first, and the
+// bin's counters and its container are updated once, for the run's whole
+// group, with the change the group made (full to non-full, non-full to empty),
+// as single frees would have left them.
 void Arena::flush_batch(void* const* regions, std::size_t count) {
   LockGuard guard(lock);
   take_remote_frees();
-  for (std::size_t i = 0; i < count; ++i) {
+  std::size_t i = 0;
+  while (i < count) {
     void* p = regions[i];
-    const PointerClass target = classify(Chunk::of(p), p);
-    const BadPointer problem =
-        target.problem != BadPointer::kNone || target.run == nullptr
-            ? (target.problem != BadPointer::kNone ? target.problem : BadPointer::kInteriorLarge)
-            : free_small_locked(target);
-    if (problem != BadPointer::kNone) {
-      fatal("free(", p, "): ",
-            problem == BadPointer::kDoubleFreeSmall ? "double free of a small region"
-                                                    : "not a live small region any more",
-            " (found when the thread cache gave it back to its arena: its run was changed "
-            "while the region sat in the cache)");
+    const PointerClass first = classify(Chunk::of(p), p);
+    if (first.problem != BadPointer::kNone || first.run == nullptr)
+      flush_refused(p, first.problem != BadPointer::kNone ? first.problem
+                                                          : BadPointer::kInteriorLarge);
+    Run* run = first.run;
+    const BinInfo& info = *first.info;
+    const bool was_full = run->free_count == 0;
+    if (!run->give(first.region)) flush_refused(p, BadPointer::kDoubleFreeSmall);
+    std::uint32_t given = 1;
+    // The group: the next regions inside the same run. Its header was
+    // checked for the first; each region's start is checked here.
+    const auto run_bits = reinterpret_cast<std::uintptr_t>(run);
+    const std::uintptr_t reg0 = run_bits + info.reg0_offset;
+    const std::uintptr_t end = run_bits + info.run_bytes();
+    for (++i; i < count; ++i) {
+      const auto address = reinterpret_cast<std::uintptr_t>(regions[i]);
+      if (address < reg0 || address >= end) break;
+      const std::uint32_t region = info.region_index(address - reg0);
+      if (reg0 + std::size_t{region} * info.size != address)
+        flush_refused(regions[i], BadPointer::kInteriorSmall);
+      if (!run->give(region)) flush_refused(regions[i], BadPointer::kDoubleFreeSmall);
+      ++given;
     }
+    regions_given(*run->bin, run, was_full, given);
   }
 }
 

@@ -80,6 +80,31 @@ struct Run {
     return region(info, std::size_t{w} * 64 + bit);
   }
 
+  // Takes the min(wanted, free_count) lowest free regions into out[], lowest
+  // first: what as many take() calls would return, one bitmap word at a time
+  // (the thread cache's fills, cache_batches.cpp). Returns how many.
+  std::uint32_t take_many(const BinInfo& info, void** out, std::uint32_t wanted) {
+    const std::uint32_t n = wanted < free_count ? wanted : free_count;
+    std::uint64_t* words = bitmap();
+    std::uint32_t w = first_free_word;
+    char* const reg0 = reinterpret_cast<char*>(this) + info.reg0_offset;
+    std::uint32_t taken = 0;
+    while (taken < n) {
+      std::uint64_t word = words[w];
+      char* const base = reg0 + std::size_t{w} * 64 * info.size;
+      while (word != 0 && taken < n) {
+        out[taken++] = base + std::size_t(__builtin_ctzll(word)) * info.size;
+        word &= word - 1;
+      }
+      words[w] = word;
+      if (word == 0 && taken < n) ++w;
+    }
+    // As take() leaves it: the word of the last region taken.
+    first_free_word = static_cast<std::uint16_t>(w);
+    free_count = static_cast<std::uint16_t>(free_count - n);
+    return n;
+  }
+
   // Marks region `index` free; false if it already was (a double free).
   bool give(std::uint32_t index) {
     std::uint64_t* words = bitmap();

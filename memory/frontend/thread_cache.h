@@ -4,10 +4,14 @@
 // mallocs and frees touch no arena. jemalloc's tcache is the model:
 // - Bound: twice the regions of one run of the class, within [20, 200] slots.
 // - A miss fills capacity >> fill_shift regions from the thread's arena under
-//   one lock (Arena::fill_batch).
+//   one lock (Arena::fill_batch, a bitmap word at a time).
+// - A thread's first malloc or free makes its cache (a thread that only
+//   frees caches its frees too).
+// - A second miss before the GC's next visit doubles the next fill.
 // - A full stack flushes its older half, owners grouped: the thread's arena
-//   under one lock (Arena::flush_batch), other arenas through their
-//   remote-free queues (Arena::free_remote).
+//   under one lock (Arena::flush_batch, a run's regions together), each run
+//   of another arena's regions onto its remote-free queue with one
+//   compare-and-swap (Arena::free_remote_batch).
 // - An incremental GC every kGcEvents cache events visits one class. It
 //   flushes three quarters of the regions that stayed unused since its last
 //   visit (the low-water mark) and halves the class's next fill. A class that
