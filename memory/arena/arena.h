@@ -127,6 +127,15 @@ class Arena {
     return classify(chunk, p, expected_bin);
   }
 
+  // The thread cache's inline free (frontend/thread_cache.h): the start of a
+  // small region, classified from the class tag of its page's entry (chunk.h)
+  // instead of the run header's keyed check. The header's bin pointer must be
+  // the tagged class's bin: equal, it names what the page map says, so the
+  // key adds nothing; damaged or forged, it differs. The run, class and
+  // region, or a null run for anything else (any problem, a large
+  // allocation, a damaged header): classify_live then says what it is.
+  PointerClass classify_tagged(Chunk* chunk, const void* p) const RUNSEL_NO_THREAD_SAFETY_ANALYSIS;
+
   // The bytes of the freed large runs the arena keeps (the fast profile; still
   // large_allocated to the page map; 0 without the cache), and giving them back.
   std::size_t cached_large_bytes() const RUNSEL_REQUIRES(lock) { return large_cache_.bytes(); }

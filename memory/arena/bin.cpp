@@ -11,8 +11,10 @@ namespace runsel {
 
 Run* Arena::new_small_run(std::size_t bin_index) {
   const BinInfo& info = bin_info(bin_index);
-  char* memory =
-      allocate_pages(info.run_pages, class_tag_of(bin_index), kAllocated, kAllocated, false);
+  // Its pages carry its class tag while it is allocated too, whatever the
+  // lifecycle (Arena::classify_tagged reads it).
+  const std::uintptr_t tagged = kAllocated | class_tag_of_bin(bin_index);
+  char* memory = allocate_pages(info.run_pages, class_tag_of(bin_index), tagged, tagged, false);
   if (memory == nullptr) return nullptr;
   Run* run = reinterpret_cast<Run*>(memory);
   Bin& bin = bins_[bin_index];

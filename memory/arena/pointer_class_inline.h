@@ -52,4 +52,29 @@ inline PointerClass Arena::classify(Chunk* chunk, const void* p, std::size_t exp
   return target;
 }
 
+inline PointerClass Arena::classify_tagged(Chunk* chunk, const void* p) const {
+  PointerClass target;
+  target.page = chunk->page_index(p);
+  const std::uintptr_t bits = chunk->map[target.page].bits;
+  if ((bits & (kReserved | kAllocated | kLarge)) != kAllocated) [[unlikely]]
+    return target;
+  // 1 + the class: a small run's pages always carry it (new_small_run).
+  const std::size_t bin = ((bits & kClassTagMask) >> kClassTagShift) - 1;
+  Run* run = reinterpret_cast<Run*>(bits & ~kPageMask);
+  if (bin >= kNumBins || run->bin != &bins_[bin]) [[unlikely]]
+    return target;
+  const BinInfo& info = bin_info(bin);
+  const std::uintptr_t address = reinterpret_cast<std::uintptr_t>(p);
+  const std::uintptr_t reg0 = reinterpret_cast<std::uintptr_t>(run) + info.reg0_offset;
+  if (address < reg0) [[unlikely]]
+    return target;
+  const std::uint32_t region = info.region_index(address - reg0);
+  if (reg0 + std::size_t{region} * info.size != address) [[unlikely]]
+    return target;
+  target.run = run;
+  target.info = &info;
+  target.region = region;
+  return target;
+}
+
 }  // namespace runsel

@@ -166,7 +166,7 @@ void* allocate_aligned(std::size_t alignment, std::size_t size) {
 #if RUNSEL_THREAD_CACHE
   // What the inline path does not take goes out of line (a tail call): the
   // cached free then saves no registers.
-  if (thread_cache::push_fast(p, arena, Arena::kAnyBin)) return;
+  if (thread_cache::push_fast(p, arena)) return;
   return deallocate_cache_slow(p, function, arena);
 #else
   if (!os::single_threaded()) return deallocate_any_thread(p, function, arena);
@@ -188,7 +188,7 @@ void* allocate_aligned(std::size_t alignment, std::size_t size) {
   if (!owner.is_arena_chunk()) return deallocate_outside_arenas(p, "free", owner);
   Arena* arena = owner.as<Arena>();
 #if RUNSEL_THREAD_CACHE
-  if (thread_cache::push_fast(p, arena, bin_index(size)) ||
+  if (thread_cache::push_fast(p, arena) ||
       thread_cache::push(p, arena, bin_index(size), "free"))
     return;
 #endif

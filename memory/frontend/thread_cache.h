@@ -23,8 +23,11 @@
 //
 // What a free into the cache checks, before the region enters it:
 // - The chunk registry (a foreign pointer never gets here).
-// - The page map entry, the run header's keyed check and the region's start
-//   (Arena::classify, as free does under the lock).
+// - The page map entry, the run header and the region's start. The inline
+//   path takes the class from the page map's tag and wants the header's bin
+//   pointer to be that class's bin (Arena::classify_tagged); anything else
+//   goes to push, which classifies as free does under the lock (the keyed
+//   check) and lets the uncached free report it.
 // - The region's bitmap bit (free: a double free of a region already given
 //   back).
 // A cached region's first word holds a key: a process-random value mixed with
@@ -192,12 +195,12 @@ void* pop_or_fill(std::size_t bin);
 // False sends the caller to push, which decides (no cache yet, a full stack,
 // the GC's turn, a key found in the region, a signal handler inside a cache
 // operation, or anything the checks refuse). The same checks as push.
-[[gnu::always_inline]] inline bool push_fast(void* p, Arena* owner, std::size_t expected_bin) {
+[[gnu::always_inline]] inline bool push_fast(void* p, Arena* owner) {
   ThreadCache* cache = t_cache;
   if (cache == nullptr) [[unlikely]]
     return false;
-  const PointerClass target = owner->classify_live(Chunk::of(p), p, expected_bin);
-  if (target.problem != BadPointer::kNone || target.run == nullptr) [[unlikely]]
+  const PointerClass target = owner->classify_tagged(Chunk::of(p), p);
+  if (target.run == nullptr) [[unlikely]]
     return false;
   std::uintptr_t* word = static_cast<std::uintptr_t*>(p);
   const std::uintptr_t key = key_of(p);
