@@ -148,6 +148,8 @@ void* fill_and_pop_entered(CacheClass& c, std::size_t bin) {
   if (c.ran_empty && c.fill_shift > 1) --c.fill_shift;
   c.ran_empty = true;
   std::uint32_t wanted = c.capacity >> c.fill_shift;
+  const std::uint32_t by_bytes = kFillBytes / bin_info(bin).size;
+  if (wanted > by_bytes) wanted = by_bytes;
   if (wanted == 0) wanted = 1;
   const std::size_t got = t_arena->fill_batch(bin, c.slots, wanted);
   if (got == 0) return nullptr;
@@ -198,10 +200,6 @@ void* pop_or_fill(std::size_t bin) {
 
 bool push(void* p, Arena* owner, std::size_t expected_bin, const char* function) {
   ThreadCache* cache = t_cache;
-  // A thread's first free makes its cache, as its first malloc does: a thread
-  // that only frees (a consumer) would otherwise queue every region on its
-  // owner's remote frees one compare-and-swap at a time.
-  if (cache == nullptr) cache = create();
   const PointerClass target = owner->classify_live(Chunk::of(p), p, expected_bin);
   if (target.problem != BadPointer::kNone || target.run == nullptr) return false;
   std::uintptr_t* word = static_cast<std::uintptr_t*>(p);

@@ -3,10 +3,9 @@
 // class, a bounded stack of regions it freed or took in a batch, so most small
 // mallocs and frees touch no arena. jemalloc's tcache is the model:
 // - Bound: twice the regions of one run of the class, within [20, 200] slots.
-// - A miss fills capacity >> fill_shift regions from the thread's arena under
-//   one lock (Arena::fill_batch, a bitmap word at a time).
-// - A thread's first malloc or free makes its cache (a thread that only
-//   frees caches its frees too).
+// - A miss fills capacity >> fill_shift regions, at most kFillBytes of them,
+//   from the thread's arena under one lock (Arena::fill_batch, a bitmap word
+//   at a time).
 // - A second miss before the GC's next visit doubles the next fill.
 // - A full stack flushes its older half, owners grouped: the thread's arena
 //   under one lock (Arena::flush_batch, a run's regions together), each run
@@ -56,6 +55,12 @@
 namespace runsel::thread_cache {
 
 inline constexpr std::uint32_t kMinSlots = 20;
+// A fill takes at most this many bytes of regions (and at least one region):
+// a thread that only allocates (a producer whose consumer frees) holds a
+// fill's rest in every class it uses. 4 KiB kept bench_producer_consumer's
+// peak RSS at what it was with the small fills (12.6 MiB), where 8 KiB and
+// no bound took 13.0 and 13.9.
+inline constexpr std::uint32_t kFillBytes = 4096;
 inline constexpr std::uint32_t kMaxSlots = 200;
 // Cache events (mallocs and frees served by the cache) between two GC
 // steps: every class is visited once per about 8,192 events.
