@@ -199,6 +199,76 @@ TEST_F(ThreadCache, IdleClassesAreGivenBack) {
   EXPECT_EQ(runsel_check(), 0);
 }
 
+// Fill sizes as a program meets them, measured from the stacks: a malloc that
+// finds its class's stack empty and leaves it holding n regions took a fill
+// of n + 1. Fills of a region or two cost an arena lock each: a thread that
+// only allocates (a producer) once ratcheted its fills down to 2.4 regions on
+// average (the GC took a fill's unused rest for idle regions), and so did
+// batches that overflow the cache while other classes idle.
+struct FillSizes {
+  size_t fills = 0;
+  size_t regions = 0;
+  double mean() const { return fills == 0 ? 0.0 : double(regions) / double(fills); }
+};
+
+// `count` mallocs of `size`, none freed until the end; the fills they took.
+FillSizes producer_fills(size_t size, size_t count) {
+  static void* blocks[40000];
+  static void* slots[kMaxSlots];
+  FillSizes fills;
+  const size_t bin = class_of(size);
+  for (size_t i = 0; i < count; ++i) {
+    const size_t before = runsel_thread_cache_slots(bin, slots, kMaxSlots);
+    blocks[i] = opaque(malloc(size));
+    const size_t after = runsel_thread_cache_slots(bin, slots, kMaxSlots);
+    if (before == 0 && i >= count / 2) {  // after the start: the steady state
+      ++fills.fills;
+      fills.regions += after + 1;
+    }
+  }
+  for (size_t i = 0; i < count; ++i) free(blocks[i]);
+  return fills;
+}
+
+TEST_F(ThreadCache, AThreadThatOnlyAllocatesKeepsItsFillsLarge) {
+  FillSizes fills;
+  std::thread([&] { fills = producer_fills(64, 40000); }).join();
+  ASSERT_GT(fills.fills, 0u);
+  EXPECT_GE(fills.mean(), 16.0) << fills.fills << " fills of " << fills.regions << " regions";
+  RecordProperty("fill_mean", std::to_string(fills.mean()));
+  EXPECT_EQ(runsel_check(), 0);
+}
+
+// bench_simple_loop's shape: batches of 25 to 1,600 blocks of one size, freed
+// in allocation order, four sizes in turn.
+TEST_F(ThreadCache, BatchesThatOverflowTheCacheKeepTheirFillsLarge) {
+  FillSizes fills;
+  std::thread([&] {
+    static void* blocks[1600];
+    static void* slots[kMaxSlots];
+    constexpr size_t kSizes[] = {16, 32, 64, 128};
+    constexpr size_t kBatches[] = {25, 100, 400, 1600};
+    for (size_t turn = 0; turn < 256; ++turn) {
+      const size_t size = kSizes[turn % 4];
+      const size_t count = kBatches[(turn / 4) % 4];
+      const size_t bin = class_of(size);
+      for (size_t i = 0; i < count; ++i) {
+        const size_t before = runsel_thread_cache_slots(bin, slots, kMaxSlots);
+        blocks[i] = opaque(malloc(size));
+        if (before == 0 && turn >= 128) {
+          ++fills.fills;
+          fills.regions += runsel_thread_cache_slots(bin, slots, kMaxSlots) + 1;
+        }
+      }
+      for (size_t i = 0; i < count; ++i) free(blocks[i]);
+    }
+  }).join();
+  ASSERT_GT(fills.fills, 0u);
+  EXPECT_GE(fills.mean(), 16.0) << fills.fills << " fills of " << fills.regions << " regions";
+  RecordProperty("fill_mean", std::to_string(fills.mean()));
+  EXPECT_EQ(runsel_check(), 0);
+}
+
 // The model: per class, the stack the cache must hold, bottom first, where a
 // null entry stands for a region a fill took in (not known in advance), and
 // the live blocks with their sizes and fill bytes. After every step the
