@@ -219,8 +219,7 @@ class Arena {
   // seam (the change all of them made) and the sweep, as that many single
   // frees leave them. One region for free_small_locked, a run's group for
   // flush_batch.
-  void regions_given(Bin& bin, Run* run, bool was_full, std::uint32_t given)
-      RUNSEL_REQUIRES(lock);
+  void regions_given(Bin& bin, Run* run, bool was_full, std::uint32_t given) RUNSEL_REQUIRES(lock);
   void free_large_then_unlock(Chunk* chunk, std::size_t page, std::size_t size)
       RUNSEL_RELEASE(lock);
   // A large free's page-level step: the run's pages back to the arena.

@@ -196,8 +196,7 @@ void Arena::free_remote_batch(void* const* regions, std::size_t count) {
   void* head = remote_frees_.load(std::memory_order_relaxed);
   do {
     first_words[1] = encode_queue_link(first, head);
-  } while (!remote_frees_.compare_exchange_weak(head, regions[count - 1],
-                                                std::memory_order_release,
+  } while (!remote_frees_.compare_exchange_weak(head, regions[count - 1], std::memory_order_release,
                                                 std::memory_order_relaxed));
   t_remote_frees += static_cast<std::uint32_t>(count);
   if (t_remote_frees >= kRemoteFreesPerTry) {

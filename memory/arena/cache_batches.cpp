@@ -68,8 +68,8 @@ void Arena::flush_batch(void* const* regions, std::size_t count) {
     void* p = regions[i];
     const PointerClass first = classify(Chunk::of(p), p);
     if (first.problem != BadPointer::kNone || first.run == nullptr)
-      flush_refused(p, first.problem != BadPointer::kNone ? first.problem
-                                                          : BadPointer::kInteriorLarge);
+      flush_refused(
+          p, first.problem != BadPointer::kNone ? first.problem : BadPointer::kInteriorLarge);
     Run* run = first.run;
     const BinInfo& info = *first.info;
     const bool was_full = run->free_count == 0;

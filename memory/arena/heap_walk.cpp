@@ -183,8 +183,8 @@ std::size_t ArenaWalker::small_run(Chunk* chunk, std::size_t i, std::size_t* all
            ", inside run ", run, " (pages ", i, " to ", i + info.run_pages - 1, ")");
     }
     if (chunk->map[j].class_tag() != class_tag_of_bin(bin_index)) {
-      fail("chunk ", chunk, ", page ", j, " of run ", run, " (bin ", bin_index,
-           "): class tag ", chunk->map[j].class_tag() >> kClassTagShift, " instead of ",
+      fail("chunk ", chunk, ", page ", j, " of run ", run, " (bin ", bin_index, "): class tag ",
+           chunk->map[j].class_tag() >> kClassTagShift, " instead of ",
            class_tag_of_bin(bin_index) >> kClassTagShift);
     }
   }

@@ -188,8 +188,7 @@ void* allocate_aligned(std::size_t alignment, std::size_t size) {
   if (!owner.is_arena_chunk()) return deallocate_outside_arenas(p, "free", owner);
   Arena* arena = owner.as<Arena>();
 #if RUNSEL_THREAD_CACHE
-  if (thread_cache::push_fast(p, arena) ||
-      thread_cache::push(p, arena, bin_index(size), "free"))
+  if (thread_cache::push_fast(p, arena) || thread_cache::push(p, arena, bin_index(size), "free"))
     return;
 #endif
   Chunk* chunk = Chunk::of(p);

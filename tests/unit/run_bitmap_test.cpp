@@ -71,7 +71,8 @@ TEST(RunBitmap, TakeManyIsTakeRepeated) {
       const std::uint32_t expected_count = wanted < b->free_count ? wanted : b->free_count;
       ASSERT_EQ(got, expected_count) << "bin " << bin << " trial " << trial;
       for (std::uint32_t i = 0; i < got; ++i) {
-        ASSERT_EQ(offset(a, many[i]), offset(b, b->take(info))) << "bin " << bin << " trial " << trial << " region " << i;
+        ASSERT_EQ(offset(a, many[i]), offset(b, b->take(info)))
+            << "bin " << bin << " trial " << trial << " region " << i;
       }
       EXPECT_EQ(many[got], nullptr);
       // The same header and bitmap afterwards: free count, hint, bits.
