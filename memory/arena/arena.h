@@ -127,6 +127,14 @@ class Arena {
     return classify(chunk, p, expected_bin);
   }
 
+  // Whether a chunk that held a small run stays mapped, and this arena's, for
+  // the life of the process: its pages keep their class tags, and a tagged
+  // chunk is never unmapped (chunk.h). Not in the as-built profile, whose
+  // emptied chunks are unmapped. Fixed once the arena exists.
+  bool keeps_small_chunks() const RUNSEL_NO_THREAD_SAFETY_ANALYSIS {
+    return !purge_.as_built_lifecycle;
+  }
+
   // The thread cache's inline free (frontend/thread_cache.h): the start of a
   // small region, classified from the class tag of its page's entry (chunk.h)
   // instead of the run header's keyed check. The header's bin pointer must be

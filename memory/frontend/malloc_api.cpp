@@ -160,13 +160,19 @@ void* allocate_aligned(std::size_t alignment, std::size_t size) {
 // registry, never from the chunk header.
 [[gnu::always_inline]] inline void deallocate(void* p, const char* function) {
   if (p == nullptr) return;
+#if RUNSEL_THREAD_CACHE
+  if (thread_cache::push_known_chunk(p)) return;
+#endif
   const ChunkOwner owner = ChunkRegistry::lookup(p);
   if (!owner.is_arena_chunk()) return deallocate_outside_arenas(p, function, owner);
   Arena* arena = owner.as<Arena>();
 #if RUNSEL_THREAD_CACHE
   // What the inline path does not take goes out of line (a tail call): the
   // cached free then saves no registers.
-  if (thread_cache::push_fast(p, arena)) return;
+  if (thread_cache::push_fast(p, arena)) {
+    thread_cache::remember_chunk(p, arena);
+    return;
+  }
   return deallocate_cache_slow(p, function, arena);
 #else
   if (!os::single_threaded()) return deallocate_any_thread(p, function, arena);
@@ -184,12 +190,18 @@ void* allocate_aligned(std::size_t alignment, std::size_t size) {
 [[gnu::always_inline]] inline void deallocate_sized(void* p, std::size_t size) {
   if (p == nullptr) return;
   if (!is_small(size)) return deallocate(p, "free");
+#if RUNSEL_THREAD_CACHE
+  if (thread_cache::push_known_chunk(p)) return;
+#endif
   const ChunkOwner owner = ChunkRegistry::lookup(p);
   if (!owner.is_arena_chunk()) return deallocate_outside_arenas(p, "free", owner);
   Arena* arena = owner.as<Arena>();
 #if RUNSEL_THREAD_CACHE
-  if (thread_cache::push_fast(p, arena) || thread_cache::push(p, arena, bin_index(size), "free"))
+  if (thread_cache::push_fast(p, arena)) {
+    thread_cache::remember_chunk(p, arena);
     return;
+  }
+  if (thread_cache::push(p, arena, bin_index(size), "free")) return;
 #endif
   Chunk* chunk = Chunk::of(p);
   BadPointer problem;

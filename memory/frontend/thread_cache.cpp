@@ -74,6 +74,8 @@ ThreadCache* new_cache() RUNSEL_REQUIRES(g_caches_lock) {
   }
   cache->gate = kGcEvents;  // not busy
   cache->gc_next_class = 0;
+  cache->known_chunk = nullptr;
+  cache->known_owner = nullptr;
   return cache;
 }
 

@@ -50,7 +50,10 @@
 #include "arena/arena.h"
 #include "arena/freed_key.h"
 #include "arena/size_classes.h"
+#include "platform/assert.h"
+#include "platform/fatal.h"
 #include "platform/os.h"
+#include "structures/chunk_registry.h"
 
 namespace runsel::thread_cache {
 
@@ -97,6 +100,11 @@ struct ThreadCache {
   // both (one event fewer, not busy) with one store.
   std::uint32_t gate = kGcEvents;
   std::uint32_t gc_next_class = 0;
+  // The chunk of a region the inline free cached, and its arena, when that
+  // chunk stays its arena's for the process's life (Arena::keeps_small_chunks):
+  // a free into it needs no chunk registry lookup (push_known_chunk).
+  Chunk* known_chunk = nullptr;
+  Arena* known_owner = nullptr;
   // The list of live caches (stats, double-free search, fork), or of free ones.
   ThreadCache* next = nullptr;
   ThreadCache* prev = nullptr;
@@ -234,6 +242,31 @@ void* pop_or_fill(std::size_t bin);
   std::atomic_signal_fence(std::memory_order_seq_cst);
   cache->gate = gate - 1;  // one event, and not busy
   return true;
+}
+
+// The free of `p` when it is in the chunk the thread's last registry-checked
+// cached free was in (ThreadCache::known_chunk): push_fast without the chunk
+// registry's lookup, whose answer for that chunk cannot change. False when `p`
+// is elsewhere or push_fast refuses: the caller goes the registry's way.
+[[gnu::always_inline]] inline bool push_known_chunk(void* p) {
+  ThreadCache* cache = t_cache;
+  if (cache == nullptr || Chunk::of(p) != cache->known_chunk) return false;
+  if constexpr (kChecked) {
+    const ChunkOwner owner = ChunkRegistry::lookup(p);
+    if (!owner.is_arena_chunk() || owner.as<Arena>() != cache->known_owner)
+      fatal("checked build: the thread cache's known chunk ", cache->known_chunk,
+            " is not its arena's");
+  }
+  return push_fast(p, cache->known_owner);
+}
+
+// After push_fast cached `p` from `owner`'s chunk, found through the registry:
+// that chunk becomes the known one if it stays owner's (a small run was in it).
+[[gnu::always_inline]] inline void remember_chunk(void* p, Arena* owner) {
+  if (!owner->keeps_small_chunks()) return;
+  ThreadCache* cache = t_cache;
+  cache->known_chunk = Chunk::of(p);
+  cache->known_owner = owner;
 }
 
 // Out of line: caches the free of `p` in `owner`'s chunk, with every case
