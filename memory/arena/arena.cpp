@@ -383,15 +383,16 @@ bool Arena::resize_large_in_place(Chunk* chunk, void* p, std::size_t old_size,
 // ---- pointers, freeing and sizes ------------------------------------------
 
 // A large allocation of `size` bytes at `page` (Arena::free has classified it).
-void Arena::free_large_then_unlock(Chunk* chunk, std::size_t page, std::size_t size) {
+void Arena::free_large_locked(Chunk* chunk, std::size_t page, std::size_t size) {
   ++large_nfree_;
   if constexpr (kLargeRunCache) {
-    if (large_cache_.push(chunk->page_address(page), size >> kPageShift)) {
-      lock.unlock();
-      return;
-    }
+    if (large_cache_.push(chunk->page_address(page), size >> kPageShift)) return;
   }
   release_large_run(chunk, page, size);
+}
+
+void Arena::free_large_then_unlock(Chunk* chunk, std::size_t page, std::size_t size) {
+  free_large_locked(chunk, page, size);
   lock.unlock();
 }
 

@@ -88,8 +88,10 @@ class Arena {
   // A double free is then caught there, by the region's bitmap bit (twice in
   // the queue: the second visit finds the bit set). Or it is caught before, by
   // any path that finds the key and takes the queue in (the thread cache's
-  // push, usable_size). Large allocations take the lock. Returns kNone or the
-  // problem.
+  // push, usable_size). Large allocations take the lock, but in the fast
+  // profile, which queues them as regions unless their first word holds the
+  // key already (a double free the locked free reports). Returns kNone or
+  // the problem.
   BadPointer free_remote(Chunk* chunk, void* p) RUNSEL_EXCLUDES(lock);
   // Queues regions[0..count) of this arena, as free_remote would one by one,
   // with one compare-and-swap: a thread cache's flush of another arena's
@@ -228,6 +230,10 @@ class Arena {
   // frees leave them. One region for free_small_locked, a run's group for
   // flush_batch.
   void regions_given(Bin& bin, Run* run, bool was_full, std::uint32_t given) RUNSEL_REQUIRES(lock);
+  // A large free with the lock held: into the cache of freed runs (the fast
+  // profile) or its pages back (release_large_run). For free_large_then_unlock
+  // and for the large runs another thread queued (the fast profile).
+  void free_large_locked(Chunk* chunk, std::size_t page, std::size_t size) RUNSEL_REQUIRES(lock);
   void free_large_then_unlock(Chunk* chunk, std::size_t page, std::size_t size)
       RUNSEL_RELEASE(lock);
   // A large free's page-level step: the run's pages back to the arena.

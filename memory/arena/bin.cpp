@@ -163,7 +163,13 @@ constexpr std::uint32_t kRemoteFreesPerTry = 64;
 BadPointer Arena::free_remote(Chunk* chunk, void* p) RUNSEL_NO_THREAD_SAFETY_ANALYSIS {
   const PointerClass target = classify(chunk, p);
   if (target.problem != BadPointer::kNone) return target.problem;
-  if (target.run == nullptr) return free(chunk, p);
+  // A large allocation takes the lock, except in the fast profile: there it
+  // is queued as a region is (its first page holds the two words), unless
+  // its first word holds the key already (queued or in the cache of freed
+  // runs: a double free, which the locked free reports, or a coincidence).
+  if (target.run == nullptr &&
+      (!kLargeRunCache || *static_cast<const std::uintptr_t*>(p) == freed_key_of(p)))
+    return free(chunk, p);
   std::uintptr_t* words = static_cast<std::uintptr_t*>(p);
   words[0] = freed_key_of(p);
   void* head = remote_frees_.load(std::memory_order_relaxed);
@@ -230,13 +236,24 @@ void Arena::take_queued_remote_frees() {
                              "written after its free (its queue link does not lead to a "
                              "region queued for this arena)");
     }
-    const PointerClass target = classify(Chunk::of(p), p);
-    const BadPointer problem =
-        target.problem != BadPointer::kNone ? target.problem : free_small_locked(target);
+    Chunk* chunk = Chunk::of(p);
+    const PointerClass target = classify(chunk, p);
+    BadPointer problem = target.problem;
+    if (problem == BadPointer::kNone && target.run != nullptr) {
+      problem = free_small_locked(target);
+    } else if (problem == BadPointer::kNone) {  // a large run (the fast profile)
+      if (large_run_cached(chunk, target.page, target.large_size)) {
+        problem = BadPointer::kDoubleFreeLarge;
+      } else {
+        free_large_locked(chunk, target.page, target.large_size);
+      }
+    }
     if (problem == BadPointer::kDoubleFreeSmall) {
       remote_free_rejected(p, "double free of a small region");
+    } else if (problem == BadPointer::kDoubleFreeLarge) {
+      remote_free_rejected(p, "double free of a large allocation");
     } else if (problem != BadPointer::kNone) {
-      remote_free_rejected(p, "not a live small region any more");
+      remote_free_rejected(p, "not a live block any more");
     }
     p = next;
   }
