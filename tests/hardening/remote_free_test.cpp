@@ -148,19 +148,19 @@ TEST(RemoteFree, AnInteriorPointerIsRefusedAtOnce) {
   EXPECT_NE(outcome.err.find(expected), std::string::npos) << outcome.err;
 }
 
-// Every block of one thread freed by another: nothing is lost or freed twice,
-// and runsel_stats sees every queued free (it takes the queues in).
-TEST(RemoteFree, QueuedFreesAreAllTakenIn) {
-  std::vector<void*> blocks(20000);
-  const runsel_stats_t before = runsel_test::snapshot();
+// The owner allocates blocks[i] = malloc(size_of(i)) for every i, then another
+// thread (of another arena) frees them all, then the owner runs `owner_after`.
+template <class SizeOf, class OwnerAfter>
+void freed_by_another_thread(std::vector<void*>& blocks, SizeOf size_of, OwnerAfter owner_after) {
   std::atomic<int> stage{0};
   std::thread owner([&] {
     for (size_t i = 0; i < blocks.size(); ++i) {
-      blocks[i] = opaque(malloc(16 + (i % 64) * 16));
+      blocks[i] = opaque(malloc(size_of(i)));
       memset(blocks[i], 0x5a, 16);
     }
     stage.store(1);
     while (stage.load() != 2) sched_yield();
+    owner_after();
   });
   std::thread freer([&] {
     while (stage.load() != 1) sched_yield();
@@ -170,6 +170,15 @@ TEST(RemoteFree, QueuedFreesAreAllTakenIn) {
   });
   owner.join();
   freer.join();
+}
+
+// Every block of one thread freed by another: nothing is lost or freed twice,
+// and runsel_stats sees every queued free (it takes the queues in).
+TEST(RemoteFree, QueuedFreesAreAllTakenIn) {
+  std::vector<void*> blocks(20000);
+  const runsel_stats_t before = runsel_test::snapshot();
+  freed_by_another_thread(
+      blocks, [](size_t i) { return 16 + (i % 64) * 16; }, [] {});
   const runsel_stats_t after = runsel_test::snapshot();
   EXPECT_LE(after.allocated, before.allocated + 64 * 1024);
   EXPECT_TRUE(runsel_test::IdentityHolds(after));
@@ -211,29 +220,14 @@ TEST(RemoteFree, ALargeBlockFreedTwiceByAnotherThreadAborts) {
 TEST(RemoteFree, QueuedLargeFreesAreAllTakenIn) {
   std::vector<void*> blocks(600);
   const runsel_stats_t before = runsel_test::snapshot();
-  std::atomic<int> stage{0};
-  std::thread owner([&] {
-    for (size_t i = 0; i < blocks.size(); ++i) {
-      blocks[i] = opaque(malloc(4097 + (i % 8) * 4096));
-      memset(blocks[i], 0x5a, 32);
-    }
-    stage.store(1);
-    while (stage.load() != 2) sched_yield();
+  const auto size_of = [](size_t i) { return 4097 + (i % 8) * 4096; };
+  freed_by_another_thread(blocks, size_of, [&] {
     for (int round = 0; round < 3; ++round) {
       std::vector<void*> again;
-      for (size_t i = 0; i < blocks.size(); ++i)
-        again.push_back(opaque(malloc(4097 + (i % 8) * 4096)));
+      for (size_t i = 0; i < blocks.size(); ++i) again.push_back(opaque(malloc(size_of(i))));
       for (void* p : again) free(p);
     }
   });
-  std::thread freer([&] {
-    while (stage.load() != 1) sched_yield();
-    opaque(malloc(16));
-    for (void* p : blocks) free(p);
-    stage.store(2);
-  });
-  owner.join();
-  freer.join();
   const runsel_stats_t after = runsel_test::snapshot();
   // What the fast profile's arenas keep of freed large runs counts as
   // allocated (thread_cached): at most 1.25 MiB an arena.
