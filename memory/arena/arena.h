@@ -221,6 +221,8 @@ class Arena {
   void run_emptied_then_unlock(Bin& bin, Run* run) RUNSEL_RELEASE(lock);
   void sweep_empty_runs_then_unlock() RUNSEL_RELEASE(lock);
   void take_queued_remote_frees() RUNSEL_REQUIRES(lock);
+  // free_remote's and free_remote_batch's count of queued frees (bin.cpp).
+  void queued_remotely(std::size_t count) RUNSEL_EXCLUDES(lock);
   // A small free with the lock held, from start to end (the queued remote
   // frees): free_as's steps without releasing the lock.
   BadPointer free_small_locked(const PointerClass& target) RUNSEL_REQUIRES(lock);

@@ -153,6 +153,18 @@ constinit thread_local std::uint32_t t_remote_frees = 0;
 constexpr std::uint32_t kRemoteFreesPerTry = 64;
 }  // namespace
 
+// After this thread queued `count` frees on this arena: every
+// kRemoteFreesPerTry of them, it tries the lock and takes the queue in itself.
+void Arena::queued_remotely(std::size_t count) RUNSEL_NO_THREAD_SAFETY_ANALYSIS {
+  t_remote_frees += static_cast<std::uint32_t>(count);
+  if (t_remote_frees < kRemoteFreesPerTry) return;
+  t_remote_frees = 0;
+  if (lock.try_lock()) {
+    take_remote_frees();
+    lock.unlock();
+  }
+}
+
 // Reads the page map and the run header without the lock: for a live region
 // neither changes while it is live (a run's pages and header are written when
 // the run is made and when it is given back, both only when it holds no live
@@ -177,13 +189,7 @@ BadPointer Arena::free_remote(Chunk* chunk, void* p) RUNSEL_NO_THREAD_SAFETY_ANA
     words[1] = encode_queue_link(p, head);
   } while (!remote_frees_.compare_exchange_weak(head, p, std::memory_order_release,
                                                 std::memory_order_relaxed));
-  if (++t_remote_frees >= kRemoteFreesPerTry) {
-    t_remote_frees = 0;
-    if (lock.try_lock()) {
-      take_remote_frees();
-      lock.unlock();
-    }
-  }
+  queued_remotely(1);
   return BadPointer::kNone;
 }
 
@@ -204,14 +210,7 @@ void Arena::free_remote_batch(void* const* regions, std::size_t count) {
     first_words[1] = encode_queue_link(first, head);
   } while (!remote_frees_.compare_exchange_weak(head, regions[count - 1], std::memory_order_release,
                                                 std::memory_order_relaxed));
-  t_remote_frees += static_cast<std::uint32_t>(count);
-  if (t_remote_frees >= kRemoteFreesPerTry) {
-    t_remote_frees = 0;
-    if (lock.try_lock()) {
-      take_remote_frees();
-      lock.unlock();
-    }
-  }
+  queued_remotely(count);
 }
 
 // A queued region's two words are still the program's to overwrite: a write
