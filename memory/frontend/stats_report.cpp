@@ -289,6 +289,17 @@ RUNSEL_EXPORT size_t runsel_thread_cache_slots(size_t bin, void** out, size_t ca
 #endif
 }
 
+RUNSEL_EXPORT size_t runsel_thread_cache_bound(size_t bin) {
+#if RUNSEL_THREAD_CACHE
+  thread_cache::ThreadCache* cache = thread_cache::t_cache;
+  if (cache == nullptr || bin >= kNumBins) return 0;
+  return cache->classes[bin].capacity;
+#else
+  (void)bin;
+  return 0;
+#endif
+}
+
 RUNSEL_EXPORT size_t runsel_chunk_maps(runsel_chunk_map* out, size_t capacity) {
   std::size_t total = 0;
   for_each_arena_locked([&](Arena* arena) {

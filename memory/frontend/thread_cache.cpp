@@ -67,13 +67,16 @@ ThreadCache* new_cache() RUNSEL_REQUIRES(g_caches_lock) {
       next_slot += slots_of(b);
     }
   }
-  for (CacheClass& c : cache->classes) {
+  for (std::size_t b = 0; b < kNumBins; ++b) {
+    CacheClass& c = cache->classes[b];
     c.count = c.low_water = 0;
+    __atomic_store_n(&c.capacity, slots_of(b), __ATOMIC_RELAXED);  // a grown array stays
     c.fill_shift = 1;
-    c.ran_empty = false;
+    c.ran_empty = c.ran_full = false;
   }
   cache->gate = kGcEvents;  // not busy
   cache->gc_next_class = 0;
+  __atomic_store_n(&cache->grown_bytes, std::size_t{0}, __ATOMIC_RELAXED);
   cache->known_chunk = nullptr;
   cache->known_owner = nullptr;
   return cache;
@@ -94,35 +97,89 @@ ThreadCache* create() {
 // run of consecutive regions of one arena with one compare-and-swap
 // (Arena::free_remote_batch). A cached region was checked as free_remote
 // checks it when it entered the cache.
+// The registry is asked once for each chunk the batch enters, not for each
+// region: a region in the chunk of the one before it has the same owner.
 void give_back(void** regions, std::size_t count) {
   Arena* own = t_arena;
+  Chunk* chunk = nullptr;
+  Arena* owner = nullptr;
+  auto owner_of = [&](void* p) {
+    if (Chunk::of(p) != chunk) {
+      chunk = Chunk::of(p);
+      owner = ChunkRegistry::lookup(p).as<Arena>();
+    }
+    return owner;
+  };
   std::size_t own_count = 0;
   std::size_t i = 0;
   while (i < count) {
-    Arena* owner = ChunkRegistry::lookup(regions[i]).as<Arena>();
-    if (owner == own) {
+    Arena* const first = owner_of(regions[i]);
+    if (first == own) {
       regions[own_count++] = regions[i++];
       continue;
     }
-    // Regions [i, j) are owner's: queued from where they are, before the
+    // Regions [i, j) are first's: queued from where they are, before the
     // own regions after them are moved down over them.
     std::size_t j = i + 1;
-    while (j < count && ChunkRegistry::lookup(regions[j]).as<Arena>() == owner) ++j;
-    owner->free_remote_batch(regions + i, j - i);
+    while (j < count && owner_of(regions[j]) == first) ++j;
+    first->free_remote_batch(regions + i, j - i);
     i = j;
   }
   if (own_count > 0) own->flush_batch(regions, own_count);
 }
 
-// Flushes the `k` oldest regions of class `c`.
+// Flushes the `k` oldest regions of class `c`, at most kMaxSlots at a time.
+// Each batch leaves the stack before it is given back: a region is never in
+// a cache and in its run at once, for another thread's double-free search.
 void flush_oldest(CacheClass& c, std::uint32_t k) {
-  if (k == 0) return;
-  void* batch[kMaxSlots];
-  std::memcpy(batch, c.slots, k * sizeof(void*));
-  std::memmove(c.slots, c.slots + k, (c.count - k) * sizeof(void*));
-  set_count(c, c.count - k);
-  if (c.low_water > c.count) c.low_water = c.count;
-  give_back(batch, k);
+  while (k > 0) {
+    const std::uint32_t piece = k < kMaxSlots ? k : kMaxSlots;
+    void* batch[kMaxSlots];
+    std::memcpy(batch, c.slots, piece * sizeof(void*));
+    std::memmove(c.slots, c.slots + piece, (c.count - piece) * sizeof(void*));
+    set_count(c, c.count - piece);
+    if (c.low_water > c.count) c.low_water = c.count;
+    give_back(batch, piece);
+    k -= piece;
+  }
+}
+
+// The bound of `c` and the cache's grown bytes, which check() reads from
+// other threads.
+void set_bound(ThreadCache& cache, CacheClass& c, std::uint32_t bound, std::size_t grown_bytes) {
+  __atomic_store_n(&c.capacity, bound, __ATOMIC_RELAXED);
+  __atomic_store_n(&cache.grown_bytes, grown_bytes, __ATOMIC_RELAXED);
+}
+
+// Doubles the bound of the full class `c` (of class `bin`), within
+// max_capacity_of(bin) and the thread's kGrowBudget; false when it cannot.
+// The first growth moves the stack to an array of max_capacity_of(bin)
+// slots, kept for the cache's life.
+bool grow(ThreadCache& cache, CacheClass& c, std::size_t bin) {
+  const std::uint32_t most = max_capacity_of(bin);
+  const std::size_t size = bin_info(bin).size;
+  const std::size_t room = (kGrowBudget - cache.grown_bytes) / size;
+  std::uint32_t bound = c.capacity * 2 < most ? c.capacity * 2 : most;
+  if (bound - c.capacity > room) bound = c.capacity + static_cast<std::uint32_t>(room);
+  if (bound <= c.capacity) return false;
+  if (!c.slots_grown) {
+    auto* slots = static_cast<void**>(base::allocate(std::size_t{most} * sizeof(void*)));
+    if (slots == nullptr) return false;
+    std::memcpy(slots, c.slots, c.count * sizeof(void*));
+    __atomic_store_n(&c.slots, slots, __ATOMIC_RELEASE);
+    __atomic_store_n(&c.slots_grown, true, __ATOMIC_RELAXED);
+  }
+  set_bound(cache, c, bound, cache.grown_bytes + (bound - c.capacity) * size);
+  return true;
+}
+
+// Halves a grown bound of class `c` (of class `bin`), not below its first
+// one, flushing the oldest regions above the new bound.
+void shrink(ThreadCache& cache, CacheClass& c, std::size_t bin) {
+  const std::uint32_t first = slots_of(bin);
+  const std::uint32_t bound = c.capacity / 2 > first ? c.capacity / 2 : first;
+  if (c.count > bound) flush_oldest(c, c.count - bound);
+  set_bound(cache, c, bound, cache.grown_bytes - (c.capacity - bound) * bin_info(bin).size);
 }
 
 void flush_all(ThreadCache& cache) {
@@ -131,8 +188,9 @@ void flush_all(ThreadCache& cache) {
 
 bool in_class(const CacheClass& c, const void* p) {
   const std::uint32_t n = __atomic_load_n(&c.count, __ATOMIC_RELAXED);
+  void* const* slots = __atomic_load_n(&c.slots, __ATOMIC_ACQUIRE);
   for (std::uint32_t i = 0; i < n; ++i) {
-    if (__atomic_load_n(&c.slots[i], __ATOMIC_RELAXED) == p) return true;
+    if (__atomic_load_n(&slots[i], __ATOMIC_RELAXED) == p) return true;
   }
   return false;
 }
@@ -216,7 +274,7 @@ bool push(void* p, Arena* owner, std::size_t expected_bin, const char* function)
   const std::size_t bin = static_cast<std::size_t>(target.info - &bin_info(0));
   CacheClass& c = cache->classes[bin];
   enter(*cache);
-  if (c.count == c.capacity) flush_full(c, bin);
+  if (c.count == c.capacity) make_room(*cache, c, bin);
   *word = key_of(p);
   const std::uint32_t n = c.count;
   c.slots[n] = p;
@@ -226,22 +284,36 @@ bool push(void* p, Arena* owner, std::size_t expected_bin, const char* function)
   return true;
 }
 
-void flush_full(CacheClass& c, std::size_t bin) {
-  (void)bin;
+// A class full twice between two GC visits frees batches larger than its
+// bound: the bound grows (bench_simple_loop's batches of 1,600 regions
+// flushed half of a 64-region stack 24 times a batch). Otherwise, or when it
+// cannot grow, the older half goes.
+void make_room(ThreadCache& cache, CacheClass& c, std::size_t bin) {
+  if (c.ran_full && grow(cache, c, bin)) return;
+  c.ran_full = true;
   flush_oldest(c, c.capacity / 2);
 }
 
+// A grown class that was not full since the last visit halves its bound
+// when more regions than its first bound stayed unused (the grown part held
+// idle regions), or when it is empty and had no miss (unused, it keeps none
+// of the thread's budget). A class in use that a batch drains to a fill's
+// rest (a low-water mark of a few regions) keeps its grown bound.
 void gc_step(ThreadCache& cache) {
   cache.gate = (cache.gate & kBusy) | kGcEvents;
-  CacheClass& c = cache.classes[cache.gc_next_class];
+  const std::size_t bin = cache.gc_next_class;
+  CacheClass& c = cache.classes[bin];
   cache.gc_next_class = (cache.gc_next_class + 1) % kNumBins;
+  const bool shrinks = c.capacity > slots_of(bin) && !c.ran_full &&
+                       (c.low_water > slots_of(bin) || (c.count == 0 && !c.ran_empty));
   if (c.low_water > 0) {
     flush_oldest(c, c.low_water - c.low_water / 4);
     if ((c.capacity >> (c.fill_shift + 1)) >= 1) ++c.fill_shift;
   } else if (c.ran_empty && c.fill_shift > 1) {
     --c.fill_shift;
   }
-  c.ran_empty = false;
+  if (shrinks) shrink(cache, c, bin);
+  c.ran_empty = c.ran_full = false;
   c.low_water = c.count;
 }
 
@@ -332,14 +404,25 @@ bool check() {
   {
     LockGuard guard(g_caches_lock);
     for (ThreadCache* cache = g_live; cache != nullptr; cache = cache->next) {
+      std::size_t grown = 0;
       for (std::size_t b = 0; b < kNumBins; ++b) {
         const CacheClass& c = cache->classes[b];
         const std::uint32_t n = __atomic_load_n(&c.count, __ATOMIC_RELAXED);
-        if (n > c.capacity || c.capacity != slots_of(b)) {
-          message("check: thread cache ", cache, " class ", b, ": ", n, " regions in ", c.capacity,
-                  " slots");
+        const std::uint32_t capacity = __atomic_load_n(&c.capacity, __ATOMIC_RELAXED);
+        const bool grown_slots = __atomic_load_n(&c.slots_grown, __ATOMIC_RELAXED);
+        const std::uint32_t most = grown_slots ? max_capacity_of(b) : slots_of(b);
+        if (n > capacity || capacity < slots_of(b) || capacity > most) {
+          message("check: thread cache ", cache, " class ", b, ": ", n, " regions in ", capacity,
+                  " slots (", slots_of(b), " to ", most, ")");
           ok = false;
         }
+        grown += (capacity - slots_of(b)) * bin_info(b).size;
+      }
+      const std::size_t counted = __atomic_load_n(&cache->grown_bytes, __ATOMIC_RELAXED);
+      if (grown != counted || grown > kGrowBudget) {
+        message("check: thread cache ", cache, ": bounds grown by ", grown, " bytes, counted ",
+                counted, ", budget ", kGrowBudget);
+        ok = false;
       }
     }
   }

@@ -2,7 +2,12 @@
 // default, since mozjemalloc has none): each thread keeps, per small size
 // class, a bounded stack of regions it freed or took in a batch, so most small
 // mallocs and frees touch no arena. jemalloc's tcache is the model:
-// - Bound: twice the regions of one run of the class, within [20, 200] slots.
+// - Bound: twice the regions of one run of the class, within [20, 200] slots,
+//   at first. A class whose stack is full twice between two GC visits (a
+//   program that frees batches larger than the bound) doubles its bound, up
+//   to max_capacity_of(bin) and within the thread's kGrowBudget bytes, its
+//   slots moved to an array of max_capacity_of(bin) the first time; a GC visit
+//   that finds a grown class idle halves its bound again.
 // - A miss fills capacity >> fill_shift regions, at most kFillBytes of them,
 //   from the thread's arena under one lock (Arena::fill_batch, a bitmap word
 //   at a time).
@@ -65,6 +70,14 @@ inline constexpr std::uint32_t kMinSlots = 20;
 // no bound took 13.0 and 13.9.
 inline constexpr std::uint32_t kFillBytes = 4096;
 inline constexpr std::uint32_t kMaxSlots = 200;
+// A grown bound: at most kMaxGrownSlots regions, at most kMaxClassBytes of
+// them, and the regions of every class's growth beyond its first bound at
+// most kGrowBudget bytes a thread. 1,600-region batches of 16 to 128 B
+// (bench_simple_loop) fit: (1600 - 200) * (16 + 32) + (1600 - 128) * 64 +
+// (1600 - 64) * 128 bytes, 357 KiB.
+inline constexpr std::uint32_t kMaxGrownSlots = 2048;
+inline constexpr std::uint32_t kMaxClassBytes = 256 * 1024;
+inline constexpr std::size_t kGrowBudget = 512 * 1024;
 // Cache events (mallocs and frees served by the cache) between two GC
 // steps: every class is visited once per about 8,192 events.
 inline constexpr std::uint32_t kGcEvents = 8192 / kNumBins;
@@ -75,18 +88,30 @@ inline std::uint32_t slots_of(std::size_t bin) {
   return twice < kMinSlots ? kMinSlots : twice > kMaxSlots ? kMaxSlots : twice;
 }
 
+// The most a class's bound can grow to: kMaxGrownSlots regions within
+// kMaxClassBytes, never below its first bound.
+inline std::uint32_t max_capacity_of(std::size_t bin) {
+  std::uint32_t most = kMaxClassBytes / bin_info(bin).size;
+  if (most > kMaxGrownSlots) most = kMaxGrownSlots;
+  return most < slots_of(bin) ? slots_of(bin) : most;
+}
+
 // One class's stack: slots[0 .. count), the oldest at the bottom. count is
 // written only by the owning thread, and read by others (stats, the double
-// free search) with relaxed loads. Invariant: low_water <= count <= capacity.
+// free search) with relaxed loads, as are slots and capacity. Invariant:
+// low_water <= count <= capacity <= (slots_grown ? max_capacity_of(bin) :
+// slots_of(bin)), and slots_of(bin) <= capacity.
 // As large as a BinInfo: a free finds its class's stack at the byte offset of
 // its class's BinInfo in the table, with no multiplication.
 struct alignas(sizeof(BinInfo)) CacheClass {
   void** slots = nullptr;
   std::uint32_t count = 0;
-  std::uint32_t capacity = 0;
+  std::uint32_t capacity = 0;   // the bound: slots_of(bin) until it grows
   std::uint32_t low_water = 0;  // least count since the GC's last visit
   std::uint8_t fill_shift = 1;  // a fill takes capacity >> fill_shift regions
   bool ran_empty = false;       // a miss since the GC's last visit
+  bool ran_full = false;        // a full stack since the GC's last visit
+  bool slots_grown = false;     // slots has max_capacity_of(bin) entries
 };
 
 // The busy bit of ThreadCache::gate: inside a cache operation (enter, leave).
@@ -100,6 +125,9 @@ struct ThreadCache {
   // both (one event fewer, not busy) with one store.
   std::uint32_t gate = kGcEvents;
   std::uint32_t gc_next_class = 0;
+  // Bytes of regions the grown bounds allow beyond the first ones:
+  // sum of (capacity - slots_of(b)) * size, at most kGrowBudget.
+  std::size_t grown_bytes = 0;
   // The chunk of a region the inline free cached, and its arena, when that
   // chunk stays its arena's for the process's life (Arena::keeps_small_chunks):
   // a free into it needs no chunk registry lookup (push_known_chunk).
@@ -121,7 +149,9 @@ inline void set_count(CacheClass& c, std::uint32_t n) {
 }
 
 // Out of line (thread_cache.cpp).
-void flush_full(CacheClass& c, std::size_t bin);
+// Makes room on the full stack `c` of class `bin`: its bound grows, or its
+// older half is flushed.
+void make_room(ThreadCache& cache, CacheClass& c, std::size_t bin);
 void gc_step(ThreadCache& cache);
 // Whether `p` is in a thread's cache (the calling thread's, then every live one).
 bool is_cached(const void* p);

@@ -83,9 +83,12 @@ void runsel_stats(runsel_stats_t* stats);
  * the freed large runs its arena keeps back to the arena's pages. runsel_thread_cache_slots
  * writes up to `capacity` regions of the calling thread's cache of size class
  * `bin` (bins[] of runsel_stats) to out, oldest first, and returns how many it
- * holds: for tests. Without the cache: no-ops returning 0. */
+ * holds: for tests. runsel_thread_cache_bound returns how many that stack may
+ * hold now (its bound grows for batches larger than it and shrinks when idle),
+ * for tests too. Without the cache: no-ops returning 0. */
 void runsel_thread_cache_flush(void);
 size_t runsel_thread_cache_slots(size_t bin, void** out, size_t capacity);
+size_t runsel_thread_cache_bound(size_t bin);
 
 /* Name of the non-full run container this library was built with. */
 const char* runsel_variant(void);

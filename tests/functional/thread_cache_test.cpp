@@ -28,7 +28,18 @@ namespace {
 
 using runsel_test::opaque;
 
-constexpr size_t kMaxSlots = 200;
+// The most regions a class's stack holds once its bound grew
+// (thread_cache::kMaxGrownSlots), and the bytes a thread's grown bounds may
+// add (kGrowBudget).
+constexpr size_t kMaxSlots = 2048;
+constexpr size_t kGrowBudget = 512 * 1024;
+
+// A class's first bound: twice the regions of its run, within [20, 200].
+size_t first_bound(size_t bin) {
+  runsel_stats_t s;
+  runsel_stats(&s);
+  return std::clamp<size_t>(2 * s.bins[bin].regions_per_run, 20, 200);
+}
 
 // The class index of `size` (a small size), from the library's own table.
 size_t class_of(size_t size) {
@@ -39,12 +50,18 @@ size_t class_of(size_t size) {
   return s.bin_count;
 }
 
+// The regions of class `bin` the calling thread's cache holds, oldest first.
+// Read into a static buffer: a vector of kMaxSlots would be a large block,
+// which the fast profile keeps in its arena's freed large runs once freed,
+// and thread_cached counts those too.
 std::vector<void*> cached(size_t bin) {
-  std::vector<void*> slots(kMaxSlots);
-  const size_t n = runsel_thread_cache_slots(bin, slots.data(), slots.size());
-  slots.resize(n);
-  return slots;
+  static void* slots[kMaxSlots];
+  const size_t n = runsel_thread_cache_slots(bin, slots, kMaxSlots);
+  return std::vector<void*>(slots, slots + std::min(n, kMaxSlots));
 }
+
+// How many regions of class `bin` the calling thread's cache holds.
+size_t cached_count(size_t bin) { return runsel_thread_cache_slots(bin, nullptr, 0); }
 
 size_t thread_cached() {
   runsel_stats_t s;
@@ -266,6 +283,72 @@ TEST_F(ThreadCache, BatchesThatOverflowTheCacheKeepTheirFillsLarge) {
   ASSERT_GT(fills.fills, 0u);
   EXPECT_GE(fills.mean(), 16.0) << fills.fills << " fills of " << fills.regions << " regions";
   RecordProperty("fill_mean", std::to_string(fills.mean()));
+  EXPECT_EQ(runsel_check(), 0);
+}
+
+// `count` mallocs of `size` from the calling thread, then their frees.
+void batch(size_t size, size_t count) {
+  static void* blocks[kMaxSlots];
+  for (size_t i = 0; i < count; ++i) blocks[i] = opaque(malloc(size));
+  for (size_t i = 0; i < count; ++i) free(blocks[i]);
+}
+
+// A program that frees batches larger than a class's bound (bench_simple_loop:
+// 1,600 blocks of 128 B against a bound of 64) once flushed half the stack 24
+// times a batch; the bound grows instead, and the batch stays cached (but for
+// what the GC may take of a fill's rest: at most 3/4 of 31 regions).
+TEST_F(ThreadCache, BatchesLargerThanTheBoundStayCached) {
+  const size_t bin = class_of(128);
+  size_t bound = 0;
+  size_t held = 0;
+  std::thread([&] {
+    for (int round = 0; round < 6; ++round) batch(128, 1600);
+    bound = runsel_thread_cache_bound(bin);
+    held = cached_count(bin);
+  }).join();
+  EXPECT_GE(bound, 1600u);
+  EXPECT_GE(held, 1600u - 24);
+  EXPECT_EQ(runsel_check(), 0);
+}
+
+// Grown bounds cost memory: with every class's batches overflowing, the
+// bounds grow by kGrowBudget bytes at most; a class left idle while another
+// is used shrinks back to its first bound (the GC halves it at each visit
+// that finds it idle), and one in use keeps its grown bound.
+TEST_F(ThreadCache, GrownBoundsStayWithinTheBudgetAndShrinkWhenIdle) {
+  runsel_stats_t s;
+  runsel_stats(&s);
+  size_t grown_bytes = 0;
+  size_t busy = 0;
+  size_t idle = 0;
+  const size_t b128 = class_of(128);
+  const size_t b32 = class_of(32);
+  std::thread([&] {
+    for (int round = 0; round < 4; ++round) {
+      for (size_t b = 0; b < s.bin_count; ++b) {
+        batch(s.bins[b].size, std::min<size_t>(kMaxSlots, 512 * 1024 / s.bins[b].size));
+        ASSERT_EQ(runsel_check(), 0) << "class " << b << ", round " << round;
+      }
+    }
+    for (size_t b = 0; b < s.bin_count; ++b) {
+      const size_t bound = runsel_thread_cache_bound(b);
+      ASSERT_GE(bound, first_bound(b)) << "class " << b;
+      grown_bytes += (bound - first_bound(b)) * s.bins[b].size;
+    }
+  }).join();
+  size_t grown = 0;
+  std::thread([&] {  // a cache of its own, every bound the first
+    for (int round = 0; round < 4; ++round) batch(128, 1600);
+    grown = runsel_thread_cache_bound(b128);
+    for (int round = 0; round < 200; ++round) batch(32, 1000);
+    busy = runsel_thread_cache_bound(b32);
+    idle = runsel_thread_cache_bound(b128);
+  }).join();
+  EXPECT_GT(grown_bytes, 0u);
+  EXPECT_LE(grown_bytes, kGrowBudget);
+  EXPECT_GE(grown, 1600u);
+  EXPECT_GE(busy, 1000u);
+  EXPECT_EQ(idle, first_bound(b128));
   EXPECT_EQ(runsel_check(), 0);
 }
 
