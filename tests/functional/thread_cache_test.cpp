@@ -343,7 +343,8 @@ TEST_F(ThreadCache, GrownBoundsStayWithinTheBudgetAndShrinkWhenIdle) {
     for (int round = 0; round < 200; ++round) batch(32, 1000);
     busy = runsel_thread_cache_bound(b32);
     idle = runsel_thread_cache_bound(b128);
-  }).join();
+  })
+      .join();
   EXPECT_GT(grown_bytes, 0u);
   EXPECT_LE(grown_bytes, kGrowBudget);
   EXPECT_GE(grown, 1600u);
