@@ -228,9 +228,12 @@ void Arena::take_queued_remote_frees() {
                            "longer holds the remote-free queue's key)");
     void* next = decode_queue_link(p, words[1]);
     if (next != nullptr) {
-      const ChunkOwner owner = ChunkRegistry::lookup(next);
-      if (!owner.is_arena_chunk() || owner.as<Arena>() != this ||
-          *static_cast<const std::uintptr_t*>(next) != freed_key_of(next)) [[unlikely]]
+      // A region in p's chunk is this arena's (p is); another chunk asks the registry.
+      const bool ours = Chunk::of(next) == Chunk::of(p) || [&] {
+        const ChunkOwner owner = ChunkRegistry::lookup(next);
+        return owner.is_arena_chunk() && owner.as<Arena>() == this;
+      }();
+      if (!ours || *static_cast<const std::uintptr_t*>(next) != freed_key_of(next)) [[unlikely]]
         remote_free_rejected(p,
                              "written after its free (its queue link does not lead to a "
                              "region queued for this arena)");

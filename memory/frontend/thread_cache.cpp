@@ -260,13 +260,18 @@ void* pop_or_fill(std::size_t bin) {
 
 bool push(void* p, Arena* owner, std::size_t expected_bin, const char* function) {
   ThreadCache* cache = t_cache;
+  std::uintptr_t* word = static_cast<std::uintptr_t*>(p);
+  // A thread without a cache (a consumer that only frees) frees the uncached
+  // way, which classifies `p` itself: only the key is looked at here (`p` is
+  // in an arena chunk, so its first word can be read), since the region may
+  // sit in another thread's cache or in its arena's remote-free queue.
+  if (cache == nullptr) {
+    if (*word == key_of(p)) check_not_held(p, owner, function);
+    return false;
+  }
   const PointerClass target = owner->classify_live(Chunk::of(p), p, expected_bin);
   if (target.problem != BadPointer::kNone || target.run == nullptr) return false;
-  std::uintptr_t* word = static_cast<std::uintptr_t*>(p);
-  // Also from a thread without a cache: the region may sit in another's, or
-  // in its arena's remote-free queue.
   if (*word == key_of(p)) check_not_held(p, owner, function);
-  if (cache == nullptr) return false;
   // Already free in its run: flushed before (the uncached free reports it).
   const std::uint64_t bits =
       __atomic_load_n(&target.run->bitmap()[target.region / 64], __ATOMIC_RELAXED);
