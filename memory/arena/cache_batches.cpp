@@ -83,9 +83,9 @@ void Arena::flush_batch(void* const* regions, std::size_t count) {
     for (++i; i < count; ++i) {
       const auto address = reinterpret_cast<std::uintptr_t>(regions[i]);
       if (address < reg0 || address >= end) break;
-      const std::uint32_t region = info.region_index(address - reg0);
-      if (reg0 + std::size_t{region} * info.size != address)
+      if (!info.is_region_start(address - reg0))
         flush_refused(regions[i], BadPointer::kInteriorSmall);
+      const std::uint32_t region = info.region_index(address - reg0);
       if (!run->give(region)) flush_refused(regions[i], BadPointer::kDoubleFreeSmall);
       ++given;
     }

@@ -3,6 +3,7 @@
 // it needs the whole Arena.
 #pragma once
 
+#include <bit>
 #include <cstdint>
 
 #include "arena/arena.h"
@@ -56,21 +57,28 @@ inline PointerClass Arena::classify_tagged(Chunk* chunk, const void* p) const {
   PointerClass target;
   target.page = chunk->page_index(p);
   const std::uintptr_t bits = chunk->map[target.page].bits;
-  if ((bits & (kReserved | kAllocated | kLarge)) != kAllocated) [[unlikely]]
+  // A small run's page (allocated, neither large nor reserved) with a class
+  // tag, 1 + the class (new_small_run), in one compare: less the flags and
+  // tag of class 0, rotated by the tag's shift, such an entry is its class
+  // and any other (a flag bit, or no tag) is at least 2^60.
+  constexpr std::uintptr_t kTagged = kReserved | kAllocated | kLarge | kClassTagMask;
+  const std::size_t bin =
+      std::rotr((bits & kTagged) - (kAllocated | class_tag_of_bin(0)), kClassTagShift);
+  if (bin >= kNumBins) [[unlikely]]
     return target;
-  // 1 + the class: a small run's pages always carry it (new_small_run).
-  const std::size_t bin = ((bits & kClassTagMask) >> kClassTagShift) - 1;
   Run* run = reinterpret_cast<Run*>(bits & ~kPageMask);
-  if (bin >= kNumBins || run->bin != &bins_[bin]) [[unlikely]]
+  if (run->bin != &bins_[bin]) [[unlikely]]
     return target;
   const BinInfo& info = bin_info(bin);
   const std::uintptr_t address = reinterpret_cast<std::uintptr_t>(p);
   const std::uintptr_t reg0 = reinterpret_cast<std::uintptr_t>(run) + info.reg0_offset;
   if (address < reg0) [[unlikely]]
     return target;
-  const std::uint32_t region = info.region_index(address - reg0);
-  if (reg0 + std::size_t{region} * info.size != address) [[unlikely]]
+  // BinInfo::region_index and is_region_start from one product.
+  const std::uint64_t product = std::uint64_t{address - reg0} * info.reciprocal;
+  if (static_cast<std::uint32_t>(product) >= info.reciprocal) [[unlikely]]
     return target;
+  const auto region = static_cast<std::uint32_t>(product >> 32);
   target.run = run;
   target.info = &info;
   target.region = region;

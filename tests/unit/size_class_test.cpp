@@ -122,6 +122,8 @@ TEST(RegionIndex, MultiplyAndShiftEqualsDivisionForEveryOffsetInARun) {
     for (std::size_t offset = 0; offset < span; ++offset) {
       ASSERT_EQ(info.region_index(offset), offset / info.size)
           << "size " << info.size << " offset " << offset;
+      ASSERT_EQ(info.is_region_start(offset), offset % info.size == 0)
+          << "size " << info.size << " offset " << offset;
     }
   }
 }
@@ -165,6 +167,14 @@ TEST(RunGeometry, AnyPageCountHoldsTheMostRegionsThatFit) {
       for (std::size_t k = 0; k < most; ++k) {
         ASSERT_EQ(info.region_index(k * size), k);
         ASSERT_EQ(info.region_index(k * size + size - 1), k);
+      }
+      // Within a region the product's low half grows by the reciprocal a
+      // byte: a region's start, its next byte and its last byte (where the
+      // low half could wrap below the reciprocal) are the extremes.
+      for (std::size_t k = 0; k < most; ++k) {
+        ASSERT_TRUE(info.is_region_start(k * size)) << "region " << k;
+        ASSERT_FALSE(info.is_region_start(k * size + 1)) << "region " << k;
+        ASSERT_FALSE(info.is_region_start(k * size + size - 1)) << "region " << k;
       }
     }
   }
