@@ -73,7 +73,9 @@ ThreadCache* new_cache() RUNSEL_REQUIRES(g_caches_lock) {
     __atomic_store_n(&c.capacity, slots_of(b), __ATOMIC_RELAXED);  // a grown array stays
     c.fill_shift = 1;
     c.ran_empty = c.ran_full = false;
+    c.visited_count = 0;
   }
+  cache->visited_bytes = 0;
   cache->gate = kGcEvents;  // not busy
   cache->gc_next_class = 0;
   __atomic_store_n(&cache->grown_bytes, std::size_t{0}, __ATOMIC_RELAXED);
@@ -183,7 +185,11 @@ void shrink(ThreadCache& cache, CacheClass& c, std::size_t bin) {
 }
 
 void flush_all(ThreadCache& cache) {
-  for (CacheClass& c : cache.classes) flush_oldest(c, c.count);
+  for (CacheClass& c : cache.classes) {
+    flush_oldest(c, c.count);
+    c.visited_count = 0;
+  }
+  cache.visited_bytes = 0;
 }
 
 bool in_class(const CacheClass& c, const void* p) {
@@ -299,19 +305,24 @@ void make_room(ThreadCache& cache, CacheClass& c, std::size_t bin) {
   flush_oldest(c, c.capacity / 2);
 }
 
-// A grown class that was not full since the last visit halves its bound
-// when more regions than its first bound stayed unused (the grown part held
-// idle regions), or when it is empty and had no miss (unused, it keeps none
-// of the thread's budget). A class in use that a batch drains to a fill's
-// rest (a low-water mark of a few regions) keeps its grown bound.
+// Idle regions go back only while the thread holds more than kIdleBytes. A
+// grown class that was not full since the last visit also halves its bound
+// then, when more regions than its first bound stayed unused (the grown part
+// held idle regions), or when it is empty and had no miss (unused, it keeps
+// none of the thread's budget). A class in use that a batch drains to a
+// fill's rest (a low-water mark of a few regions) keeps its grown bound.
 void gc_step(ThreadCache& cache) {
   cache.gate = (cache.gate & kBusy) | kGcEvents;
   const std::size_t bin = cache.gc_next_class;
   CacheClass& c = cache.classes[bin];
   cache.gc_next_class = (cache.gc_next_class + 1) % kNumBins;
-  const bool shrinks = c.capacity > slots_of(bin) && !c.ran_full &&
+  const std::size_t size = bin_info(bin).size;
+  const std::size_t held =
+      cache.visited_bytes - std::size_t{c.visited_count} * size + std::size_t{c.count} * size;
+  const bool over = held > kIdleBytes;
+  const bool shrinks = over && c.capacity > slots_of(bin) && !c.ran_full &&
                        (c.low_water > slots_of(bin) || (c.count == 0 && !c.ran_empty));
-  if (c.low_water > 0) {
+  if (c.low_water > 0 && over) {
     flush_oldest(c, c.low_water - c.low_water / 4);
     if ((c.capacity >> (c.fill_shift + 1)) >= 1) ++c.fill_shift;
   } else if (c.ran_empty && c.fill_shift > 1) {
@@ -320,6 +331,8 @@ void gc_step(ThreadCache& cache) {
   if (shrinks) shrink(cache, c, bin);
   c.ran_empty = c.ran_full = false;
   c.low_water = c.count;
+  cache.visited_bytes = held;
+  c.visited_count = c.count;
 }
 
 void check_not_cached(void* p, const char* function) {

@@ -16,7 +16,8 @@
 //   under one lock (Arena::flush_batch, a run's regions together), each run
 //   of another arena's regions onto its remote-free queue with one
 //   compare-and-swap (Arena::free_remote_batch).
-// - An incremental GC every kGcEvents cache events visits one class. It
+// - An incremental GC every kGcEvents cache events visits one class. While
+//   the thread holds more than kIdleBytes (as the GC last saw each class), it
 //   flushes three quarters of the regions that stayed unused since its last
 //   visit (the low-water mark) and halves the class's next fill. A class that
 //   ran empty doubles it.
@@ -78,6 +79,12 @@ inline constexpr std::uint32_t kMaxSlots = 200;
 inline constexpr std::uint32_t kMaxGrownSlots = 2048;
 inline constexpr std::uint32_t kMaxClassBytes = 256 * 1024;
 inline constexpr std::size_t kGrowBudget = 512 * 1024;
+// The GC gives idle regions back only while the thread holds more than this
+// (as TCMalloc scavenges a thread's lists only past its cache's size; 512 KiB
+// is its smallest per-thread size): a program that frees batches of a few
+// classes in turn (bench_simple_loop) keeps them for the next batch instead
+// of flushing and refilling every region once a cycle.
+inline constexpr std::size_t kIdleBytes = 512 * 1024;
 // Cache events (mallocs and frees served by the cache) between two GC
 // steps: every class is visited once per about 8,192 events.
 inline constexpr std::uint32_t kGcEvents = 8192 / kNumBins;
@@ -112,6 +119,7 @@ struct alignas(sizeof(BinInfo)) CacheClass {
   bool ran_empty = false;       // a miss since the GC's last visit
   bool ran_full = false;        // a full stack since the GC's last visit
   bool slots_grown = false;     // slots has max_capacity_of(bin) entries
+  std::uint32_t visited_count = 0;  // count as the GC's last visit left it
 };
 
 // The busy bit of ThreadCache::gate: inside a cache operation (enter, leave).
@@ -128,6 +136,9 @@ struct ThreadCache {
   // Bytes of regions the grown bounds allow beyond the first ones:
   // sum of (capacity - slots_of(b)) * size, at most kGrowBudget.
   std::size_t grown_bytes = 0;
+  // The thread's cached bytes as the GC last saw each class:
+  // sum of visited_count * size.
+  std::size_t visited_bytes = 0;
   // The chunk of a region the inline free cached, and its arena, when that
   // chunk stays its arena's for the process's life (Arena::keeps_small_chunks):
   // a free into it needs no chunk registry lookup (push_known_chunk).

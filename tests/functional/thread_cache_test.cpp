@@ -33,6 +33,9 @@ using runsel_test::opaque;
 // add (kGrowBudget).
 constexpr size_t kMaxSlots = 2048;
 constexpr size_t kGrowBudget = 512 * 1024;
+// The GC gives idle regions back only while a thread holds more than this
+// (thread_cache::kIdleBytes).
+constexpr size_t kIdleBytes = 512 * 1024;
 
 // A class's first bound: twice the regions of its run, within [20, 200].
 size_t first_bound(size_t bin) {
@@ -198,24 +201,6 @@ TEST_F(ThreadCache, MallocTrimGivesTheCallersCacheBack) {
   EXPECT_EQ(runsel_check(), 0);
 }
 
-TEST_F(ThreadCache, IdleClassesAreGivenBack) {
-  runsel_thread_cache_flush();
-  std::vector<void*> blocks;
-  for (int i = 0; i < 100; ++i) blocks.push_back(opaque(malloc(256)));
-  for (void* p : blocks) free(p);
-  const size_t idle = class_of(256);
-  ASSERT_GE(cached(idle).size(), 100u);
-  // Only another class is used: the GC visits the idle one again and again.
-  size_t events = 0;
-  while (!cached(idle).empty() && events < 2'000'000) {
-    free(opaque(malloc(32)));
-    events += 2;
-  }
-  EXPECT_TRUE(cached(idle).empty()) << "after " << events << " cache events";
-  EXPECT_LT(events, 200'000u);
-  EXPECT_EQ(runsel_check(), 0);
-}
-
 // Fill sizes as a program meets them, measured from the stacks: a malloc that
 // finds its class's stack empty and leaves it holding n regions took a fill
 // of n + 1. Fills of a region or two cost an arena lock each: a thread that
@@ -293,6 +278,13 @@ void batch(size_t size, size_t count) {
   for (size_t i = 0; i < count; ++i) free(blocks[i]);
 }
 
+// Cached regions of three classes, about 600 KiB once 128 B's bound grew.
+void idle_ballast() {
+  for (int round = 0; round < 4; ++round) batch(1024, 256);
+  for (int round = 0; round < 4; ++round) batch(2048, 128);
+  batch(3840, first_bound(class_of(3840)));
+}
+
 // A program that frees batches larger than a class's bound (bench_simple_loop:
 // 1,600 blocks of 128 B against a bound of 64) once flushed half the stack 24
 // times a batch; the bound grows instead, and the batch stays cached (but for
@@ -337,9 +329,16 @@ TEST_F(ThreadCache, GrownBoundsStayWithinTheBudgetAndShrinkWhenIdle) {
     }
   }).join();
   size_t grown = 0;
+  size_t held = 0;
   std::thread([&] {  // a cache of its own, every bound the first
+    const size_t baseline = thread_cached();
     for (int round = 0; round < 4; ++round) batch(128, 1600);
     grown = runsel_thread_cache_bound(b128);
+    // More idle regions than the GC lets a thread keep (what the grow
+    // budget allows of 1,600 of 128 B, 256 of 1 KiB and 128 of 2 KiB, and a
+    // first bound of 3,840 B).
+    idle_ballast();
+    held = thread_cached() - baseline;
     for (int round = 0; round < 200; ++round) batch(32, 1000);
     busy = runsel_thread_cache_bound(b32);
     idle = runsel_thread_cache_bound(b128);
@@ -348,8 +347,49 @@ TEST_F(ThreadCache, GrownBoundsStayWithinTheBudgetAndShrinkWhenIdle) {
   EXPECT_GT(grown_bytes, 0u);
   EXPECT_LE(grown_bytes, kGrowBudget);
   EXPECT_GE(grown, 1600u);
+  ASSERT_GT(held, kIdleBytes);
   EXPECT_GE(busy, 1000u);
-  EXPECT_EQ(idle, first_bound(b128));
+  EXPECT_LT(idle, grown) << "an idle class kept its grown bound";
+  EXPECT_EQ(runsel_check(), 0);
+}
+
+// The GC gives idle regions back while the thread holds more than kIdleBytes,
+// down to that: a class the program stopped using is given back then.
+TEST_F(ThreadCache, IdleRegionsAreGivenBackDownToTheFloor) {
+  size_t before = 0;
+  size_t after = 0;
+  size_t events = 0;
+  std::thread([&] {
+    const size_t baseline = thread_cached();
+    for (int round = 0; round < 4; ++round) batch(128, 1600);
+    idle_ballast();
+    before = thread_cached() - baseline;
+    // Only another class is used: the GC visits the idle ones again and again.
+    while (thread_cached() - baseline > kIdleBytes && events < 2'000'000) {
+      free(opaque(malloc(32)));
+      events += 2;
+    }
+    after = thread_cached() - baseline;
+  }).join();
+  ASSERT_GT(before, kIdleBytes);
+  EXPECT_LE(after, kIdleBytes) << "after " << events << " cache events";
+  EXPECT_LT(events, 200'000u);
+  EXPECT_EQ(runsel_check(), 0);
+}
+
+// Under the floor, a thread keeps its idle regions for its next batch of
+// them: bench_simple_loop's four classes took turns, and the GC gave three
+// quarters of each back between its batches, each region flushed and filled
+// again once a cycle (a fifth of its instructions).
+TEST_F(ThreadCache, IdleRegionsUnderTheFloorStay) {
+  size_t kept = 0;
+  const size_t idle = class_of(256);
+  std::thread([&] {
+    batch(256, 100);
+    for (int i = 0; i < 100'000; ++i) free(opaque(malloc(32)));
+    kept = cached_count(idle);
+  }).join();
+  EXPECT_GE(kept, 100u);
   EXPECT_EQ(runsel_check(), 0);
 }
 
