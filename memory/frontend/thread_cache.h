@@ -113,12 +113,12 @@ inline std::uint32_t max_capacity_of(std::size_t bin) {
 struct alignas(sizeof(BinInfo)) CacheClass {
   void** slots = nullptr;
   std::uint32_t count = 0;
-  std::uint32_t capacity = 0;   // the bound: slots_of(bin) until it grows
-  std::uint32_t low_water = 0;  // least count since the GC's last visit
-  std::uint8_t fill_shift = 1;  // a fill takes capacity >> fill_shift regions
-  bool ran_empty = false;       // a miss since the GC's last visit
-  bool ran_full = false;        // a full stack since the GC's last visit
-  bool slots_grown = false;     // slots has max_capacity_of(bin) entries
+  std::uint32_t capacity = 0;       // the bound: slots_of(bin) until it grows
+  std::uint32_t low_water = 0;      // least count since the GC's last visit
+  std::uint8_t fill_shift = 1;      // a fill takes capacity >> fill_shift regions
+  bool ran_empty = false;           // a miss since the GC's last visit
+  bool ran_full = false;            // a full stack since the GC's last visit
+  bool slots_grown = false;         // slots has max_capacity_of(bin) entries
   std::uint32_t visited_count = 0;  // count as the GC's last visit left it
 };
 
