@@ -75,8 +75,9 @@ ThreadCache* new_cache() RUNSEL_REQUIRES(g_caches_lock) {
     c.ran_empty = c.ran_full = false;
     c.visited_count = 0;
   }
+  cache->ticks = kGcTicks;
   cache->visited_bytes = 0;
-  cache->gate = kGcEvents;  // not busy
+  cache->busy = 0;
   cache->gc_next_class = 0;
   __atomic_store_n(&cache->grown_bytes, std::size_t{0}, __ATOMIC_RELAXED);
   cache->known_chunk = nullptr;
@@ -203,8 +204,8 @@ bool in_class(const CacheClass& c, const void* p) {
 
 // Fills the empty stack `c` of class `bin` from the thread's arena and pops
 // the first region taken; null when the arena has none (out of memory). The
-// cache is entered.
-void* fill_and_pop_entered(CacheClass& c, std::size_t bin) {
+// cache is entered. Each region taken is a tick.
+void* fill_and_pop_entered(ThreadCache& cache, CacheClass& c, std::size_t bin) {
   // A class that runs empty twice between two GC visits is busier than its
   // fill: the fill doubles now (down to half the stack), not at the next
   // visit, which may be thousands of events away. Otherwise a class the GC
@@ -236,6 +237,7 @@ void* fill_and_pop_entered(CacheClass& c, std::size_t bin) {
   // holds its key: cleared as pop_fast clears it, or the program's free of a
   // region it did not overwrite finds the key and searches every cache.
   *static_cast<std::uintptr_t*>(p) = 0;
+  if (tick(cache, static_cast<std::uint32_t>(got))) gc_step(cache);
   return p;
 }
 
@@ -251,14 +253,14 @@ void* pop_or_fill(std::size_t bin) {
   enter(*cache);
   void* p;
   if (c.count == 0) {
-    p = fill_and_pop_entered(c, bin);
+    p = fill_and_pop_entered(*cache, c, bin);
   } else {
     const std::uint32_t n = c.count - 1;
     p = c.slots[n];
     set_count(c, n);
     if (n < c.low_water) c.low_water = n;
     *static_cast<std::uintptr_t*>(p) = 0;  // the key: no longer cached
-    if (count_event(*cache)) gc_step(*cache);
+    if (tick(*cache, 1)) gc_step(*cache);
   }
   leave(*cache);
   return p;
@@ -285,12 +287,14 @@ bool push(void* p, Arena* owner, std::size_t expected_bin, const char* function)
   const std::size_t bin = static_cast<std::size_t>(target.info - &bin_info(0));
   CacheClass& c = cache->classes[bin];
   enter(*cache);
-  if (c.count == c.capacity) make_room(*cache, c, bin);
+  // The free is a tick, as is each region flushed to make room for it.
+  std::uint32_t ticks = 1;
+  if (c.count == c.capacity) ticks += make_room(*cache, c, bin);
   *word = key_of(p);
   const std::uint32_t n = c.count;
   c.slots[n] = p;
   set_count(c, n + 1);
-  if (count_event(*cache)) gc_step(*cache);
+  if (tick(*cache, ticks)) gc_step(*cache);
   leave(*cache);
   return true;
 }
@@ -299,10 +303,12 @@ bool push(void* p, Arena* owner, std::size_t expected_bin, const char* function)
 // bound: the bound grows (bench_simple_loop's batches of 1,600 regions
 // flushed half of a 64-region stack 24 times a batch). Otherwise, or when it
 // cannot grow, the older half goes.
-void make_room(ThreadCache& cache, CacheClass& c, std::size_t bin) {
-  if (c.ran_full && grow(cache, c, bin)) return;
+std::uint32_t make_room(ThreadCache& cache, CacheClass& c, std::size_t bin) {
+  if (c.ran_full && grow(cache, c, bin)) return 0;
   c.ran_full = true;
-  flush_oldest(c, c.capacity / 2);
+  const std::uint32_t half = c.capacity / 2;
+  flush_oldest(c, half);
+  return half;
 }
 
 // Idle regions go back only while the thread holds more than kIdleBytes. A
@@ -312,7 +318,6 @@ void make_room(ThreadCache& cache, CacheClass& c, std::size_t bin) {
 // none of the thread's budget). A class in use that a batch drains to a
 // fill's rest (a low-water mark of a few regions) keeps its grown bound.
 void gc_step(ThreadCache& cache) {
-  cache.gate = (cache.gate & kBusy) | kGcEvents;
   const std::size_t bin = cache.gc_next_class;
   CacheClass& c = cache.classes[bin];
   cache.gc_next_class = (cache.gc_next_class + 1) % kNumBins;
@@ -435,6 +440,12 @@ bool check() {
           ok = false;
         }
         grown += (capacity - slots_of(b)) * bin_info(b).size;
+      }
+      const std::uint32_t ticks = __atomic_load_n(&cache->ticks, __ATOMIC_RELAXED);
+      if (ticks == 0 || ticks > kGcTicks) {
+        message("check: thread cache ", cache, ": ", ticks, " ticks before a GC step (1 to ",
+                kGcTicks, ")");
+        ok = false;
       }
       const std::size_t counted = __atomic_load_n(&cache->grown_bytes, __ATOMIC_RELAXED);
       if (grown != counted || grown > kGrowBudget) {

@@ -265,15 +265,19 @@ TEST_F(ThreadCache, BatchesThatOverflowTheCacheKeepTheirFillsLarge) {
       for (size_t i = 0; i < count; ++i) free(blocks[i]);
     }
   }).join();
-  ASSERT_GT(fills.fills, 0u);
-  EXPECT_GE(fills.mean(), 16.0) << fills.fills << " fills of " << fills.regions << " regions";
+  // Once the bounds grew, every batch may stay cached (no fill at all).
+  if (fills.fills > 0) {
+    EXPECT_GE(fills.mean(), 16.0) << fills.fills << " fills of " << fills.regions << " regions";
+  }
+  RecordProperty("fills", std::to_string(fills.fills));
   RecordProperty("fill_mean", std::to_string(fills.mean()));
   EXPECT_EQ(runsel_check(), 0);
 }
 
-// `count` mallocs of `size` from the calling thread, then their frees.
+// `count` (at most 2 * kMaxSlots) mallocs of `size` from the calling thread,
+// then their frees.
 void batch(size_t size, size_t count) {
-  static void* blocks[kMaxSlots];
+  static void* blocks[2 * kMaxSlots];
   for (size_t i = 0; i < count; ++i) blocks[i] = opaque(malloc(size));
   for (size_t i = 0; i < count; ++i) free(blocks[i]);
 }
@@ -339,7 +343,9 @@ TEST_F(ThreadCache, GrownBoundsStayWithinTheBudgetAndShrinkWhenIdle) {
     // first bound of 3,840 B).
     idle_ballast();
     held = thread_cached() - baseline;
-    for (int round = 0; round < 200; ++round) batch(32, 1000);
+    // Batches larger than any bound: flushes, and with them the GC's steps
+    // (a thread whose work stays in its cache takes none).
+    for (int round = 0; round < 50; ++round) batch(32, 3000);
     busy = runsel_thread_cache_bound(b32);
     idle = runsel_thread_cache_bound(b128);
   })
@@ -354,7 +360,9 @@ TEST_F(ThreadCache, GrownBoundsStayWithinTheBudgetAndShrinkWhenIdle) {
 }
 
 // The GC gives idle regions back while the thread holds more than kIdleBytes,
-// down to that: a class the program stopped using is given back then.
+// down to that: a class the program stopped using is given back then, as
+// other classes move regions through the arena (the GC's steps come with
+// fills and flushes).
 TEST_F(ThreadCache, IdleRegionsAreGivenBackDownToTheFloor) {
   size_t before = 0;
   size_t after = 0;
@@ -364,10 +372,11 @@ TEST_F(ThreadCache, IdleRegionsAreGivenBackDownToTheFloor) {
     for (int round = 0; round < 4; ++round) batch(128, 1600);
     idle_ballast();
     before = thread_cached() - baseline;
-    // Only another class is used: the GC visits the idle ones again and again.
+    // Only another class is used, in batches larger than its largest bound:
+    // the GC visits the idle ones again and again.
     while (thread_cached() - baseline > kIdleBytes && events < 2'000'000) {
-      free(opaque(malloc(32)));
-      events += 2;
+      batch(32, 3000);
+      events += 6000;
     }
     after = thread_cached() - baseline;
   }).join();
