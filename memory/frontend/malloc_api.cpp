@@ -153,6 +153,20 @@ void* allocate_aligned(std::size_t alignment, std::size_t size) {
   if (thread_cache::push(p, arena, Arena::kAnyBin, function)) return;
   deallocate_any_thread(p, function, arena);
 }
+
+// deallocate() of what is not a cached free into the thread's known chunk:
+// the registry says whose chunk it is. A tail call from deallocate, so that
+// the inline path keeps nothing live for this one and saves no registers.
+[[gnu::noinline]] void deallocate_through_registry(void* p, const char* function) {
+  const ChunkOwner owner = ChunkRegistry::lookup(p);
+  if (!owner.is_arena_chunk()) return deallocate_outside_arenas(p, function, owner);
+  Arena* arena = owner.as<Arena>();
+  if (thread_cache::push_fast(p, arena)) {
+    thread_cache::remember_chunk(p, arena);
+    return;
+  }
+  return deallocate_cache_slow(p, function, arena);
+}
 #endif
 
 // Inline in free and realloc: the common case of free (a small region while
@@ -162,19 +176,11 @@ void* allocate_aligned(std::size_t alignment, std::size_t size) {
   if (p == nullptr) return;
 #if RUNSEL_THREAD_CACHE
   if (thread_cache::push_known_chunk(p)) return;
-#endif
+  return deallocate_through_registry(p, function);
+#else
   const ChunkOwner owner = ChunkRegistry::lookup(p);
   if (!owner.is_arena_chunk()) return deallocate_outside_arenas(p, function, owner);
   Arena* arena = owner.as<Arena>();
-#if RUNSEL_THREAD_CACHE
-  // What the inline path does not take goes out of line (a tail call): the
-  // cached free then saves no registers.
-  if (thread_cache::push_fast(p, arena)) {
-    thread_cache::remember_chunk(p, arena);
-    return;
-  }
-  return deallocate_cache_slow(p, function, arena);
-#else
   if (!os::single_threaded()) return deallocate_any_thread(p, function, arena);
   Chunk* chunk = Chunk::of(p);
   BadPointer problem = arena->free_one_thread(chunk, p);
@@ -187,12 +193,9 @@ void* allocate_aligned(std::size_t alignment, std::size_t size) {
 // which it then only compares (Arena::classify's expected_bin). A size that
 // does not match the run is ignored, and the free goes on as an unsized one.
 // Remote frees go through the queue (Arena::free_remote) as unsized ones.
-[[gnu::always_inline]] inline void deallocate_sized(void* p, std::size_t size) {
-  if (p == nullptr) return;
-  if (!is_small(size)) return deallocate(p, "free");
-#if RUNSEL_THREAD_CACHE
-  if (thread_cache::push_known_chunk(p)) return;
-#endif
+// What follows the thread cache's known-chunk path (all of it without the
+// cache), for a small size.
+[[gnu::always_inline]] inline void deallocate_sized_small(void* p, std::size_t size) {
   const ChunkOwner owner = ChunkRegistry::lookup(p);
   if (!owner.is_arena_chunk()) return deallocate_outside_arenas(p, "free", owner);
   Arena* arena = owner.as<Arena>();
@@ -213,6 +216,25 @@ void* allocate_aligned(std::size_t alignment, std::size_t size) {
     problem = arena->free_remote(chunk, p);
   }
   if (problem != BadPointer::kNone) fatal_bad_pointer("free", p, chunk, problem);
+}
+
+#if RUNSEL_THREAD_CACHE
+// A tail call from deallocate_sized, as deallocate_through_registry is from
+// deallocate.
+[[gnu::noinline]] void deallocate_sized_through_registry(void* p, std::size_t size) {
+  deallocate_sized_small(p, size);
+}
+#endif
+
+[[gnu::always_inline]] inline void deallocate_sized(void* p, std::size_t size) {
+  if (p == nullptr) return;
+  if (!is_small(size)) return deallocate(p, "free");
+#if RUNSEL_THREAD_CACHE
+  if (thread_cache::push_known_chunk(p)) return;
+  return deallocate_sized_through_registry(p, size);
+#else
+  deallocate_sized_small(p, size);
+#endif
 }
 
 // Usable size of a pointer the caller claims is live; aborts if it is not.
