@@ -50,6 +50,17 @@ constexpr std::size_t kMaxRequest = PTRDIFF_MAX;
 
 [[gnu::noinline]] void* allocate_beyond_small(std::size_t size, bool zero) {
   void* p;
+#if RUNSEL_THREAD_CACHE
+  // A freed run of its length from the thread's cache (the fast profile).
+  if (size <= thread_cache::kLargePages * kPageSize &&
+      thread_cache::large_cacheable(page_ceiling(size))) {
+    p = thread_cache::pop_large(page_ceiling(size) >> kPageShift);
+    if (p != nullptr) {
+      if (zero) std::memset(p, 0, page_ceiling(size));
+      return p;
+    }
+  }
+#endif
   if (size <= kMaxLargeSize) {
     Arena* arena = thread_arena();
     p = arena ? arena->malloc_large(page_ceiling(size), zero) : nullptr;
@@ -277,8 +288,9 @@ void* reallocate(void* p, std::size_t size) {
   bool is_huge;
   const std::size_t old_size = usable_size_checked(p, "realloc", &is_huge);
 #if RUNSEL_THREAD_CACHE
-  // A live small region has no key; a cached (freed) one has.
-  if (is_small(old_size) && !is_huge && *static_cast<std::uintptr_t*>(p) == thread_cache::key_of(p))
+  // A live small region or large allocation has no key; a cached (freed) one has.
+  if ((is_small(old_size) || thread_cache::large_cacheable(old_size)) && !is_huge &&
+      *static_cast<std::uintptr_t*>(p) == thread_cache::key_of(p))
     thread_cache::check_not_cached(p, "realloc");
 #endif
   if (resize_in_place(p, is_huge, old_size, size)) return p;
@@ -375,8 +387,8 @@ RUNSEL_EXPORT size_t malloc_usable_size(void* p) noexcept {
     fatal_bad_pointer("malloc_usable_size", p, chunk, problem);
   }
 #if RUNSEL_THREAD_CACHE
-  // A cached region is free to the program (its key, then the caches).
-  if (size != 0 && is_small(size) &&
+  // A cached region or run is free to the program (its key, then the caches).
+  if (size != 0 && (is_small(size) || thread_cache::large_cacheable(size)) &&
       *static_cast<const std::uintptr_t*>(p) == thread_cache::key_of(p) &&
       thread_cache::is_cached(p))
     return 0;

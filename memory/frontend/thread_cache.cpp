@@ -75,6 +75,7 @@ ThreadCache* new_cache() RUNSEL_REQUIRES(g_caches_lock) {
     c.ran_empty = c.ran_full = false;
     c.visited_count = 0;
   }
+  for (LargeStack& s : cache->large) s.count = 0;
   cache->ticks = kGcTicks;
   cache->visited_bytes = 0;
   cache->busy = 0;
@@ -185,12 +186,40 @@ void shrink(ThreadCache& cache, CacheClass& c, std::size_t bin) {
   set_bound(cache, c, bound, cache.grown_bytes - (c.capacity - bound) * bin_info(bin).size);
 }
 
+// Gives the `k` oldest runs of `s` back through the uncached free: the thread's
+// arena's cache of freed runs under its lock, another arena's remote-free
+// queue. They leave the stack first, as flush_oldest's regions do.
+void flush_large(LargeStack& s, std::uint32_t k) {
+  void* batch[kLargeDepth];
+  std::memcpy(batch, s.runs, k * sizeof(void*));
+  std::memmove(s.runs, s.runs + k, (s.count - k) * sizeof(void*));
+  __atomic_store_n(&s.count, s.count - k, __ATOMIC_RELAXED);
+  for (std::uint32_t i = 0; i < k; ++i) {
+    void* p = batch[i];
+    *static_cast<std::uintptr_t*>(p) = 0;  // no longer cached
+    Arena* owner = ChunkRegistry::lookup(p).as<Arena>();
+    Chunk* chunk = Chunk::of(p);
+    const BadPointer problem =
+        owner == t_arena ? owner->free(chunk, p) : owner->free_remote(chunk, p);
+    if (problem != BadPointer::kNone) fatal_bad_pointer("free", p, chunk, problem);
+  }
+}
+
 void flush_all(ThreadCache& cache) {
   for (CacheClass& c : cache.classes) {
     flush_oldest(c, c.count);
     c.visited_count = 0;
   }
   cache.visited_bytes = 0;
+  for (LargeStack& s : cache.large) flush_large(s, s.count);
+}
+
+bool in_stack(const LargeStack& s, const void* p) {
+  const std::uint32_t n = __atomic_load_n(&s.count, __ATOMIC_RELAXED);
+  for (std::uint32_t i = 0; i < n; ++i) {
+    if (__atomic_load_n(&s.runs[i], __ATOMIC_RELAXED) == p) return true;
+  }
+  return false;
 }
 
 bool in_class(const CacheClass& c, const void* p) {
@@ -266,6 +295,46 @@ void* pop_or_fill(std::size_t bin) {
   return p;
 }
 
+void* pop_large(std::size_t pages) {
+  ThreadCache* cache = t_cache;
+  if (cache == nullptr) return nullptr;
+  LargeStack& s = cache->large[pages - 1];
+  enter(*cache);
+  void* p = nullptr;
+  if (s.count != 0) {
+    p = s.runs[s.count - 1];
+    __atomic_store_n(&s.count, s.count - 1, __ATOMIC_RELAXED);
+    *static_cast<std::uintptr_t*>(p) = 0;  // the key: no longer cached
+  }
+  leave(*cache);
+  return p;
+}
+
+namespace {
+
+// push for a live large allocation `target` (classified by classify_live).
+bool push_large(ThreadCache* cache, void* p, const PointerClass& target, Arena* owner,
+                const char* function) {
+  if (!large_cacheable(target.large_size)) return false;
+  std::uintptr_t* word = static_cast<std::uintptr_t*>(p);
+  // In a cache (a double free: aborts), or queued for its arena or in its
+  // arena's cache of freed runs, which the uncached free tells.
+  if (*word == key_of(p)) {
+    check_not_held(p, owner, function);
+    return false;
+  }
+  LargeStack& s = cache->large[(target.large_size >> kPageShift) - 1];
+  enter(*cache);
+  if (s.count == kLargeDepth) flush_large(s, kLargeDepth / 2);
+  *word = key_of(p);
+  s.runs[s.count] = p;
+  __atomic_store_n(&s.count, s.count + 1, __ATOMIC_RELAXED);
+  leave(*cache);
+  return true;
+}
+
+}  // namespace
+
 bool push(void* p, Arena* owner, std::size_t expected_bin, const char* function) {
   ThreadCache* cache = t_cache;
   std::uintptr_t* word = static_cast<std::uintptr_t*>(p);
@@ -278,7 +347,8 @@ bool push(void* p, Arena* owner, std::size_t expected_bin, const char* function)
     return false;
   }
   const PointerClass target = owner->classify_live(Chunk::of(p), p, expected_bin);
-  if (target.problem != BadPointer::kNone || target.run == nullptr) return false;
+  if (target.problem != BadPointer::kNone) return false;
+  if (target.run == nullptr) return push_large(cache, p, target, owner, function);
   if (*word == key_of(p)) check_not_held(p, owner, function);
   // Already free in its run: flushed before (the uncached free reports it).
   const std::uint64_t bits =
@@ -341,8 +411,17 @@ void gc_step(ThreadCache& cache) {
 }
 
 void check_not_cached(void* p, const char* function) {
-  // The uncached free's words: the region is free as far as the program is concerned.
-  if (is_cached(p)) fatal_pointer(function, p, "double free of a small region");
+  // The uncached free's words: the block is free as far as the program is concerned.
+  switch (find_cached(p)) {
+    case Cached::kNo:
+      return;
+    case Cached::kRegion:
+      fatal_pointer(function, p, "double free of a small region");
+    case Cached::kLargeRun:
+      fatal_pointer(function, p,
+                    "double free of a large allocation (its run is in a thread's cache of freed "
+                    "runs)");
+  }
 }
 
 void check_not_held(void* p, Arena* owner, const char* function) {
@@ -350,19 +429,31 @@ void check_not_held(void* p, Arena* owner, const char* function) {
   owner->take_remote_frees_now();
 }
 
-bool is_cached(const void* p) {
-  ThreadCache* own = t_cache;
-  bool cached = false;
-  if (own != nullptr) {
-    for (const CacheClass& c : own->classes) cached = cached || in_class(c, p);
+namespace {
+
+Cached find_in(const ThreadCache& cache, const void* p) {
+  for (const CacheClass& c : cache.classes) {
+    if (in_class(c, p)) return Cached::kRegion;
   }
-  if (!cached) {
+  for (const LargeStack& s : cache.large) {
+    if (in_stack(s, p)) return Cached::kLargeRun;
+  }
+  return Cached::kNo;
+}
+
+}  // namespace
+
+Cached find_cached(const void* p) {
+  ThreadCache* own = t_cache;
+  Cached found = own != nullptr ? find_in(*own, p) : Cached::kNo;
+  if (found == Cached::kNo) {
     LockGuard guard(g_caches_lock);
-    for (ThreadCache* cache = g_live; cache != nullptr && !cached; cache = cache->next) {
-      for (const CacheClass& c : cache->classes) cached = cached || in_class(c, p);
+    for (ThreadCache* cache = g_live; cache != nullptr && found == Cached::kNo;
+         cache = cache->next) {
+      found = find_in(*cache, p);
     }
   }
-  return cached;
+  return found;
 }
 
 void at_thread_exit() {
@@ -417,6 +508,10 @@ std::size_t cached_bytes() {
     for (std::size_t b = 0; b < kNumBins; ++b) {
       bytes += std::size_t{__atomic_load_n(&cache->classes[b].count, __ATOMIC_RELAXED)} *
                bin_info(b).size;
+    }
+    for (std::size_t i = 0; i < kLargePages; ++i) {
+      bytes += std::size_t{__atomic_load_n(&cache->large[i].count, __ATOMIC_RELAXED)} * (i + 1) *
+               kPageSize;
     }
   }
   return bytes;
@@ -483,6 +578,34 @@ bool check() {
       for (std::uint32_t j = 0; j < i; ++j) {
         if (c.slots[j] == p) {
           message("check: thread cache class ", b, ": ", p, " cached twice");
+          ok = false;
+        }
+      }
+    }
+  }
+  for (std::size_t i = 0; i < kLargePages; ++i) {
+    const LargeStack& s = own->large[i];
+    if (s.count > kLargeDepth || (!kLargeRunCache && s.count != 0)) {
+      message("check: thread cache: ", s.count, " runs of ", i + 1, " pages");
+      ok = false;
+      continue;
+    }
+    for (std::uint32_t k = 0; k < s.count; ++k) {
+      void* p = s.runs[k];
+      const ChunkOwner owner = ChunkRegistry::lookup(p);
+      const PointerClass target =
+          owner.is_arena_chunk() ? owner.as<Arena>()->classify_live(Chunk::of(p), p, Arena::kAnyBin)
+                                 : PointerClass{};
+      if (!owner.is_arena_chunk() || target.problem != BadPointer::kNone || target.run != nullptr ||
+          target.large_size != (i + 1) * kPageSize ||
+          *static_cast<const std::uintptr_t*>(p) != key_of(p)) {
+        message("check: thread cache: ", p, " is not a keyed large allocation of ", i + 1,
+                " pages");
+        ok = false;
+      }
+      for (std::uint32_t j = 0; j < k; ++j) {
+        if (s.runs[j] == p) {
+          message("check: thread cache: run ", p, " cached twice");
           ok = false;
         }
       }

@@ -28,6 +28,12 @@
 //   holds stays within its bounds and does not change. A countdown of every
 //   cache event made each inline malloc and free wait on the store of the one
 //   before (bench_simple_loop 13 % slower).
+// - The fast profile's thread also keeps freed large runs of 1 to
+//   kLargePages pages, kLargeDepth of each length (at most 320 KiB), newest
+//   on top, for its next large malloc of that length: any arena's, as with
+//   regions. A full stack gives its older half back through the uncached
+//   free (the owner's cache of freed runs, or its remote-free queue). The GC
+//   does not visit them.
 // - A thread's exit flushes its whole cache. Fork keeps only the forking
 //   thread's cache (the others' regions are lost with their threads).
 // To the arenas, a cached region is allocated: the heap walker and the stats
@@ -62,6 +68,7 @@
 
 #include "arena/arena.h"
 #include "arena/freed_key.h"
+#include "arena/large_run_cache.h"
 #include "arena/size_classes.h"
 #include "platform/assert.h"
 #include "platform/fatal.h"
@@ -130,6 +137,20 @@ struct alignas(sizeof(BinInfo)) CacheClass {
 };
 static_assert(sizeof(CacheClass) == sizeof(BinInfo));
 
+// Freed large runs of one length (fast profile): runs[0 .. count), the oldest
+// at the bottom, each holding its key. count is read by other threads as
+// CacheClass::count is.
+inline constexpr std::size_t kLargePages = LargeRunCache::kMaxPages;
+inline constexpr std::uint32_t kLargeDepth = 8;
+struct LargeStack {
+  void* runs[kLargeDepth] = {};
+  std::uint32_t count = 0;
+};
+// Whether a block of `size` usable bytes may be in a thread's stacks of runs.
+inline bool large_cacheable(std::size_t size) {
+  return kLargeRunCache && !is_small(size) && size <= kLargePages * kPageSize;
+}
+
 struct ThreadCache {
   CacheClass classes[kNumBins];
   // Inside a cache operation (enter, leave). Only ever stored as a constant:
@@ -150,6 +171,7 @@ struct ThreadCache {
   // a free into it needs no chunk registry lookup (push_known_chunk).
   Chunk* known_chunk = nullptr;
   Arena* known_owner = nullptr;
+  LargeStack large[kLargePages];  // large[i]: runs of i + 1 pages
   // The list of live caches (stats, double-free search, fork), or of free ones.
   ThreadCache* next = nullptr;
   ThreadCache* prev = nullptr;
@@ -170,8 +192,10 @@ inline void set_count(CacheClass& c, std::uint32_t n) {
 // older half is flushed. Returns the regions flushed.
 std::uint32_t make_room(ThreadCache& cache, CacheClass& c, std::size_t bin);
 void gc_step(ThreadCache& cache);
-// Whether `p` is in a thread's cache (the calling thread's, then every live one).
-bool is_cached(const void* p);
+// Where `p` is in a thread's cache (the calling thread's, then every live one).
+enum class Cached { kNo, kRegion, kLargeRun };
+Cached find_cached(const void* p);
+inline bool is_cached(const void* p) { return find_cached(p) != Cached::kNo; }
 // Aborts if `p` is in a thread's cache; returns if its key was a coincidence.
 void check_not_cached(void* p, const char* function);
 // For a region of `owner` whose first word holds the key: aborts if it is in
@@ -254,6 +278,9 @@ inline bool tick(ThreadCache& cache, std::uint32_t n) {
 // fill when the stack is empty; null only without a cache for this thread
 // or out of memory.
 void* pop_or_fill(std::size_t bin);
+// The newest freed large run of `pages` pages (1 to kLargePages) the
+// thread's cache holds, its key cleared, or null.
+void* pop_large(std::size_t pages);
 
 // Caches the free of `p` in `owner`'s chunk when nothing is unusual: true.
 // False sends the caller to push, which decides (no cache yet, a full stack,

@@ -120,6 +120,94 @@ TEST_F(ThreadCache, DoubleFreeOfAFlushedRegionAborts) {
               "runsel: free\\(" + pointer_text(p) + "\\): double free of a small region\n");
 }
 
+// The fast profile's stacks of freed large runs (1 to 4 pages, 8 of each
+// length: thread_cache::kLargeDepth): the freeing thread reuses them, any
+// arena's, and gives back what does not fit, and its exit gives back the rest.
+constexpr size_t kLargeDepth = 8;
+constexpr size_t kPage = 4096;
+
+bool caches_large_runs() { return std::string(runsel_build_profile()) == "fast"; }
+
+TEST_F(ThreadCache, AFreedLargeRunIsTheThreadsNextOfItsLength) {
+  if (!caches_large_runs()) GTEST_SKIP() << "only the fast profile caches large runs";
+  std::thread([] {
+    for (size_t pages = 1; pages <= 4; ++pages) {
+      const size_t size = pages * kPage - 100;  // no small class holds it
+      unsigned char* p = static_cast<unsigned char*>(opaque(malloc(size)));
+      ASSERT_NE(p, nullptr);
+      std::memset(p, 0xab, size);
+      const size_t before = thread_cached();
+      free(p);
+      EXPECT_EQ(thread_cached() - before, pages * kPage) << pages << " pages";
+      EXPECT_EQ(malloc_usable_size(p), 0u) << "a cached run is free to the program";
+      EXPECT_EQ(runsel_check(), 0);
+      unsigned char* q = static_cast<unsigned char*>(opaque(calloc(1, size)));
+      EXPECT_EQ(q, p) << pages << " pages";
+      EXPECT_EQ(std::count(q, q + size, 0), static_cast<long>(size)) << "calloc from the cache";
+      EXPECT_EQ(malloc_usable_size(q), pages * kPage);
+      free(q);
+    }
+  }).join();
+  EXPECT_EQ(runsel_check(), 0);
+}
+
+TEST_F(ThreadCache, LargeRunsBeyondTheDepthAreGivenBack) {
+  if (!caches_large_runs()) GTEST_SKIP() << "only the fast profile caches large runs";
+  std::thread([] {
+    void* runs[3 * kLargeDepth];
+    for (void*& p : runs) p = opaque(malloc(2 * kPage));
+    for (void* p : runs) free(p);
+    EXPECT_EQ(runsel_check(), 0);  // (which checks the depth)
+    // Each full stack gave its older half back: the newest kLargeDepth stay,
+    // and come back newest first.
+    for (size_t i = 0; i < kLargeDepth; ++i) {
+      void* q = opaque(malloc(2 * kPage));
+      EXPECT_EQ(q, runs[3 * kLargeDepth - 1 - i]) << i;
+    }
+    // The rest went back to the arena: the next comes from elsewhere.
+    void* next = opaque(malloc(2 * kPage));
+    EXPECT_EQ(std::count(runs + 2 * kLargeDepth, runs + 3 * kLargeDepth, next), 0);
+    for (size_t i = 0; i < kLargeDepth; ++i) free(runs[3 * kLargeDepth - 1 - i]);
+    free(next);
+  }).join();
+  EXPECT_EQ(runsel_check(), 0);
+}
+
+// A run another thread allocated: cached by the thread that frees it, reused
+// there, and given back to its arena when that thread exits.
+TEST_F(ThreadCache, ARemoteLargeRunIsCachedByTheFreeingThread) {
+  if (!caches_large_runs()) GTEST_SKIP() << "only the fast profile caches large runs";
+  void* runs[4];
+  for (void*& p : runs) p = opaque(malloc(3 * kPage));
+  std::thread([&] {
+    free(opaque(malloc(16)));  // this thread's cache
+    for (void* p : runs) free(p);
+    EXPECT_EQ(runsel_check(), 0);
+    void* q = opaque(malloc(3 * kPage - 8));
+    EXPECT_EQ(q, runs[3]);
+    free(q);
+  }).join();
+  EXPECT_EQ(runsel_check(), 0);
+  // Given back at the thread's exit: no thread's cache holds them.
+  for (void* p : runs) EXPECT_EQ(malloc_usable_size(p), 0u) << p;
+}
+
+TEST_F(ThreadCache, DoubleFreeOfACachedLargeRunAborts) {
+  if (!caches_large_runs()) GTEST_SKIP() << "only the fast profile caches large runs";
+  void* p = opaque(malloc(2 * kPage));
+  free(p);
+  const std::string message =
+      "\\): double free of a large allocation \\(its run is in a thread's "
+      "cache of freed runs\\)\n";
+  EXPECT_EXIT((no_core_dump(), free(opaque(p))), testing::KilledBySignal(SIGABRT),
+              "runsel: free\\(" + pointer_text(p) + message);
+  EXPECT_EXIT((no_core_dump(), opaque(realloc(opaque(p), 3 * kPage))),
+              testing::KilledBySignal(SIGABRT), "runsel: realloc\\(" + pointer_text(p) + message);
+  // From a thread without a cache: the search covers every thread's.
+  EXPECT_EXIT((no_core_dump(), std::thread([p] { free(opaque(p)); }).join()),
+              testing::KilledBySignal(SIGABRT), "runsel: free\\(" + pointer_text(p) + message);
+}
+
 // A region handed out holds no key (the word a free looks at first), also the
 // first region of a fill, which came back from a flush with the key the cache
 // wrote: with the key, each free of such a region the program had not
