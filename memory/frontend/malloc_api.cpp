@@ -172,6 +172,13 @@ void* allocate_aligned(std::size_t alignment, std::size_t size) {
   const ChunkOwner owner = ChunkRegistry::lookup(p);
   if (!owner.is_arena_chunk()) return deallocate_outside_arenas(p, function, owner);
   Arena* arena = owner.as<Arena>();
+  if (thread_cache::t_cache == nullptr) [[unlikely]] {
+    // A thread without a cache (a consumer that only frees): push's first
+    // step for such a thread, then the uncached free.
+    if (*static_cast<std::uintptr_t*>(p) == thread_cache::key_of(p))
+      thread_cache::check_not_held(p, arena, function);
+    return deallocate_any_thread(p, function, arena);
+  }
   if (thread_cache::push_fast(p, arena)) {
     thread_cache::remember_chunk(p, arena);
     return;
