@@ -173,7 +173,11 @@ void Arena::queued_remotely(std::size_t count) RUNSEL_NO_THREAD_SAFETY_ANALYSIS 
 // key in its first word (arena/freed_key.h: a lock-free path that asks whether
 // it is live then looks here) and its encoded link in its second.
 BadPointer Arena::free_remote(Chunk* chunk, void* p) RUNSEL_NO_THREAD_SAFETY_ANALYSIS {
-  const PointerClass target = classify(chunk, p);
+  // A small region the page map's class tag and the header's bin pointer
+  // agree on (classify_tagged, the thread cache's inline check), else the
+  // keyed check, which also says what anything else is.
+  PointerClass target = classify_tagged(chunk, p);
+  if (target.run == nullptr) target = classify(chunk, p);
   if (target.problem != BadPointer::kNone) return target.problem;
   // A large allocation takes the lock, except in the fast profile: there it
   // is queued as a region is (its first page holds the two words), unless
