@@ -243,7 +243,8 @@ void Arena::take_queued_remote_frees() {
                              "region queued for this arena)");
     }
     Chunk* chunk = Chunk::of(p);
-    const PointerClass target = classify(chunk, p);
+    PointerClass target = classify_tagged(chunk, p);  // as free_remote classifies
+    if (target.run == nullptr) target = classify(chunk, p);
     BadPointer problem = target.problem;
     if (problem == BadPointer::kNone && target.run != nullptr) {
       problem = free_small_locked(target);
