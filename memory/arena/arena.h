@@ -144,19 +144,7 @@ class Arena {
   // key adds nothing; damaged or forged, it differs. The run, class and
   // region, or a null run for anything else (any problem, a large
   // allocation, a damaged header): classify_live then says what it is.
-  PointerClass classify_tagged(Chunk* chunk, const void* p) const RUNSEL_NO_THREAD_SAFETY_ANALYSIS {
-    return classify_tagged_as(chunk, p, [this](std::size_t bin) RUNSEL_NO_THREAD_SAFETY_ANALYSIS {
-      return static_cast<const void*>(&bins_[bin]);
-    });
-  }
-  // classify_tagged with the bins' addresses from `bin_of(bin)`, which must be
-  // this arena's (the thread cache keeps a table of its known arena's).
-  template <class BinOf>
-  static PointerClass classify_tagged_as(Chunk* chunk, const void* p, BinOf bin_of);
-  // Where bin `bin` is (what a run's header names; for such a table).
-  const void* bin_address(std::size_t bin) const RUNSEL_NO_THREAD_SAFETY_ANALYSIS {
-    return &bins_[bin];
-  }
+  PointerClass classify_tagged(Chunk* chunk, const void* p) const RUNSEL_NO_THREAD_SAFETY_ANALYSIS;
 
   // The bytes of the freed large runs the arena keeps (the fast profile; still
   // large_allocated to the page map; 0 without the cache), and giving them back.

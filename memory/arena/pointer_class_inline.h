@@ -53,8 +53,7 @@ inline PointerClass Arena::classify(Chunk* chunk, const void* p, std::size_t exp
   return target;
 }
 
-template <class BinOf>
-inline PointerClass Arena::classify_tagged_as(Chunk* chunk, const void* p, BinOf bin_of) {
+inline PointerClass Arena::classify_tagged(Chunk* chunk, const void* p) const {
   PointerClass target;
   target.page = chunk->page_index(p);
   const std::uintptr_t bits = chunk->map[target.page].bits;
@@ -68,7 +67,7 @@ inline PointerClass Arena::classify_tagged_as(Chunk* chunk, const void* p, BinOf
   if (bin >= kNumBins) [[unlikely]]
     return target;
   Run* run = reinterpret_cast<Run*>(bits & ~kPageMask);
-  if (static_cast<const void*>(run->bin) != bin_of(bin)) [[unlikely]]
+  if (run->bin != &bins_[bin]) [[unlikely]]
     return target;
   const BinInfo& info = bin_info(bin);
   const std::uintptr_t address = reinterpret_cast<std::uintptr_t>(p);

@@ -171,10 +171,6 @@ struct ThreadCache {
   // a free into it needs no chunk registry lookup (push_known_chunk).
   Chunk* known_chunk = nullptr;
   Arena* known_owner = nullptr;
-  // Where known_owner's bins are, by class (Arena::bin_address): what the
-  // inline free compares a run header's bin pointer with, one load instead
-  // of the arena's pointer and a bin's address computed from it.
-  const void* known_bins[kNumBins] = {};
   LargeStack large[kLargePages];  // large[i]: runs of i + 1 pages
   // The list of live caches (stats, double-free search, fork), or of free ones.
   ThreadCache* next = nullptr;
@@ -286,10 +282,15 @@ void* pop_or_fill(std::size_t bin);
 // thread's cache holds, its key cleared, or null.
 void* pop_large(std::size_t pages);
 
-// push_fast's and push_known_chunk's common rest, from the inline
-// classification (Arena::classify_tagged).
-[[gnu::always_inline]] inline bool push_classified(ThreadCache* cache, void* p,
-                                                   const PointerClass& target) {
+// Caches the free of `p` in `owner`'s chunk when nothing is unusual: true.
+// False sends the caller to push, which decides (no cache yet, a full stack,
+// a key found in the region, a signal handler inside a cache operation, or
+// anything the checks refuse). The same checks as push.
+[[gnu::always_inline]] inline bool push_fast(void* p, Arena* owner) {
+  ThreadCache* cache = t_cache;
+  if (cache == nullptr) [[unlikely]]
+    return false;
+  const PointerClass target = owner->classify_tagged(Chunk::of(p), p);
   if (target.run == nullptr) [[unlikely]]
     return false;
   std::uintptr_t* word = static_cast<std::uintptr_t*>(p);
@@ -320,17 +321,6 @@ void* pop_large(std::size_t pages);
   return true;
 }
 
-// Caches the free of `p` in `owner`'s chunk when nothing is unusual: true.
-// False sends the caller to push, which decides (no cache yet, a full stack,
-// a key found in the region, a signal handler inside a cache operation, or
-// anything the checks refuse). The same checks as push.
-[[gnu::always_inline]] inline bool push_fast(void* p, Arena* owner) {
-  ThreadCache* cache = t_cache;
-  if (cache == nullptr) [[unlikely]]
-    return false;
-  return push_classified(cache, p, owner->classify_tagged(Chunk::of(p), p));
-}
-
 // The free of `p` when it is in the chunk the thread's last registry-checked
 // cached free was in (ThreadCache::known_chunk): push_fast without the chunk
 // registry's lookup, whose answer for that chunk cannot change. False when `p`
@@ -344,10 +334,7 @@ void* pop_large(std::size_t pages);
       fatal("checked build: the thread cache's known chunk ", cache->known_chunk,
             " is not its arena's");
   }
-  return push_classified(cache, p,
-                         Arena::classify_tagged_as(Chunk::of(p), p, [cache](std::size_t bin) {
-                           return cache->known_bins[bin];
-                         }));
+  return push_fast(p, cache->known_owner);
 }
 
 // After push_fast cached `p` from `owner`'s chunk, found through the registry:
@@ -355,9 +342,6 @@ void* pop_large(std::size_t pages);
 [[gnu::always_inline]] inline void remember_chunk(void* p, Arena* owner) {
   if (!owner->keeps_small_chunks()) return;
   ThreadCache* cache = t_cache;
-  if (owner != cache->known_owner) [[unlikely]] {
-    for (std::size_t b = 0; b < kNumBins; ++b) cache->known_bins[b] = owner->bin_address(b);
-  }
   cache->known_chunk = Chunk::of(p);
   cache->known_owner = owner;
 }
