@@ -52,11 +52,12 @@ constexpr std::size_t kMaxRequest = PTRDIFF_MAX;
   void* p;
 #if RUNSEL_THREAD_CACHE
   // A freed run of its length from the thread's cache (the fast profile).
-  if (size <= thread_cache::kLargePages * kPageSize &&
-      thread_cache::large_cacheable(page_ceiling(size))) {
-    p = thread_cache::pop_large(page_ceiling(size) >> kPageShift);
+  // (Below kMaxLargeSize, page_ceiling cannot wrap to a small size.)
+  if (size <= kMaxLargeSize && thread_cache::large_cacheable(page_ceiling(size))) {
+    const std::size_t psize = page_ceiling(size);
+    p = thread_cache::pop_large(psize >> kPageShift);
     if (p != nullptr) {
-      if (zero) std::memset(p, 0, page_ceiling(size));
+      if (zero) std::memset(p, 0, psize);
       return p;
     }
   }
@@ -173,10 +174,9 @@ void* allocate_aligned(std::size_t alignment, std::size_t size) {
   if (!owner.is_arena_chunk()) return deallocate_outside_arenas(p, function, owner);
   Arena* arena = owner.as<Arena>();
   if (thread_cache::t_cache == nullptr) [[unlikely]] {
-    // A thread without a cache (a consumer that only frees): push's first
-    // step for such a thread, then the uncached free.
-    if (*static_cast<std::uintptr_t*>(p) == thread_cache::key_of(p))
-      thread_cache::check_not_held(p, arena, function);
+    // A thread without a cache: straight to the uncached free, without
+    // push_fast, push and their calls.
+    thread_cache::check_cacheless_free(p, arena, function);
     return deallocate_any_thread(p, function, arena);
   }
   if (thread_cache::push_fast(p, arena)) {

@@ -338,12 +338,8 @@ bool push_large(ThreadCache* cache, void* p, const PointerClass& target, Arena* 
 bool push(void* p, Arena* owner, std::size_t expected_bin, const char* function) {
   ThreadCache* cache = t_cache;
   std::uintptr_t* word = static_cast<std::uintptr_t*>(p);
-  // A thread without a cache (a consumer that only frees) frees the uncached
-  // way, which classifies `p` itself: only the key is looked at here (`p` is
-  // in an arena chunk, so its first word can be read), since the region may
-  // sit in another thread's cache or in its arena's remote-free queue.
   if (cache == nullptr) {
-    if (*word == key_of(p)) check_not_held(p, owner, function);
+    check_cacheless_free(p, owner, function);
     return false;
   }
   const PointerClass target = owner->classify_live(Chunk::of(p), p, expected_bin);

@@ -202,6 +202,14 @@ void check_not_cached(void* p, const char* function);
 // a thread's cache, else takes in `owner`'s remote frees, after which its
 // bitmap bit says whether it was queued (free) or the key was a coincidence.
 void check_not_held(void* p, Arena* owner, const char* function);
+// A free from a thread without a cache (a consumer that only frees), which
+// then frees the uncached way, which classifies `p` itself: only the key is
+// looked at here (`p` is in an arena chunk of `owner`, so its first word can
+// be read), since the block may sit in another thread's cache or in its
+// arena's remote-free queue.
+inline void check_cacheless_free(void* p, Arena* owner, const char* function) {
+  if (*static_cast<const std::uintptr_t*>(p) == key_of(p)) check_not_held(p, owner, function);
+}
 // Flushes the calling thread's cache and stops caching for it (thread exit).
 void at_thread_exit();
 // Fork: the list lock around fork(); in the child only the caller's cache stays.
