@@ -38,6 +38,7 @@ Arena* Arena::create(unsigned index,
   for (std::size_t i = 0; i < kNumBins; ++i) {
     arena->bins_[i].info = &bin_info(i);
     Bin& bin = arena->bins_[i];
+    arena->bin_addresses_[i] = &bin;
     bin.check_factor = reinterpret_cast<std::uintptr_t>(&bin) ^ arena->run_key_.key;
     bin.check_rotated = arena->run_key_.rotated;
   }

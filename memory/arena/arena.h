@@ -429,6 +429,10 @@ class Arena {
   std::uint64_t purges_ RUNSEL_GUARDED_BY(lock) = 0;
 
   Bin bins_[kNumBins] RUNSEL_GUARDED_BY(lock);
+  // &bins_[i], for the cached free's check of a run header (classify_tagged):
+  // one load where the address took four instructions (sizeof(Bin) is no
+  // power of two). Written once, at creation.
+  const Bin* bin_addresses_[kNumBins] = {};
 
   // Regions freed by other threads, not yet taken in (free_remote): the
   // newest first, each region's first word the next. On its own cache line,

@@ -12,7 +12,9 @@
 namespace runsel {
 
 // Process-random and never 0 once the first arena exists (Arena::create).
-extern constinit std::uintptr_t g_freed_key;
+// Hidden: a declaration is not, with -fvisibility=hidden, so each use went
+// through the GOT (a load of the address, then of the key).
+[[gnu::visibility("hidden")]] extern constinit std::uintptr_t g_freed_key;
 
 inline std::uintptr_t freed_key_of(const void* p) {
   return g_freed_key ^ reinterpret_cast<std::uintptr_t>(p);

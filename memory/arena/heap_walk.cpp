@@ -294,6 +294,9 @@ void ArenaWalker::bins(const runsel_stats_t& counted) {
 bool Arena::walk_and_compare() const {
   ArenaWalker walk{*this};
   walk.arena.lock.assert_held();  // the analysis cannot see that walk.arena is *this
+  for (std::size_t i = 0; i < kNumBins; ++i) {
+    if (bin_addresses_[i] != &bins_[i]) walk.fail("bin ", i, "'s address in the table is wrong");
+  }
   for (Chunk* chunk = chunks_.front(); chunk != nullptr; chunk = ChunkList::next(chunk)) {
     ++walk.walked.chunks;
     walk.walked.mapped += kChunkSize;

@@ -67,7 +67,7 @@ inline PointerClass Arena::classify_tagged(Chunk* chunk, const void* p) const {
   if (bin >= kNumBins) [[unlikely]]
     return target;
   Run* run = reinterpret_cast<Run*>(bits & ~kPageMask);
-  if (run->bin != &bins_[bin]) [[unlikely]]
+  if (run->bin != bin_addresses_[bin]) [[unlikely]]
     return target;
   const BinInfo& info = bin_info(bin);
   const std::uintptr_t address = reinterpret_cast<std::uintptr_t>(p);
