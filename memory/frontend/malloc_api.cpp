@@ -173,7 +173,7 @@ void* allocate_aligned(std::size_t alignment, std::size_t size) {
   const ChunkOwner owner = ChunkRegistry::lookup(p);
   if (!owner.is_arena_chunk()) return deallocate_outside_arenas(p, function, owner);
   Arena* arena = owner.as<Arena>();
-  if (thread_cache::t_cache == nullptr) [[unlikely]] {
+  if (thread_cache::t_slot.cache == nullptr) [[unlikely]] {
     // A thread without a cache: straight to the uncached free, without
     // push_fast, push and their calls.
     thread_cache::check_cacheless_free(p, arena, function);

@@ -276,7 +276,7 @@ RUNSEL_EXPORT void runsel_thread_cache_flush(void) {
 
 RUNSEL_EXPORT size_t runsel_thread_cache_slots(size_t bin, void** out, size_t capacity) {
 #if RUNSEL_THREAD_CACHE
-  thread_cache::ThreadCache* cache = thread_cache::t_cache;
+  thread_cache::ThreadCache* cache = thread_cache::t_slot.cache;
   if (cache == nullptr || bin >= kNumBins) return 0;
   const thread_cache::CacheClass& c = cache->classes[bin];
   for (std::size_t i = 0; i < c.count && i < capacity; ++i) out[i] = c.slots[i];
@@ -291,7 +291,7 @@ RUNSEL_EXPORT size_t runsel_thread_cache_slots(size_t bin, void** out, size_t ca
 
 RUNSEL_EXPORT size_t runsel_thread_cache_bound(size_t bin) {
 #if RUNSEL_THREAD_CACHE
-  thread_cache::ThreadCache* cache = thread_cache::t_cache;
+  thread_cache::ThreadCache* cache = thread_cache::t_slot.cache;
   if (cache == nullptr || bin >= kNumBins) return 0;
   return cache->classes[bin].capacity;
 #else

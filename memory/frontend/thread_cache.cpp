@@ -15,7 +15,7 @@
 
 namespace runsel::thread_cache {
 
-constinit thread_local ThreadCache* t_cache = nullptr;
+constinit thread_local ThreadSlot t_slot;
 
 namespace {
 
@@ -78,7 +78,6 @@ ThreadCache* new_cache() RUNSEL_REQUIRES(g_caches_lock) {
   for (LargeStack& s : cache->large) s.count = 0;
   cache->ticks = kGcTicks;
   cache->visited_bytes = 0;
-  cache->busy = 0;
   cache->gc_next_class = 0;
   __atomic_store_n(&cache->grown_bytes, std::size_t{0}, __ATOMIC_RELAXED);
   cache->known_chunk = nullptr;
@@ -92,7 +91,8 @@ ThreadCache* create() {
   ThreadCache* cache = new_cache();
   if (cache == nullptr) return nullptr;
   link_live(cache);
-  t_cache = cache;
+  t_slot.cache = cache;
+  t_slot.closed = 0;
   return cache;
 }
 
@@ -275,11 +275,11 @@ void* fill_and_pop_entered(ThreadCache& cache, CacheClass& c, std::size_t bin) {
 // The stack is read only once the cache is entered: a signal handler that
 // ran between a look at the count and enter() could have emptied it.
 void* pop_or_fill(std::size_t bin) {
-  ThreadCache* cache = t_cache;
+  ThreadCache* cache = t_slot.cache;
   if (cache == nullptr) cache = create();
   if (cache == nullptr) return nullptr;
   CacheClass& c = cache->classes[bin];
-  enter(*cache);
+  enter();
   void* p;
   if (c.count == 0) {
     p = fill_and_pop_entered(*cache, c, bin);
@@ -291,22 +291,22 @@ void* pop_or_fill(std::size_t bin) {
     *static_cast<std::uintptr_t*>(p) = 0;  // the key: no longer cached
     if (tick(*cache, 1)) gc_step(*cache);
   }
-  leave(*cache);
+  leave();
   return p;
 }
 
 void* pop_large(std::size_t pages) {
-  ThreadCache* cache = t_cache;
+  ThreadCache* cache = t_slot.cache;
   if (cache == nullptr) return nullptr;
   LargeStack& s = cache->large[pages - 1];
-  enter(*cache);
+  enter();
   void* p = nullptr;
   if (s.count != 0) {
     p = s.runs[s.count - 1];
     __atomic_store_n(&s.count, s.count - 1, __ATOMIC_RELAXED);
     *static_cast<std::uintptr_t*>(p) = 0;  // the key: no longer cached
   }
-  leave(*cache);
+  leave();
   return p;
 }
 
@@ -324,19 +324,19 @@ bool push_large(ThreadCache* cache, void* p, const PointerClass& target, Arena* 
     return false;
   }
   LargeStack& s = cache->large[(target.large_size >> kPageShift) - 1];
-  enter(*cache);
+  enter();
   if (s.count == kLargeDepth) flush_large(s, kLargeDepth / 2);
   *word = key_of(p);
   s.runs[s.count] = p;
   __atomic_store_n(&s.count, s.count + 1, __ATOMIC_RELAXED);
-  leave(*cache);
+  leave();
   return true;
 }
 
 }  // namespace
 
 bool push(void* p, Arena* owner, std::size_t expected_bin, const char* function) {
-  ThreadCache* cache = t_cache;
+  ThreadCache* cache = t_slot.cache;
   std::uintptr_t* word = static_cast<std::uintptr_t*>(p);
   if (cache == nullptr) {
     check_cacheless_free(p, owner, function);
@@ -352,7 +352,7 @@ bool push(void* p, Arena* owner, std::size_t expected_bin, const char* function)
   if (bits & (std::uint64_t{1} << (target.region % 64))) return false;
   const std::size_t bin = static_cast<std::size_t>(target.info - &bin_info(0));
   CacheClass& c = cache->classes[bin];
-  enter(*cache);
+  enter();
   // The free is a tick, as is each region flushed to make room for it.
   std::uint32_t ticks = 1;
   if (c.count == c.capacity) ticks += make_room(*cache, c, bin);
@@ -361,7 +361,7 @@ bool push(void* p, Arena* owner, std::size_t expected_bin, const char* function)
   c.slots[n] = p;
   set_count(c, n + 1);
   if (tick(*cache, ticks)) gc_step(*cache);
-  leave(*cache);
+  leave();
   return true;
 }
 
@@ -440,7 +440,7 @@ Cached find_in(const ThreadCache& cache, const void* p) {
 }  // namespace
 
 Cached find_cached(const void* p) {
-  ThreadCache* own = t_cache;
+  ThreadCache* own = t_slot.cache;
   Cached found = own != nullptr ? find_in(*own, p) : Cached::kNo;
   if (found == Cached::kNo) {
     LockGuard guard(g_caches_lock);
@@ -454,12 +454,14 @@ Cached find_cached(const void* p) {
 
 void at_thread_exit() {
   t_retired = true;
-  ThreadCache* cache = t_cache;
+  ThreadCache* cache = t_slot.cache;
   if (cache == nullptr) return;
-  t_cache = nullptr;  // frees from here on (later destructors) are uncached
-  enter(*cache);
+  // Mallocs and frees from here on (later destructors, a signal handler
+  // during the flush) are uncached, and do not touch `cache`: the slot stays
+  // closed.
+  enter();
+  t_slot.cache = nullptr;
   flush_all(*cache);
-  leave(*cache);
   LockGuard guard(g_caches_lock);
   unlink_live(cache);
   cache->next = g_free;
@@ -474,7 +476,7 @@ void after_fork_in_parent() RUNSEL_NO_THREAD_SAFETY_ANALYSIS { g_caches_lock.unl
 // allocated (as a dead thread's blocks would), their caches are reused.
 void after_fork_in_child() RUNSEL_NO_THREAD_SAFETY_ANALYSIS {
   g_caches_lock.reset_in_child();
-  ThreadCache* own = t_cache;
+  ThreadCache* own = t_slot.cache;
   ThreadCache* cache = g_live;
   g_live = nullptr;
   while (cache != nullptr) {
@@ -490,11 +492,11 @@ void after_fork_in_child() RUNSEL_NO_THREAD_SAFETY_ANALYSIS {
 }
 
 void flush_own() {
-  ThreadCache* cache = t_cache;
+  ThreadCache* cache = t_slot.cache;
   if (cache == nullptr) return;
-  enter(*cache);
+  enter();
   flush_all(*cache);
-  leave(*cache);
+  leave();
 }
 
 std::size_t cached_bytes() {
@@ -546,7 +548,7 @@ bool check() {
       }
     }
   }
-  ThreadCache* own = t_cache;
+  ThreadCache* own = t_slot.cache;
   if (own == nullptr) return ok;
   for (std::size_t b = 0; b < kNumBins; ++b) {
     const CacheClass& c = own->classes[b];

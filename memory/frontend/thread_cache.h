@@ -153,10 +153,6 @@ inline bool large_cacheable(std::size_t size) {
 
 struct ThreadCache {
   CacheClass classes[kNumBins];
-  // Inside a cache operation (enter, leave). Only ever stored as a constant:
-  // the inline paths' stores do not wait on a load, so one malloc or free
-  // never waits for the one before it to have stored.
-  std::uint8_t busy = 0;
   // Ticks left before the next GC step (at least 1).
   std::uint32_t ticks = kGcTicks;
   std::uint32_t gc_next_class = 0;
@@ -177,7 +173,20 @@ struct ThreadCache {
   ThreadCache* prev = nullptr;
 };
 
-extern constinit thread_local ThreadCache* t_cache;
+// The calling thread's cache, and whether the inline paths may use it.
+struct ThreadSlot {
+  ThreadCache* cache = nullptr;
+  // Set while the thread has no cache (`cache` null) or is inside a cache
+  // operation (enter, leave): the inline malloc and free test this byte alone
+  // and leave everything else to the out-of-line paths, which tell the two
+  // apart (a signal handler inside an operation, which they report). One
+  // test where there were two, the pointer's and a busy flag's in the cache.
+  // Only ever stored as a constant: the inline paths' stores do not wait on a
+  // load, so one malloc or free never waits for the one before it to have
+  // stored.
+  std::uint8_t closed = 1;
+};
+extern constinit thread_local ThreadSlot t_slot;
 
 // A cached region's key: the one a remote-free queue writes too
 // (arena/freed_key.h), so that one look at the first word tells a free
@@ -225,19 +234,20 @@ std::size_t cached_bytes();
 // a line on stderr) when one does not hold.
 bool check();
 
-// Around every change of a cache: a signal handler that interrupted one and
-// calls malloc or free finds `busy` set and aborts, as the uncached paths do
-// when they find their lock held, instead of corrupting the stacks. A cache's
-// stacks are read only after `busy` is set.
-inline void enter(ThreadCache& cache) {
-  if (cache.busy) [[unlikely]]
+// Around every change of the calling thread's cache (t_slot.cache, not
+// null): a signal handler that interrupted one and calls malloc or free finds
+// the slot closed and aborts, as the uncached paths do when they find their
+// lock held, instead of corrupting the stacks. A cache's stacks are read only
+// after the slot is closed.
+inline void enter() {
+  if (t_slot.closed) [[unlikely]]
     os::fatal_lock_reentered();
-  cache.busy = 1;
+  t_slot.closed = 1;
   std::atomic_signal_fence(std::memory_order_seq_cst);
 }
-inline void leave(ThreadCache& cache) {
+inline void leave() {
   std::atomic_signal_fence(std::memory_order_seq_cst);
-  cache.busy = 0;
+  t_slot.closed = 0;
 }
 // `n` ticks, between enter and leave: true when the GC's step is due.
 inline bool tick(ThreadCache& cache, std::uint32_t n) {
@@ -258,18 +268,16 @@ inline bool tick(ThreadCache& cache, std::uint32_t n) {
 // pop_or_fill (no cache yet, an empty stack, or a signal handler inside a
 // cache operation, which pop_or_fill reports).
 [[gnu::always_inline]] inline void* pop_fast(std::size_t bin) {
-  ThreadCache* cache = t_cache;
-  if (cache == nullptr) [[unlikely]]
+  ThreadSlot& slot = t_slot;
+  if (slot.closed) [[unlikely]]
     return nullptr;
-  if (cache->busy) [[unlikely]]
-    return nullptr;
-  cache->busy = 1;
+  slot.closed = 1;
   std::atomic_signal_fence(std::memory_order_seq_cst);
-  CacheClass& c = cache->classes[bin];
+  CacheClass& c = slot.cache->classes[bin];
   std::uint32_t n = c.count;
   if (n == 0) [[unlikely]] {
     std::atomic_signal_fence(std::memory_order_seq_cst);
-    cache->busy = 0;
+    slot.closed = 0;
     return nullptr;
   }
   --n;
@@ -278,7 +286,7 @@ inline bool tick(ThreadCache& cache, std::uint32_t n) {
   if (n < c.low_water) c.low_water = n;
   *static_cast<std::uintptr_t*>(p) = 0;  // the key: no longer cached
   std::atomic_signal_fence(std::memory_order_seq_cst);
-  cache->busy = 0;
+  slot.closed = 0;
   return p;
 }
 
@@ -295,9 +303,13 @@ void* pop_large(std::size_t pages);
 // a key found in the region, a signal handler inside a cache operation, or
 // anything the checks refuse). The same checks as push.
 [[gnu::always_inline]] inline bool push_fast(void* p, Arena* owner) {
-  ThreadCache* cache = t_cache;
-  if (cache == nullptr) [[unlikely]]
+  ThreadSlot& slot = t_slot;
+  // (A signal handler that runs from here to the close below finishes its
+  // operation before this one changes anything.)
+  if (slot.closed) [[unlikely]]
     return false;
+  // Not null while the slot is open, and no handler changes it.
+  ThreadCache* const cache = slot.cache;
   const PointerClass target = owner->classify_tagged(Chunk::of(p), p);
   if (target.run == nullptr) [[unlikely]]
     return false;
@@ -310,22 +322,20 @@ void* pop_large(std::size_t pages);
   if (bits & (std::uint64_t{1} << (target.region % 64))) [[unlikely]]
     return false;
   const std::size_t bin = static_cast<std::size_t>(target.info - &bin_info(0));
-  if (cache->busy) [[unlikely]]
-    return false;
-  cache->busy = 1;
+  slot.closed = 1;
   std::atomic_signal_fence(std::memory_order_seq_cst);
   CacheClass& c = cache->classes[bin];
   const std::uint32_t n = c.count;
   if (n == c.capacity) [[unlikely]] {
     std::atomic_signal_fence(std::memory_order_seq_cst);
-    cache->busy = 0;
+    slot.closed = 0;
     return false;
   }
   *word = key;
   c.slots[n] = p;
   set_count(c, n + 1);
   std::atomic_signal_fence(std::memory_order_seq_cst);
-  cache->busy = 0;
+  slot.closed = 0;
   return true;
 }
 
@@ -334,8 +344,10 @@ void* pop_large(std::size_t pages);
 // registry's lookup, whose answer for that chunk cannot change. False when `p`
 // is elsewhere or push_fast refuses: the caller goes the registry's way.
 [[gnu::always_inline]] inline bool push_known_chunk(void* p) {
-  ThreadCache* cache = t_cache;
-  if (cache == nullptr || Chunk::of(p) != cache->known_chunk) return false;
+  const ThreadSlot& slot = t_slot;
+  if (slot.closed) return false;
+  const ThreadCache* cache = slot.cache;
+  if (Chunk::of(p) != cache->known_chunk) return false;
   if constexpr (kChecked) {
     const ChunkOwner owner = ChunkRegistry::lookup(p);
     if (!owner.is_arena_chunk() || owner.as<Arena>() != cache->known_owner)
@@ -349,7 +361,7 @@ void* pop_large(std::size_t pages);
 // that chunk becomes the known one if it stays owner's (a small run was in it).
 [[gnu::always_inline]] inline void remember_chunk(void* p, Arena* owner) {
   if (!owner->keeps_small_chunks()) return;
-  ThreadCache* cache = t_cache;
+  ThreadCache* cache = t_slot.cache;
   cache->known_chunk = Chunk::of(p);
   cache->known_owner = owner;
 }

@@ -71,6 +71,25 @@ void signal_handler_reentry() {
   for (long i = 0; i < 200 * 1000 * 1000; ++i) free(opaque(malloc(32 + i % 64)));
 }
 
+// A handler that only frees (blocks allocated before): with the thread cache,
+// the inline free must find the thread inside an operation too, not only the
+// inline malloc.
+void* g_handler_blocks[20000];
+volatile sig_atomic_t g_handler_next = 0;
+void signal_handler_free_reentry() {
+  for (void*& block : g_handler_blocks) block = opaque(malloc(48));
+  struct sigaction action = {};
+  action.sa_handler = [](int) {
+    if (g_handler_next < static_cast<sig_atomic_t>(sizeof g_handler_blocks / sizeof(void*)))
+      free(g_handler_blocks[g_handler_next++]);
+  };
+  sigaction(SIGPROF, &action, nullptr);
+  struct itimerval every_50us = {{0, 50}, {0, 50}};
+  setitimer(ITIMER_PROF, &every_50us, nullptr);
+  alarm(10);
+  for (long i = 0; i < 200 * 1000 * 1000; ++i) free(opaque(malloc(32 + i % 64)));
+}
+
 }  // namespace
 
 std::vector<Row> bad_pointer_rows() {
@@ -117,6 +136,11 @@ std::vector<Row> bad_pointer_rows() {
        "not allocated by runsel (foreign pointer)", nullptr},
       {"`malloc`/`free` in a signal handler that interrupted `malloc`/`free` on the same thread",
        nullptr, signal_handler_reentry, nullptr,
+       "runsel: malloc or free re-entered on a thread that is inside the allocator (called from "
+       "a signal handler?): aborting instead of deadlocking",
+       nullptr},
+      {"`free` alone in a signal handler that interrupted `malloc`/`free` on the same thread",
+       nullptr, signal_handler_free_reentry, nullptr,
        "runsel: malloc or free re-entered on a thread that is inside the allocator (called from "
        "a signal handler?): aborting instead of deadlocking",
        nullptr},
