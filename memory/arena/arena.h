@@ -429,10 +429,20 @@ class Arena {
   std::uint64_t purges_ RUNSEL_GUARDED_BY(lock) = 0;
 
   Bin bins_[kNumBins] RUNSEL_GUARDED_BY(lock);
-  // &bins_[i], for the cached free's check of a run header (classify_tagged):
-  // one load where the address took four instructions (sizeof(Bin) is no
-  // power of two). Written once, at creation.
-  const Bin* bin_addresses_[kNumBins] = {};
+  // What the cached free's check (classify_tagged) reads of class i, beside
+  // the arena it already has: &bins_[i], the run header's bin pointer, one
+  // load where the address took four instructions (sizeof(Bin) is no power of
+  // two), and bin_info(i)'s first region and reciprocal on the same line.
+  // Written once, at creation (the geometry is set before the first arena).
+  // As large as a BinInfo, so that one scaled class index finds this and the
+  // thread cache's stack (thread_cache::CacheClass).
+  struct alignas(sizeof(BinInfo)) TaggedClass {
+    const Bin* bin = nullptr;
+    // 64 bits, so that the product takes it from memory.
+    std::uint64_t reciprocal = 0;
+    std::uint32_t reg0_offset = 0;
+  };
+  TaggedClass tagged_classes_[kNumBins] = {};
 
   // Regions freed by other threads, not yet taken in (free_remote): the
   // newest first, each region's first word the next. On its own cache line,

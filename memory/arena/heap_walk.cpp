@@ -295,7 +295,11 @@ bool Arena::walk_and_compare() const {
   ArenaWalker walk{*this};
   walk.arena.lock.assert_held();  // the analysis cannot see that walk.arena is *this
   for (std::size_t i = 0; i < kNumBins; ++i) {
-    if (bin_addresses_[i] != &bins_[i]) walk.fail("bin ", i, "'s address in the table is wrong");
+    const TaggedClass& tagged = tagged_classes_[i];
+    if (tagged.bin != &bins_[i] || tagged.reg0_offset != bin_info(i).reg0_offset ||
+        tagged.reciprocal != bin_info(i).reciprocal) {
+      walk.fail("bin ", i, "'s entry in the table of the cached free's check is wrong");
+    }
   }
   for (Chunk* chunk = chunks_.front(); chunk != nullptr; chunk = ChunkList::next(chunk)) {
     ++walk.walked.chunks;

@@ -30,6 +30,7 @@ struct PointerClass {
   std::size_t large_size = 0;              // a large allocation: its size in bytes; else 0
   Run* run = nullptr;                      // a small region: its run
   const BinInfo* info = nullptr;           //   and that run's size class
+  std::size_t bin = 0;                     //   and that class's index
   std::uint32_t region = 0;                //   and its index in the run
 };
 

@@ -42,6 +42,7 @@ inline PointerClass Arena::classify(Chunk* chunk, const void* p, std::size_t exp
   } else {
     target.info = &info_of_run(target.run);
   }
+  target.bin = static_cast<std::size_t>(target.info - &bin_info(0));
   const std::uintptr_t reg0 =
       reinterpret_cast<std::uintptr_t>(target.run) + target.info->reg0_offset;
   target.region = address < reg0 ? 0 : target.info->region_index(address - reg0);
@@ -67,20 +68,18 @@ inline PointerClass Arena::classify_tagged(Chunk* chunk, const void* p) const {
   if (bin >= kNumBins) [[unlikely]]
     return target;
   Run* run = reinterpret_cast<Run*>(bits & ~kPageMask);
-  if (run->bin != bin_addresses_[bin]) [[unlikely]]
+  const TaggedClass& tagged = tagged_classes_[bin];
+  if (run->bin != tagged.bin) [[unlikely]]
     return target;
-  const BinInfo& info = bin_info(bin);
-  const std::uintptr_t address = reinterpret_cast<std::uintptr_t>(p);
-  const std::uintptr_t reg0 = reinterpret_cast<std::uintptr_t>(run) + info.reg0_offset;
-  if (address < reg0) [[unlikely]]
+  // The offset in 32 bits: a run is at most kMaxSmallRunPages long.
+  const auto offset = static_cast<std::uint32_t>(reinterpret_cast<std::uintptr_t>(p)) -
+                      static_cast<std::uint32_t>(reinterpret_cast<std::uintptr_t>(run));
+  const std::uint32_t region = region_at(offset, tagged.reg0_offset, tagged.reciprocal);
+  if (region >= kNoRegion) [[unlikely]]
     return target;
-  // BinInfo::region_index and is_region_start from one product.
-  const std::uint64_t product = std::uint64_t{address - reg0} * info.reciprocal;
-  if (static_cast<std::uint32_t>(product) >= info.reciprocal) [[unlikely]]
-    return target;
-  const auto region = static_cast<std::uint32_t>(product >> 32);
   target.run = run;
-  target.info = &info;
+  target.info = &bin_info(bin);
+  target.bin = bin;
   target.region = region;
   return target;
 }

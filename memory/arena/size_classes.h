@@ -49,6 +49,24 @@ struct BinInfo {
   }
 };
 
+// Above every region index (Run::free_count is 16 bits).
+inline constexpr std::uint32_t kNoRegion = 0x10000;
+
+// The index of the region that starts `offset` bytes into a run of a class
+// whose first region is `reg0_offset` bytes in, or at least kNoRegion when no
+// region starts there. One product for both, in 32 bits: an offset inside
+// the header wraps to within a run's length of 2^32, whose quotient (at
+// least 599,000 for the largest class and run) is far above any index, and
+// region_index and is_region_start hold for the rest (proved for every offset
+// of every class at every page count by size_class_test).
+constexpr std::uint32_t region_at(std::uint32_t offset, std::uint32_t reg0_offset,
+                                  std::uint64_t reciprocal) {
+  const std::uint64_t product = std::uint64_t{offset - reg0_offset} * reciprocal;
+  if (static_cast<std::uint32_t>(product) >= static_cast<std::uint32_t>(reciprocal))
+    return kNoRegion;
+  return static_cast<std::uint32_t>(product >> 32);
+}
+
 constexpr std::size_t run_header_bytes(std::size_t nregs) {
   return kRunHeaderFixedBytes + 8 * ((nregs + 63) / 64);
 }

@@ -350,7 +350,7 @@ bool push(void* p, Arena* owner, std::size_t expected_bin, const char* function)
   const std::uint64_t bits =
       __atomic_load_n(&target.run->bitmap()[target.region / 64], __ATOMIC_RELAXED);
   if (bits & (std::uint64_t{1} << (target.region % 64))) return false;
-  const std::size_t bin = static_cast<std::size_t>(target.info - &bin_info(0));
+  const std::size_t bin = target.bin;
   CacheClass& c = cache->classes[bin];
   enter();
   // The free is a tick, as is each region flushed to make room for it.

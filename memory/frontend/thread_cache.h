@@ -321,7 +321,7 @@ void* pop_large(std::size_t pages);
       __atomic_load_n(&target.run->bitmap()[target.region / 64], __ATOMIC_RELAXED);
   if (bits & (std::uint64_t{1} << (target.region % 64))) [[unlikely]]
     return false;
-  const std::size_t bin = static_cast<std::size_t>(target.info - &bin_info(0));
+  const std::size_t bin = target.bin;
   slot.closed = 1;
   std::atomic_signal_fence(std::memory_order_seq_cst);
   CacheClass& c = cache->classes[bin];
@@ -345,9 +345,11 @@ void* pop_large(std::size_t pages);
 // is elsewhere or push_fast refuses: the caller goes the registry's way.
 [[gnu::always_inline]] inline bool push_known_chunk(void* p) {
   const ThreadSlot& slot = t_slot;
-  if (slot.closed) return false;
+  if (slot.closed) [[unlikely]]
+    return false;
   const ThreadCache* cache = slot.cache;
-  if (Chunk::of(p) != cache->known_chunk) return false;
+  if (Chunk::of(p) != cache->known_chunk) [[unlikely]]
+    return false;
   if constexpr (kChecked) {
     const ChunkOwner owner = ChunkRegistry::lookup(p);
     if (!owner.is_arena_chunk() || owner.as<Arena>() != cache->known_owner)

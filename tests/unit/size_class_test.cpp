@@ -128,6 +128,45 @@ TEST(RegionIndex, MultiplyAndShiftEqualsDivisionForEveryOffsetInARun) {
   }
 }
 
+// region_at, the cached free's check (Arena::classify_tagged): the index of
+// exactly the offsets where a region starts, and at least kNoRegion for every
+// other offset of the run, the header's included (where the 32-bit offset
+// wraps). Every offset of every class's run, then, at every page count
+// RUNSEL_CONF may give, the whole header and each region's first, second and
+// last byte.
+TEST(RegionAt, IsTheRegionExactlyWhereOneStarts) {
+  const auto expect_at = [](const BinInfo& info, std::uint32_t offset) {
+    const std::uint32_t got = region_at(offset, info.reg0_offset, info.reciprocal);
+    if (offset >= info.reg0_offset && (offset - info.reg0_offset) % info.size == 0) {
+      ASSERT_EQ(got, (offset - info.reg0_offset) / info.size) << "offset " << offset;
+    } else {
+      ASSERT_GE(got, kNoRegion) << "offset " << offset;
+    }
+  };
+  for (const BinInfo& info : kBinInfo) {
+    SCOPED_TRACE(info.size);
+    for (std::uint32_t offset = 0; offset < info.run_bytes(); ++offset) {
+      ASSERT_NO_FATAL_FAILURE(expect_at(info, offset));
+    }
+  }
+  for (std::size_t i = 0; i < kNumBins; ++i) {
+    for (std::size_t pages = 1; pages <= kMaxSmallRunPages; ++pages) {
+      const BinInfo info = bin_info_for_pages(i, pages);
+      if (info.nregs == 0) continue;
+      SCOPED_TRACE(std::to_string(info.size) + " B in " + std::to_string(pages) + " pages");
+      for (std::uint32_t offset = 0; offset < info.reg0_offset; ++offset) {
+        ASSERT_NO_FATAL_FAILURE(expect_at(info, offset));
+      }
+      for (std::uint32_t k = 0; k < info.nregs; ++k) {
+        const std::uint32_t start = info.reg0_offset + k * info.size;
+        ASSERT_NO_FATAL_FAILURE(expect_at(info, start));
+        ASSERT_NO_FATAL_FAILURE(expect_at(info, start + 1));
+        ASSERT_NO_FATAL_FAILURE(expect_at(info, start + info.size - 1));
+      }
+    }
+  }
+}
+
 // RUNSEL_CONF's run_pages (another allocator's layout, e.g. an installed Firefox's):
 // a class given the classic rule's page count gets exactly the classic geometry, and
 // any other count gets the most regions that fit beside the header, with a region
