@@ -191,11 +191,13 @@ void* allocate_aligned(std::size_t alignment, std::size_t size) {
 // the process has one thread) then calls nothing. The arena comes from the
 // registry, never from the chunk header.
 [[gnu::always_inline]] inline void deallocate(void* p, const char* function) {
-  if (p == nullptr) return;
 #if RUNSEL_THREAD_CACHE
+  // Null is never in the known chunk, so the common case skips its test.
   if (thread_cache::push_known_chunk(p)) return;
+  if (p == nullptr) return;
   return deallocate_through_registry(p, function);
 #else
+  if (p == nullptr) return;
   const ChunkOwner owner = ChunkRegistry::lookup(p);
   if (!owner.is_arena_chunk()) return deallocate_outside_arenas(p, function, owner);
   Arena* arena = owner.as<Arena>();

@@ -80,7 +80,7 @@ ThreadCache* new_cache() RUNSEL_REQUIRES(g_caches_lock) {
   cache->visited_bytes = 0;
   cache->gc_next_class = 0;
   __atomic_store_n(&cache->grown_bytes, std::size_t{0}, __ATOMIC_RELAXED);
-  cache->known_chunk = nullptr;
+  cache->known_chunk_last = 0;
   cache->known_owner = nullptr;
   return cache;
 }

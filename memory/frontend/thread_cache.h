@@ -164,8 +164,10 @@ struct ThreadCache {
   std::size_t visited_bytes = 0;
   // The chunk of a region the inline free cached, and its arena, when that
   // chunk stays its arena's for the process's life (Arena::keeps_small_chunks):
-  // a free into it needs no chunk registry lookup (push_known_chunk).
-  Chunk* known_chunk = nullptr;
+  // a free into it needs no chunk registry lookup (push_known_chunk). Kept as
+  // the chunk's last byte's address (0 while there is none), which no pointer
+  // into the first megabyte matches: null is then refused by the same compare.
+  std::uintptr_t known_chunk_last = 0;
   Arena* known_owner = nullptr;
   LargeStack large[kLargePages];  // large[i]: runs of i + 1 pages
   // The list of live caches (stats, double-free search, fork), or of free ones.
@@ -302,7 +304,7 @@ void* pop_large(std::size_t pages);
 // False sends the caller to push, which decides (no cache yet, a full stack,
 // a key found in the region, a signal handler inside a cache operation, or
 // anything the checks refuse). The same checks as push.
-[[gnu::always_inline]] inline bool push_fast(void* p, Arena* owner) {
+[[gnu::always_inline]] inline bool push_fast(void* p, Chunk* chunk, Arena* owner) {
   ThreadSlot& slot = t_slot;
   // (A signal handler that runs from here to the close below finishes its
   // operation before this one changes anything.)
@@ -310,7 +312,7 @@ void* pop_large(std::size_t pages);
     return false;
   // Not null while the slot is open, and no handler changes it.
   ThreadCache* const cache = slot.cache;
-  const PointerClass target = owner->classify_tagged(Chunk::of(p), p);
+  const PointerClass target = owner->classify_tagged(chunk, p);
   if (target.run == nullptr) [[unlikely]]
     return false;
   std::uintptr_t* word = static_cast<std::uintptr_t*>(p);
@@ -338,25 +340,31 @@ void* pop_large(std::size_t pages);
   slot.closed = 0;
   return true;
 }
+[[gnu::always_inline]] inline bool push_fast(void* p, Arena* owner) {
+  return push_fast(p, Chunk::of(p), owner);
+}
 
 // The free of `p` when it is in the chunk the thread's last registry-checked
-// cached free was in (ThreadCache::known_chunk): push_fast without the chunk
+// cached free was in (ThreadCache::known_chunk_last): push_fast without the chunk
 // registry's lookup, whose answer for that chunk cannot change. False when `p`
-// is elsewhere or push_fast refuses: the caller goes the registry's way.
+// is elsewhere (null included, so the caller may test for null after) or
+// push_fast refuses: the caller goes the registry's way.
 [[gnu::always_inline]] inline bool push_known_chunk(void* p) {
   const ThreadSlot& slot = t_slot;
   if (slot.closed) [[unlikely]]
     return false;
   const ThreadCache* cache = slot.cache;
-  if (Chunk::of(p) != cache->known_chunk) [[unlikely]]
+  const std::uintptr_t last = reinterpret_cast<std::uintptr_t>(p) | kChunkMask;
+  if (last != cache->known_chunk_last) [[unlikely]]
     return false;
+  // The chunk from `last`: its map is then at a constant offset from it.
+  Chunk* const chunk = reinterpret_cast<Chunk*>(last - kChunkMask);
   if constexpr (kChecked) {
     const ChunkOwner owner = ChunkRegistry::lookup(p);
     if (!owner.is_arena_chunk() || owner.as<Arena>() != cache->known_owner)
-      fatal("checked build: the thread cache's known chunk ", cache->known_chunk,
-            " is not its arena's");
+      fatal("checked build: the thread cache's known chunk ", chunk, " is not its arena's");
   }
-  return push_fast(p, cache->known_owner);
+  return push_fast(p, chunk, cache->known_owner);
 }
 
 // After push_fast cached `p` from `owner`'s chunk, found through the registry:
@@ -364,7 +372,7 @@ void* pop_large(std::size_t pages);
 [[gnu::always_inline]] inline void remember_chunk(void* p, Arena* owner) {
   if (!owner->keeps_small_chunks()) return;
   ThreadCache* cache = t_slot.cache;
-  cache->known_chunk = Chunk::of(p);
+  cache->known_chunk_last = reinterpret_cast<std::uintptr_t>(p) | kChunkMask;
   cache->known_owner = owner;
 }
 

@@ -245,6 +245,24 @@ TEST_F(ThreadCache, ForeignAndInteriorPointersNeverEnterTheCache) {
   free(p);
 }
 
+// The inline free tests for null only after its known-chunk compare, which
+// null and any pointer into the first megabyte fail: null frees nothing once
+// a chunk is known, and a pointer near it is still reported.
+TEST_F(ThreadCache, NullAndLowPointersMissTheKnownChunk) {
+  const size_t bin = class_of(64);
+  void* p = opaque(malloc(64));
+  free(p);  // the known chunk is now p's
+  const std::vector<void*> before = cached(bin);
+  free(opaque(static_cast<void*>(nullptr)));
+  EXPECT_EQ(cached(bin), before);
+  EXPECT_EQ(opaque(malloc(64)), p) << "a free of null changed the cache";
+  free(p);
+  EXPECT_EXIT((no_core_dump(), free(opaque(reinterpret_cast<void*>(0xfffff)))),
+              testing::KilledBySignal(SIGABRT), "free\\(0xfffff\\): .*not allocated by runsel");
+  EXPECT_EXIT((no_core_dump(), free(opaque(reinterpret_cast<void*>(0x10)))),
+              testing::KilledBySignal(SIGABRT), "free\\(0x10\\): .*not allocated by runsel");
+}
+
 TEST_F(ThreadCache, AThreadsExitGivesItsCacheBack) {
   size_t inside = 0;
   std::thread worker([&] {
