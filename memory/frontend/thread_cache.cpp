@@ -284,12 +284,13 @@ void* pop_or_fill(std::size_t bin) {
   if (c.count == 0) {
     p = fill_and_pop_entered(*cache, c, bin);
   } else {
+    // pop_fast's pop, at a new low water (or re-entered): no tick, as the
+    // inline pops have none.
     const std::uint32_t n = c.count - 1;
     p = c.slots[n];
     set_count(c, n);
     if (n < c.low_water) c.low_water = n;
     *static_cast<std::uintptr_t*>(p) = 0;  // the key: no longer cached
-    if (tick(*cache, 1)) gc_step(*cache);
   }
   leave();
   return p;

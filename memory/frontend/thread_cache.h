@@ -267,8 +267,8 @@ inline bool tick(ThreadCache& cache, std::uint32_t n) {
 // pop_or_fill and push, which do the whole operation with every case.
 
 // A region of class `bin` from the cache, or null: then the caller calls
-// pop_or_fill (no cache yet, an empty stack, or a signal handler inside a
-// cache operation, which pop_or_fill reports).
+// pop_or_fill (no cache yet, an empty stack, a pop that lowers the low water,
+// or a signal handler inside a cache operation, which pop_or_fill reports).
 [[gnu::always_inline]] inline void* pop_fast(std::size_t bin) {
   ThreadSlot& slot = t_slot;
   if (slot.closed) [[unlikely]]
@@ -277,7 +277,10 @@ inline bool tick(ThreadCache& cache, std::uint32_t n) {
   std::atomic_signal_fence(std::memory_order_seq_cst);
   CacheClass& c = slot.cache->classes[bin];
   std::uint32_t n = c.count;
-  if (n == 0) [[unlikely]] {
+  // One compare for an empty stack and for a new low water (as jemalloc's
+  // cache bins do): low_water <= count, so an empty stack is at its low water,
+  // and a pop from above it leaves it where it is.
+  if (n == c.low_water) [[unlikely]] {
     std::atomic_signal_fence(std::memory_order_seq_cst);
     slot.closed = 0;
     return nullptr;
@@ -285,7 +288,6 @@ inline bool tick(ThreadCache& cache, std::uint32_t n) {
   --n;
   void* p = c.slots[n];
   set_count(c, n);
-  if (n < c.low_water) c.low_water = n;
   *static_cast<std::uintptr_t*>(p) = 0;  // the key: no longer cached
   std::atomic_signal_fence(std::memory_order_seq_cst);
   slot.closed = 0;
