@@ -79,7 +79,7 @@ constexpr std::size_t kMaxRequest = PTRDIFF_MAX;
 [[gnu::always_inline]] inline void* allocate(std::size_t size, bool zero) {
   if (!is_small(size)) return allocate_beyond_small(size, zero);
 #if RUNSEL_THREAD_CACHE
-  if (void* p = thread_cache::pop_fast(bin_index(size))) {
+  if (void* p = thread_cache::pop_fast(size)) {
     if (zero) std::memset(p, 0, bin_size(bin_index(size)));
     return p;
   }

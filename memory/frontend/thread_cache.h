@@ -62,6 +62,7 @@
 
 #if RUNSEL_THREAD_CACHE
 
+#include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -266,16 +267,29 @@ inline bool tick(ThreadCache& cache, std::uint32_t n) {
 // registers (no saves and restores); everything rare goes out of line, to
 // pop_or_fill and push, which do the whole operation with every case.
 
-// A region of class `bin` from the cache, or null: then the caller calls
-// pop_or_fill (no cache yet, an empty stack, a pop that lowers the low water,
-// or a signal handler inside a cache operation, which pop_or_fill reports).
-[[gnu::always_inline]] inline void* pop_fast(std::size_t bin) {
+// kBinIndexBySixteenths scaled by sizeof(CacheClass): a small size's stack
+// is at this byte offset in ThreadCache::classes, one load and no shift.
+inline constexpr auto kStackOffsetBySixteenths = [] {
+  std::array<std::uint16_t, kBinIndexEntries> table{};
+  for (std::size_t i = 0; i < kBinIndexEntries; ++i) {
+    table[i] = static_cast<std::uint16_t>(kBinIndexBySixteenths[i] * sizeof(CacheClass));
+  }
+  return table;
+}();
+
+// A region of the class of the small `size` from the cache, or null: then
+// the caller calls pop_or_fill (no cache yet, an empty stack, a pop that
+// lowers the low water, or a signal handler inside a cache operation, which
+// pop_or_fill reports).
+[[gnu::always_inline]] inline void* pop_fast(std::size_t size) {
   ThreadSlot& slot = t_slot;
   if (slot.closed) [[unlikely]]
     return nullptr;
   slot.closed = 1;
   std::atomic_signal_fence(std::memory_order_seq_cst);
-  CacheClass& c = slot.cache->classes[bin];
+  const std::size_t offset = kStackOffsetBySixteenths[(size + kQuantum - 1) / kQuantum];
+  CacheClass& c =
+      *reinterpret_cast<CacheClass*>(reinterpret_cast<char*>(slot.cache->classes) + offset);
   std::uint32_t n = c.count;
   // One compare for an empty stack and for a new low water (as jemalloc's
   // cache bins do): low_water <= count, so an empty stack is at its low water,
