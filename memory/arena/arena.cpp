@@ -38,7 +38,8 @@ Arena* Arena::create(unsigned index,
   for (std::size_t i = 0; i < kNumBins; ++i) {
     arena->bins_[i].info = &bin_info(i);
     Bin& bin = arena->bins_[i];
-    arena->tagged_classes_[i] = {&bin, bin_info(i).reciprocal, bin_info(i).reg0_offset};
+    arena->tagged_classes_[i] = {&bin, bin_info(i).reciprocal, bin_info(i).reg0_offset,
+                                 static_cast<std::uint32_t>(bin_info(i).reciprocal)};
     bin.check_factor = reinterpret_cast<std::uintptr_t>(&bin) ^ arena->run_key_.key;
     bin.check_rotated = arena->run_key_.rotated;
   }

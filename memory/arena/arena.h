@@ -441,6 +441,9 @@ class Arena {
     // 64 bits, so that the product takes it from memory.
     std::uint64_t reciprocal = 0;
     std::uint32_t reg0_offset = 0;
+    // The reciprocal's low half again, for region_at's test: read from here,
+    // it needs no register copy of the reciprocal (one instruction).
+    std::uint32_t reciprocal_low = 0;
   };
   TaggedClass tagged_classes_[kNumBins] = {};
 

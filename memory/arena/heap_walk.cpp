@@ -297,7 +297,8 @@ bool Arena::walk_and_compare() const {
   for (std::size_t i = 0; i < kNumBins; ++i) {
     const TaggedClass& tagged = tagged_classes_[i];
     if (tagged.bin != &bins_[i] || tagged.reg0_offset != bin_info(i).reg0_offset ||
-        tagged.reciprocal != bin_info(i).reciprocal) {
+        tagged.reciprocal != bin_info(i).reciprocal ||
+        tagged.reciprocal_low != static_cast<std::uint32_t>(bin_info(i).reciprocal)) {
       walk.fail("bin ", i, "'s entry in the table of the cached free's check is wrong");
     }
   }

@@ -74,7 +74,8 @@ inline PointerClass Arena::classify_tagged(Chunk* chunk, const void* p) const {
   // The offset in 32 bits: a run is at most kMaxSmallRunPages long.
   const auto offset = static_cast<std::uint32_t>(reinterpret_cast<std::uintptr_t>(p)) -
                       static_cast<std::uint32_t>(reinterpret_cast<std::uintptr_t>(run));
-  const std::uint32_t region = region_at(offset, tagged.reg0_offset, tagged.reciprocal);
+  const std::uint32_t region =
+      region_at(offset, tagged.reg0_offset, tagged.reciprocal, tagged.reciprocal_low);
   if (region >= kNoRegion) [[unlikely]]
     return target;
   target.run = run;

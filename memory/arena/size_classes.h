@@ -59,12 +59,17 @@ inline constexpr std::uint32_t kNoRegion = 0x10000;
 // least 599,000 for the largest class and run) is far above any index, and
 // region_index and is_region_start hold for the rest (proved for every offset
 // of every class at every page count by size_class_test).
+// `reciprocal_low` is the reciprocal's low half, which a caller may keep apart
+// so that the test reads it from memory instead of from a register copy.
+constexpr std::uint32_t region_at(std::uint32_t offset, std::uint32_t reg0_offset,
+                                  std::uint64_t reciprocal, std::uint32_t reciprocal_low) {
+  const std::uint64_t product = std::uint64_t{offset - reg0_offset} * reciprocal;
+  if (static_cast<std::uint32_t>(product) >= reciprocal_low) return kNoRegion;
+  return static_cast<std::uint32_t>(product >> 32);
+}
 constexpr std::uint32_t region_at(std::uint32_t offset, std::uint32_t reg0_offset,
                                   std::uint64_t reciprocal) {
-  const std::uint64_t product = std::uint64_t{offset - reg0_offset} * reciprocal;
-  if (static_cast<std::uint32_t>(product) >= static_cast<std::uint32_t>(reciprocal))
-    return kNoRegion;
-  return static_cast<std::uint32_t>(product >> 32);
+  return region_at(offset, reg0_offset, reciprocal, static_cast<std::uint32_t>(reciprocal));
 }
 
 constexpr std::size_t run_header_bytes(std::size_t nregs) {
