@@ -79,9 +79,13 @@ inline constexpr auto kBinIndexBySixteenths = [] {
 }();
 static_assert(kNumBins <= 255);
 
+// A small size's entry in the tables by sixteenths (this one and
+// thread_cache::kStackOffsetBySixteenths).
+constexpr std::size_t sixteenths(std::size_t size) { return (size + kQuantum - 1) / kQuantum; }
+
 // Bin index for a small size (is_small(size); 0 is treated as 1).
 constexpr std::size_t bin_index(std::size_t size) {
-  return kBinIndexBySixteenths[(size + kQuantum - 1) / kQuantum];
+  return kBinIndexBySixteenths[sixteenths(size)];
 }
 
 constexpr std::size_t bin_size(std::size_t index) {

@@ -284,8 +284,8 @@ void* pop_or_fill(std::size_t bin) {
   if (c.count == 0) {
     p = fill_and_pop_entered(*cache, c, bin);
   } else {
-    // pop_fast's pop, at a new low water (or re-entered): no tick, as the
-    // inline pops have none.
+    // The pop pop_fast leaves here, the one that lowers the low water: no
+    // tick, as the inline pops have none.
     const std::uint32_t n = c.count - 1;
     p = c.slots[n];
     set_count(c, n);

@@ -287,7 +287,7 @@ inline constexpr auto kStackOffsetBySixteenths = [] {
     return nullptr;
   slot.closed = 1;
   std::atomic_signal_fence(std::memory_order_seq_cst);
-  const std::size_t offset = kStackOffsetBySixteenths[(size + kQuantum - 1) / kQuantum];
+  const std::size_t offset = kStackOffsetBySixteenths[sixteenths(size)];
   CacheClass& c =
       *reinterpret_cast<CacheClass*>(reinterpret_cast<char*>(slot.cache->classes) + offset);
   std::uint32_t n = c.count;
