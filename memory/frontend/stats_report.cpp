@@ -279,8 +279,9 @@ RUNSEL_EXPORT size_t runsel_thread_cache_slots(size_t bin, void** out, size_t ca
   thread_cache::ThreadCache* cache = thread_cache::t_slot.cache;
   if (cache == nullptr || bin >= kNumBins) return 0;
   const thread_cache::CacheClass& c = cache->classes[bin];
-  for (std::size_t i = 0; i < c.count && i < capacity; ++i) out[i] = c.slots[i];
-  return c.count;
+  const std::uint32_t count = c.count();
+  for (std::size_t i = 0; i < count && i < capacity; ++i) out[i] = c.slots[i];
+  return count;
 #else
   (void)bin;
   (void)out;
@@ -293,7 +294,7 @@ RUNSEL_EXPORT size_t runsel_thread_cache_bound(size_t bin) {
 #if RUNSEL_THREAD_CACHE
   thread_cache::ThreadCache* cache = thread_cache::t_slot.cache;
   if (cache == nullptr || bin >= kNumBins) return 0;
-  return cache->classes[bin].capacity;
+  return cache->classes[bin].capacity();
 #else
   (void)bin;
   return 0;

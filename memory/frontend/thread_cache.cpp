@@ -63,17 +63,15 @@ ThreadCache* new_cache() RUNSEL_REQUIRES(g_caches_lock) {
     void** next_slot = reinterpret_cast<void**>(block + sizeof(ThreadCache));
     for (std::size_t b = 0; b < kNumBins; ++b) {
       cache->classes[b].slots = next_slot;
-      cache->classes[b].capacity = slots_of(b);
       next_slot += slots_of(b);
     }
   }
   for (std::size_t b = 0; b < kNumBins; ++b) {
     CacheClass& c = cache->classes[b];
-    c.count = c.low_water = 0;
-    __atomic_store_n(&c.capacity, slots_of(b), __ATOMIC_RELAXED);  // a grown array stays
-    c.fill_shift = 1;
-    c.ran_empty = c.ran_full = false;
-    c.visited_count = 0;
+    c.set_count(0);
+    c.set_low_water(0);
+    c.set_capacity(slots_of(b));  // a grown array stays
+    cache->state[b] = ClassState{.slots_grown = cache->state[b].slots_grown};
   }
   for (LargeStack& s : cache->large) s.count = 0;
   cache->ticks = kGcTicks;
@@ -140,9 +138,9 @@ void flush_oldest(CacheClass& c, std::uint32_t k) {
     const std::uint32_t piece = k < kMaxSlots ? k : kMaxSlots;
     void* batch[kMaxSlots];
     std::memcpy(batch, c.slots, piece * sizeof(void*));
-    std::memmove(c.slots, c.slots + piece, (c.count - piece) * sizeof(void*));
-    set_count(c, c.count - piece);
-    if (c.low_water > c.count) c.low_water = c.count;
+    std::memmove(c.slots, c.slots + piece, (c.count() - piece) * sizeof(void*));
+    c.set_count(c.count() - piece);
+    if (c.low > c.top) c.low = c.top;
     give_back(batch, piece);
     k -= piece;
   }
@@ -151,7 +149,7 @@ void flush_oldest(CacheClass& c, std::uint32_t k) {
 // The bound of `c` and the cache's grown bytes, which check() reads from
 // other threads.
 void set_bound(ThreadCache& cache, CacheClass& c, std::uint32_t bound, std::size_t grown_bytes) {
-  __atomic_store_n(&c.capacity, bound, __ATOMIC_RELAXED);
+  c.set_capacity(bound);
   __atomic_store_n(&cache.grown_bytes, grown_bytes, __ATOMIC_RELAXED);
 }
 
@@ -163,17 +161,26 @@ bool grow(ThreadCache& cache, CacheClass& c, std::size_t bin) {
   const std::uint32_t most = max_capacity_of(bin);
   const std::size_t size = bin_info(bin).size;
   const std::size_t room = (kGrowBudget - cache.grown_bytes) / size;
-  std::uint32_t bound = c.capacity * 2 < most ? c.capacity * 2 : most;
-  if (bound - c.capacity > room) bound = c.capacity + static_cast<std::uint32_t>(room);
-  if (bound <= c.capacity) return false;
-  if (!c.slots_grown) {
+  const std::uint32_t capacity = c.capacity();
+  std::uint32_t bound = capacity * 2 < most ? capacity * 2 : most;
+  if (bound - capacity > room) bound = capacity + static_cast<std::uint32_t>(room);
+  if (bound <= capacity) return false;
+  ClassState& state = cache.state[bin];
+  if (!state.slots_grown) {
     auto* slots = static_cast<void**>(base::allocate(std::size_t{most} * sizeof(void*)));
     if (slots == nullptr) return false;
-    std::memcpy(slots, c.slots, c.count * sizeof(void*));
-    __atomic_store_n(&c.slots, slots, __ATOMIC_RELEASE);
-    __atomic_store_n(&c.slots_grown, true, __ATOMIC_RELAXED);
+    const std::uint32_t count = c.count();
+    const std::uint32_t low_water = c.low_water();
+    std::memcpy(slots, c.slots, count * sizeof(void*));
+    // The other threads read the stack's pointers under this lock.
+    LockGuard guard(g_caches_lock);
+    c.slots = slots;
+    c.set_count(count);
+    c.set_low_water(low_water);
+    c.set_capacity(capacity);
+    __atomic_store_n(&state.slots_grown, true, __ATOMIC_RELAXED);
   }
-  set_bound(cache, c, bound, cache.grown_bytes + (bound - c.capacity) * size);
+  set_bound(cache, c, bound, cache.grown_bytes + (bound - capacity) * size);
   return true;
 }
 
@@ -181,9 +188,10 @@ bool grow(ThreadCache& cache, CacheClass& c, std::size_t bin) {
 // one, flushing the oldest regions above the new bound.
 void shrink(ThreadCache& cache, CacheClass& c, std::size_t bin) {
   const std::uint32_t first = slots_of(bin);
-  const std::uint32_t bound = c.capacity / 2 > first ? c.capacity / 2 : first;
-  if (c.count > bound) flush_oldest(c, c.count - bound);
-  set_bound(cache, c, bound, cache.grown_bytes - (c.capacity - bound) * bin_info(bin).size);
+  const std::uint32_t capacity = c.capacity();
+  const std::uint32_t bound = capacity / 2 > first ? capacity / 2 : first;
+  if (c.count() > bound) flush_oldest(c, c.count() - bound);
+  set_bound(cache, c, bound, cache.grown_bytes - (capacity - bound) * bin_info(bin).size);
 }
 
 // Gives the `k` oldest runs of `s` back through the uncached free: the thread's
@@ -206,9 +214,9 @@ void flush_large(LargeStack& s, std::uint32_t k) {
 }
 
 void flush_all(ThreadCache& cache) {
-  for (CacheClass& c : cache.classes) {
-    flush_oldest(c, c.count);
-    c.visited_count = 0;
+  for (std::size_t b = 0; b < kNumBins; ++b) {
+    flush_oldest(cache.classes[b], cache.classes[b].count());
+    cache.state[b].visited_count = 0;
   }
   cache.visited_bytes = 0;
   for (LargeStack& s : cache.large) flush_large(s, s.count);
@@ -222,9 +230,10 @@ bool in_stack(const LargeStack& s, const void* p) {
   return false;
 }
 
+// Another thread's stack is read under g_caches_lock (CacheClass).
 bool in_class(const CacheClass& c, const void* p) {
-  const std::uint32_t n = __atomic_load_n(&c.count, __ATOMIC_RELAXED);
-  void* const* slots = __atomic_load_n(&c.slots, __ATOMIC_ACQUIRE);
+  const std::uint32_t n = c.count();
+  void* const* slots = c.slots;
   for (std::uint32_t i = 0; i < n; ++i) {
     if (__atomic_load_n(&slots[i], __ATOMIC_RELAXED) == p) return true;
   }
@@ -235,15 +244,16 @@ bool in_class(const CacheClass& c, const void* p) {
 // the first region taken; null when the arena has none (out of memory). The
 // cache is entered. Each region taken is a tick.
 void* fill_and_pop_entered(ThreadCache& cache, CacheClass& c, std::size_t bin) {
+  ClassState& state = cache.state[bin];
   // A class that runs empty twice between two GC visits is busier than its
   // fill: the fill doubles now (down to half the stack), not at the next
   // visit, which may be thousands of events away. Otherwise a class the GC
   // shrank while idle refills a few regions at a time, each fill a lock and
   // a pick (in bench_simple_loop, 850,000 fills of 2.4 regions on average
   // for 2,000,000 mallocs).
-  if (c.ran_empty && c.fill_shift > 1) --c.fill_shift;
-  c.ran_empty = true;
-  std::uint32_t wanted = c.capacity >> c.fill_shift;
+  if (state.ran_empty && state.fill_shift > 1) --state.fill_shift;
+  state.ran_empty = true;
+  std::uint32_t wanted = c.capacity() >> state.fill_shift;
   const std::uint32_t by_bytes = kFillBytes / bin_info(bin).size;
   if (wanted > by_bytes) wanted = by_bytes;
   if (wanted == 0) wanted = 1;
@@ -256,8 +266,8 @@ void* fill_and_pop_entered(ThreadCache& cache, CacheClass& c, std::size_t bin) {
     c.slots[j] = swap;
   }
   void* p = c.slots[got - 1];
-  set_count(c, static_cast<std::uint32_t>(got - 1));
-  // low_water stays 0: the stack ran empty since the GC's last visit. Were it
+  c.set_count(static_cast<std::uint32_t>(got - 1));
+  // The low water stays 0: the stack ran empty since the GC's last visit. Were it
   // the count after the fill, the GC's next visit would take the fill's
   // unused rest for idle regions, flush them and halve the next fill, and a
   // thread that only allocates (a producer) would shrink its fills to a
@@ -281,15 +291,15 @@ void* pop_or_fill(std::size_t bin) {
   CacheClass& c = cache->classes[bin];
   enter();
   void* p;
-  if (c.count == 0) {
+  if (c.top == c.slots) {
     p = fill_and_pop_entered(*cache, c, bin);
   } else {
     // The pop pop_fast leaves here, the one that lowers the low water: no
     // tick, as the inline pops have none.
-    const std::uint32_t n = c.count - 1;
-    p = c.slots[n];
-    set_count(c, n);
-    if (n < c.low_water) c.low_water = n;
+    void** const top = c.top - 1;
+    p = *top;
+    __atomic_store_n(&c.top, top, __ATOMIC_RELAXED);
+    if (top < c.low) c.low = top;
     *static_cast<std::uintptr_t*>(p) = 0;  // the key: no longer cached
   }
   leave();
@@ -356,11 +366,10 @@ bool push(void* p, Arena* owner, std::size_t expected_bin, const char* function)
   enter();
   // The free is a tick, as is each region flushed to make room for it.
   std::uint32_t ticks = 1;
-  if (c.count == c.capacity) ticks += make_room(*cache, c, bin);
+  if (c.top == c.limit) ticks += make_room(*cache, c, bin);
   *word = key_of(p);
-  const std::uint32_t n = c.count;
-  c.slots[n] = p;
-  set_count(c, n + 1);
+  *c.top = p;
+  __atomic_store_n(&c.top, c.top + 1, __ATOMIC_RELAXED);
   if (tick(*cache, ticks)) gc_step(*cache);
   leave();
   return true;
@@ -371,9 +380,10 @@ bool push(void* p, Arena* owner, std::size_t expected_bin, const char* function)
 // flushed half of a 64-region stack 24 times a batch). Otherwise, or when it
 // cannot grow, the older half goes.
 std::uint32_t make_room(ThreadCache& cache, CacheClass& c, std::size_t bin) {
-  if (c.ran_full && grow(cache, c, bin)) return 0;
-  c.ran_full = true;
-  const std::uint32_t half = c.capacity / 2;
+  ClassState& state = cache.state[bin];
+  if (state.ran_full && grow(cache, c, bin)) return 0;
+  state.ran_full = true;
+  const std::uint32_t half = c.capacity() / 2;
   flush_oldest(c, half);
   return half;
 }
@@ -387,24 +397,26 @@ std::uint32_t make_room(ThreadCache& cache, CacheClass& c, std::size_t bin) {
 void gc_step(ThreadCache& cache) {
   const std::size_t bin = cache.gc_next_class;
   CacheClass& c = cache.classes[bin];
+  ClassState& state = cache.state[bin];
   cache.gc_next_class = (cache.gc_next_class + 1) % kNumBins;
   const std::size_t size = bin_info(bin).size;
   const std::size_t held =
-      cache.visited_bytes - std::size_t{c.visited_count} * size + std::size_t{c.count} * size;
+      cache.visited_bytes - std::size_t{state.visited_count} * size + std::size_t{c.count()} * size;
   const bool over = held > kIdleBytes;
-  const bool shrinks = over && c.capacity > slots_of(bin) && !c.ran_full &&
-                       (c.low_water > slots_of(bin) || (c.count == 0 && !c.ran_empty));
-  if (c.low_water > 0 && over) {
-    flush_oldest(c, c.low_water - c.low_water / 4);
-    if ((c.capacity >> (c.fill_shift + 1)) >= 1) ++c.fill_shift;
-  } else if (c.ran_empty && c.fill_shift > 1) {
-    --c.fill_shift;
+  const std::uint32_t low_water = c.low_water();
+  const bool shrinks = over && c.capacity() > slots_of(bin) && !state.ran_full &&
+                       (low_water > slots_of(bin) || (c.count() == 0 && !state.ran_empty));
+  if (low_water > 0 && over) {
+    flush_oldest(c, low_water - low_water / 4);
+    if ((c.capacity() >> (state.fill_shift + 1)) >= 1) ++state.fill_shift;
+  } else if (state.ran_empty && state.fill_shift > 1) {
+    --state.fill_shift;
   }
   if (shrinks) shrink(cache, c, bin);
-  c.ran_empty = c.ran_full = false;
-  c.low_water = c.count;
+  state.ran_empty = state.ran_full = false;
+  c.low = c.top;
   cache.visited_bytes = held;
-  c.visited_count = c.count;
+  state.visited_count = c.count();
 }
 
 void check_not_cached(void* p, const char* function) {
@@ -505,8 +517,7 @@ std::size_t cached_bytes() {
   LockGuard guard(g_caches_lock);
   for (ThreadCache* cache = g_live; cache != nullptr; cache = cache->next) {
     for (std::size_t b = 0; b < kNumBins; ++b) {
-      bytes += std::size_t{__atomic_load_n(&cache->classes[b].count, __ATOMIC_RELAXED)} *
-               bin_info(b).size;
+      bytes += std::size_t{cache->classes[b].count()} * bin_info(b).size;
     }
     for (std::size_t i = 0; i < kLargePages; ++i) {
       bytes += std::size_t{__atomic_load_n(&cache->large[i].count, __ATOMIC_RELAXED)} * (i + 1) *
@@ -524,9 +535,9 @@ bool check() {
       std::size_t grown = 0;
       for (std::size_t b = 0; b < kNumBins; ++b) {
         const CacheClass& c = cache->classes[b];
-        const std::uint32_t n = __atomic_load_n(&c.count, __ATOMIC_RELAXED);
-        const std::uint32_t capacity = __atomic_load_n(&c.capacity, __ATOMIC_RELAXED);
-        const bool grown_slots = __atomic_load_n(&c.slots_grown, __ATOMIC_RELAXED);
+        const std::uint32_t n = c.count();
+        const std::uint32_t capacity = c.capacity();
+        const bool grown_slots = __atomic_load_n(&cache->state[b].slots_grown, __ATOMIC_RELAXED);
         const std::uint32_t most = grown_slots ? max_capacity_of(b) : slots_of(b);
         if (n > capacity || capacity < slots_of(b) || capacity > most) {
           message("check: thread cache ", cache, " class ", b, ": ", n, " regions in ", capacity,
@@ -553,12 +564,12 @@ bool check() {
   if (own == nullptr) return ok;
   for (std::size_t b = 0; b < kNumBins; ++b) {
     const CacheClass& c = own->classes[b];
-    if (c.low_water > c.count) {
-      message("check: thread cache class ", b, ": low water ", c.low_water, " above count ",
-              c.count);
+    if (c.low < c.slots || c.low > c.top) {
+      message("check: thread cache class ", b, ": low water ", c.low - c.slots, " outside [0, ",
+              c.count(), "]");
       ok = false;
     }
-    for (std::uint32_t i = 0; i < c.count; ++i) {
+    for (std::uint32_t i = 0; i < c.count(); ++i) {
       void* p = c.slots[i];
       const ChunkOwner owner = ChunkRegistry::lookup(p);
       if (!owner.is_arena_chunk()) {

@@ -118,29 +118,48 @@ inline std::uint32_t max_capacity_of(std::size_t bin) {
   return most < slots_of(bin) ? slots_of(bin) : most;
 }
 
-// One class's stack: slots[0 .. count), the oldest at the bottom. count is
-// written only by the owning thread, and read by others (stats, the double
-// free search) with relaxed loads, as are slots and capacity. Invariant:
-// low_water <= count <= capacity <= (slots_grown ? max_capacity_of(bin) :
-// slots_of(bin)), and slots_of(bin) <= capacity.
+// One class's stack: slots[0 .. count()), the oldest at the bottom, kept as
+// three pointers into slots, so that the inline malloc and free compare and
+// move one pointer and load no base: top (slots + count), limit (slots + the
+// bound, capacity) and low (slots + the low water, the least count since the
+// GC's last visit). Written only by the owning thread. Other threads (stats,
+// the double-free search) read them with relaxed loads under the caches'
+// lock, which the one move of slots (a stack's first growth) also holds, so
+// that they never see a top in one array and slots in the other.
+// Invariant: slots <= low <= top <= limit, and slots_of(bin) <= capacity() <=
+// (ClassState::slots_grown ? max_capacity_of(bin) : slots_of(bin)).
 // As large as a BinInfo: a free finds its class's stack at the byte offset of
 // its class's BinInfo in the table, with no multiplication.
 struct alignas(sizeof(BinInfo)) CacheClass {
+  void** top = nullptr;
+  void** limit = nullptr;
+  void** low = nullptr;
   void** slots = nullptr;
-  std::uint32_t count = 0;
-  std::uint32_t capacity = 0;       // the bound: slots_of(bin) until it grows
-  std::uint32_t low_water = 0;      // least count since the GC's last visit
+
+  std::uint32_t count() const { return at(__atomic_load_n(&top, __ATOMIC_RELAXED)); }
+  std::uint32_t capacity() const { return at(__atomic_load_n(&limit, __ATOMIC_RELAXED)); }
+  std::uint32_t low_water() const { return at(low); }
+  void set_count(std::uint32_t n) { __atomic_store_n(&top, slots + n, __ATOMIC_RELAXED); }
+  void set_capacity(std::uint32_t n) { __atomic_store_n(&limit, slots + n, __ATOMIC_RELAXED); }
+  void set_low_water(std::uint32_t n) { low = slots + n; }
+
+ private:
+  std::uint32_t at(void* const* slot) const { return static_cast<std::uint32_t>(slot - slots); }
+};
+static_assert(sizeof(CacheClass) == sizeof(BinInfo));
+
+// What only the fills and the GC read of a class, apart from its stack.
+struct ClassState {
+  std::uint32_t visited_count = 0;  // count as the GC's last visit left it
   std::uint8_t fill_shift = 1;      // a fill takes capacity >> fill_shift regions
   bool ran_empty = false;           // a miss since the GC's last visit
   bool ran_full = false;            // a full stack since the GC's last visit
   bool slots_grown = false;         // slots has max_capacity_of(bin) entries
-  std::uint32_t visited_count = 0;  // count as the GC's last visit left it
 };
-static_assert(sizeof(CacheClass) == sizeof(BinInfo));
 
 // Freed large runs of one length (fast profile): runs[0 .. count), the oldest
-// at the bottom, each holding its key. count is read by other threads as
-// CacheClass::count is.
+// at the bottom, each holding its key. count is read by other threads with
+// relaxed loads.
 inline constexpr std::size_t kLargePages = LargeRunCache::kMaxPages;
 inline constexpr std::uint32_t kLargeDepth = 8;
 struct LargeStack {
@@ -154,6 +173,7 @@ inline bool large_cacheable(std::size_t size) {
 
 struct ThreadCache {
   CacheClass classes[kNumBins];
+  ClassState state[kNumBins];
   // Ticks left before the next GC step (at least 1).
   std::uint32_t ticks = kGcTicks;
   std::uint32_t gc_next_class = 0;
@@ -195,9 +215,6 @@ extern constinit thread_local ThreadSlot t_slot;
 // (arena/freed_key.h), so that one look at the first word tells a free
 // whether the region may be in either.
 inline std::uintptr_t key_of(const void* p) { return freed_key_of(p); }
-inline void set_count(CacheClass& c, std::uint32_t n) {
-  __atomic_store_n(&c.count, n, __ATOMIC_RELAXED);
-}
 
 // Out of line (thread_cache.cpp).
 // Makes room on the full stack `c` of class `bin`: its bound grows, or its
@@ -290,18 +307,18 @@ inline constexpr auto kStackOffsetBySixteenths = [] {
   const std::size_t offset = kStackOffsetBySixteenths[sixteenths(size)];
   CacheClass& c =
       *reinterpret_cast<CacheClass*>(reinterpret_cast<char*>(slot.cache->classes) + offset);
-  std::uint32_t n = c.count;
+  void** top = c.top;
   // One compare for an empty stack and for a new low water (as jemalloc's
-  // cache bins do): low_water <= count, so an empty stack is at its low water,
-  // and a pop from above it leaves it where it is.
-  if (n == c.low_water) [[unlikely]] {
+  // cache bins do): low <= top, so an empty stack is at its low water, and a
+  // pop from above it leaves it where it is.
+  if (top == c.low) [[unlikely]] {
     std::atomic_signal_fence(std::memory_order_seq_cst);
     slot.closed = 0;
     return nullptr;
   }
-  --n;
-  void* p = c.slots[n];
-  set_count(c, n);
+  --top;
+  void* p = *top;
+  __atomic_store_n(&c.top, top, __ATOMIC_RELAXED);
   *static_cast<std::uintptr_t*>(p) = 0;  // the key: no longer cached
   std::atomic_signal_fence(std::memory_order_seq_cst);
   slot.closed = 0;
@@ -343,15 +360,15 @@ void* pop_large(std::size_t pages);
   slot.closed = 1;
   std::atomic_signal_fence(std::memory_order_seq_cst);
   CacheClass& c = cache->classes[bin];
-  const std::uint32_t n = c.count;
-  if (n == c.capacity) [[unlikely]] {
+  void** const top = c.top;
+  if (top == c.limit) [[unlikely]] {
     std::atomic_signal_fence(std::memory_order_seq_cst);
     slot.closed = 0;
     return false;
   }
   *word = key;
-  c.slots[n] = p;
-  set_count(c, n + 1);
+  *top = p;
+  __atomic_store_n(&c.top, top + 1, __ATOMIC_RELAXED);
   std::atomic_signal_fence(std::memory_order_seq_cst);
   slot.closed = 0;
   return true;
