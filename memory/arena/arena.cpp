@@ -14,7 +14,7 @@
 
 namespace runsel {
 
-constinit std::uintptr_t g_freed_key = 0;
+constinit std::uintptr_t g_link_key = 0;
 
 // Every ordinary variant takes the same metadata for an arena (8 KiB),
 // whatever its container adds to each bin: containers that make the same
@@ -29,7 +29,7 @@ Arena* Arena::create(unsigned index,
   void* memory = base::allocate(kArenaMetadataBytes);
   if (memory == nullptr) return nullptr;
   // Under the frontend's init lock, before any region can be freed.
-  while (g_freed_key == 0) g_freed_key = os::random_word();
+  while (g_link_key == 0) g_link_key = os::random_word();
   Arena* arena = new (memory) Arena();
   arena->index_ = index;
   arena->run_key_ = RunKey::from(os::random_word() ^ reinterpret_cast<std::uintptr_t>(arena));

@@ -48,8 +48,8 @@
 //   check) and lets the uncached free report it.
 // - The region's bitmap bit (free: a double free of a region already given
 //   back).
-// A cached region's first word holds a key: a process-random value mixed with
-// its address. A region queued for its arena by another thread holds the same.
+// A cached region's first word holds a key: nine times its address
+// (arena/freed_key.h). A region queued for its arena by another thread holds the same.
 // A free that finds the key looks for the pointer in the caches and aborts if
 // it is there (a double free of a region still cached). Then it takes in its
 // arena's remote frees, so that the bitmap bit tells a region queued already (a
