@@ -169,16 +169,20 @@ void* allocate_aligned(std::size_t alignment, std::size_t size) {
 // deallocate() of what is not a cached free into the thread's known chunk:
 // the registry says whose chunk it is. A tail call from deallocate, so that
 // the inline path keeps nothing live for this one and saves no registers.
+// A thread without a cache: straight to the uncached free, without push_fast,
+// push and their calls. Apart from deallocate_through_registry, whose common
+// case then saves no registers (this one's call needs them saved).
+[[gnu::noinline]] void deallocate_cacheless(void* p, const char* function, Arena* arena) {
+  thread_cache::check_cacheless_free(p, arena, function);
+  return deallocate_any_thread(p, function, arena);
+}
+
 [[gnu::noinline]] void deallocate_through_registry(void* p, const char* function) {
   const ChunkOwner owner = ChunkRegistry::lookup(p);
   if (!owner.is_arena_chunk()) return deallocate_outside_arenas(p, function, owner);
   Arena* arena = owner.as<Arena>();
-  if (thread_cache::t_slot.cache == nullptr) [[unlikely]] {
-    // A thread without a cache: straight to the uncached free, without
-    // push_fast, push and their calls.
-    thread_cache::check_cacheless_free(p, arena, function);
-    return deallocate_any_thread(p, function, arena);
-  }
+  if (thread_cache::t_slot.cache == nullptr) [[unlikely]]
+    return deallocate_cacheless(p, function, arena);
   if (thread_cache::push_fast(p, arena)) {
     thread_cache::remember_chunk(p, arena);
     return;
