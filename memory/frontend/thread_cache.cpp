@@ -298,7 +298,7 @@ void* pop_or_fill(std::size_t bin) {
     // tick, as the inline pops have none.
     void** const top = c.top - 1;
     p = *top;
-    __atomic_store_n(&c.top, top, __ATOMIC_RELAXED);
+    c.set_top(top);
     if (top < c.low) c.low = top;
     *static_cast<std::uintptr_t*>(p) = 0;  // the key: no longer cached
   }
@@ -369,7 +369,7 @@ bool push(void* p, Arena* owner, std::size_t expected_bin, const char* function)
   if (c.top == c.limit) ticks += make_room(*cache, c, bin);
   *word = key_of(p);
   *c.top = p;
-  __atomic_store_n(&c.top, c.top + 1, __ATOMIC_RELAXED);
+  c.set_top(c.top + 1);
   if (tick(*cache, ticks)) gc_step(*cache);
   leave();
   return true;

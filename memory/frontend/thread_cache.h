@@ -139,7 +139,9 @@ struct alignas(sizeof(BinInfo)) CacheClass {
   std::uint32_t count() const { return at(__atomic_load_n(&top, __ATOMIC_RELAXED)); }
   std::uint32_t capacity() const { return at(__atomic_load_n(&limit, __ATOMIC_RELAXED)); }
   std::uint32_t low_water() const { return at(low); }
-  void set_count(std::uint32_t n) { __atomic_store_n(&top, slots + n, __ATOMIC_RELAXED); }
+  // The owner's one store of its top, which other threads load.
+  void set_top(void** to) { __atomic_store_n(&top, to, __ATOMIC_RELAXED); }
+  void set_count(std::uint32_t n) { set_top(slots + n); }
   void set_capacity(std::uint32_t n) { __atomic_store_n(&limit, slots + n, __ATOMIC_RELAXED); }
   void set_low_water(std::uint32_t n) { low = slots + n; }
 
@@ -318,7 +320,7 @@ inline constexpr auto kStackOffsetBySixteenths = [] {
   }
   --top;
   void* p = *top;
-  __atomic_store_n(&c.top, top, __ATOMIC_RELAXED);
+  c.set_top(top);
   *static_cast<std::uintptr_t*>(p) = 0;  // the key: no longer cached
   std::atomic_signal_fence(std::memory_order_seq_cst);
   slot.closed = 0;
@@ -368,7 +370,7 @@ void* pop_large(std::size_t pages);
   }
   *word = key;
   *top = p;
-  __atomic_store_n(&c.top, top + 1, __ATOMIC_RELAXED);
+  c.set_top(top + 1);
   std::atomic_signal_fence(std::memory_order_seq_cst);
   slot.closed = 0;
   return true;
